@@ -1,0 +1,154 @@
+"""url_inventory: every URL we know of per host, and where we learned it.
+
+Sources: the seeds, sitemaps and feeds (from robots.txt ``Sitemap:`` lines, else /sitemap.xml)
+with their ``lastmod``, and redirect targets seen by the previous cycle's fetches. robots.txt is
+refreshed here too (cached about 24 h) because the next stage filters by it.
+"""
+
+from datetime import datetime
+
+import dagster as dg
+import polars as pl
+
+from freshness_pipeline import tables
+from freshness_pipeline.assets.common import ASSET_KWARGS
+from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
+from freshness_pipeline.science.normalize import normalize_url_column
+from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.web.discovery import DiscoveryTarget, discover_hosts
+
+_KEY = ["url", "source"]
+
+
+def host_base_urls(known: pl.DataFrame, hosts: list[str]) -> dict[str, str]:
+    """The origin to ask for robots.txt: the scheme most of a host's URLs use (https if none)."""
+    schemes = (
+        known.select("host", pl.col("url").str.extract(r"^(https?)://", 1).alias("scheme"))
+        .drop_nulls()
+        .group_by("host", "scheme")
+        .len()
+        .sort(["host", "len", "scheme"], descending=[False, True, True])
+        .unique(subset="host", keep="first")
+    )
+    by_host = dict(schemes.select("host", "scheme").iter_rows())
+    return {h: f"{by_host.get(h, 'https')}://{h}" for h in hosts}
+
+
+def merge_inventory(previous: pl.DataFrame, found: pl.DataFrame, now: datetime) -> pl.DataFrame:
+    """Union by (url, source): the first sighting and the newest lastmod, value and class win."""
+    found = tables.conform("url_inventory", found).with_columns(
+        pl.coalesce("first_seen_at", pl.lit(now)).alias("first_seen_at"),
+        pl.lit(now).cast(tables.UTC_TIME).alias("last_seen_at"),
+    )
+    both = pl.concat([tables.conform("url_inventory", previous), found], how="vertical_relaxed")
+    return (
+        both.group_by(_KEY, maintain_order=True)
+        .agg(
+            pl.col("host").last(),
+            pl.col("value").drop_nulls().last(),
+            pl.col("url_class").drop_nulls().last(),
+            pl.col("lastmod").max(),
+            pl.col("first_seen_at").min(),
+            pl.col("last_seen_at").max(),
+        )
+        .select(list(tables.URL_INVENTORY))
+        .sort(["host", "url", "source"])
+    )
+
+
+def redirect_discoveries(results: pl.DataFrame, now: datetime) -> pl.DataFrame:
+    """Redirect targets from the previous cycle, keyed to the host they point to."""
+    moved = results.filter((pl.col("outcome") == "redirect") & pl.col("location").is_not_null())
+    if moved.is_empty():
+        return tables.empty("url_inventory")
+    norm = normalize_url_column(moved["location"])
+    return pl.DataFrame(
+        {
+            "url": moved["location"],
+            "host": norm["host"],
+            "source": "redirect",
+            "value": moved.get_column("value") if "value" in moved.columns else None,
+            "first_seen_at": now,
+        }
+    ).filter(pl.col("host").is_not_null())
+
+
+def _seed_rows(seeds: pl.DataFrame) -> pl.DataFrame:
+    return seeds.select(
+        "url",
+        "host",
+        pl.col("source").fill_null("seed"),
+        "value",
+        "url_class",
+        pl.col("added_at").alias("first_seen_at"),
+    )
+
+
+def refresh_robots_and_sitemaps(
+    wh: Warehouse,
+    hosts: list[str],
+    known: pl.DataFrame,
+    now: datetime,
+    http: HttpClientResource,
+    log: dg.DagsterLogManager | None = None,
+) -> pl.DataFrame:
+    """Fetch robots.txt where the cache is stale and every host's sitemaps; write the robots
+    table and return the sitemap entries as inventory rows."""
+    cached = wh.read("robots", hosts)
+    cached_by_host = {row["host"]: row for row in cached.iter_rows(named=True)}
+    bases = host_base_urls(known, hosts)
+    targets = [
+        DiscoveryTarget(host=h, base_url=bases[h], cached=cached_by_host.get(h)) for h in hosts
+    ]
+    found = discover_hosts(targets, now=now, settings=http.settings(), allow=http.allow_list())
+    robots_rows = [f.robots_row for f in found]
+    wh.write_partitions("robots", hosts, pl.DataFrame(robots_rows, schema=tables.ROBOTS))
+    entries = [
+        {"url": e.loc, "lastmod": e.lastmod, "source": "sitemap"} for f in found for e in f.entries
+    ]
+    if log is not None:
+        for f in found:
+            for problem in f.errors:
+                log.warning(f"{f.host}: {problem}")
+    if not entries:
+        return tables.empty("url_inventory")
+    frame = pl.DataFrame(
+        entries, schema={"url": pl.String, "lastmod": tables.UTC_TIME, "source": pl.String}
+    )
+    norm = normalize_url_column(frame["url"])
+    # A sitemap may list URLs of other hosts; they count only for the host they belong to.
+    return frame.with_columns(host=norm["host"]).filter(pl.col("host").is_in(hosts))
+
+
+@dg.asset(**ASSET_KWARGS)
+def url_inventory(
+    context: dg.AssetExecutionContext,
+    warehouse: WarehouseResource,
+    cycle: CycleResource,
+    http: HttpClientResource,
+) -> dg.Output[pl.DataFrame]:
+    """Everything known about which URLs exist, per host, with its source and sitemap lastmod."""
+    hosts = list(context.partition_keys)
+    now = cycle.cycle_now(context)
+    wh = warehouse.warehouse()
+    previous = wh.read("url_inventory", hosts)
+    seeds = wh.read("seeds", hosts)
+    redirects = redirect_discoveries(wh.read("fetch_results", hosts), now)
+    same_host = redirects.filter(pl.col("host").is_in(hosts))
+    found = [_seed_rows(seeds), same_host]
+    if not cycle.dry_run:
+        known = pl.concat([previous.select("url", "host"), seeds.select("url", "host")])
+        found.append(refresh_robots_and_sitemaps(wh, hosts, known, now, http, context.log))
+    found_rows = pl.concat(
+        [tables.conform("url_inventory", f) for f in found], how="vertical_relaxed"
+    )
+    inventory = merge_inventory(previous, found_rows, now)
+    by_source = inventory.group_by("source").len().sort("source")
+    return dg.Output(
+        inventory,
+        metadata={
+            "urls": dg.MetadataValue.int(inventory.height),
+            "hosts": dg.MetadataValue.int(len(hosts)),
+            **{f"urls_from_{s}": dg.MetadataValue.int(n) for s, n in by_source.iter_rows()},
+        },
+    )

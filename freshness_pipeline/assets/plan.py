@@ -1,0 +1,123 @@
+"""revisit_plan: every candidate scored, and the best buys selected within budget and capacity.
+
+The scoring is the pure planner in science.schedule; this asset only joins what it needs (the
+previous url_state, robots crawl-delays, last cycle's host health) and passes the cycle's now.
+"""
+
+import dagster as dg
+import polars as pl
+
+from freshness_pipeline import tables
+from freshness_pipeline.assets.common import ASSET_KWARGS
+from freshness_pipeline.resources import CycleResource, WarehouseResource
+from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION
+from freshness_pipeline.science.schedule import PlanConfig, build_plan
+
+# Without a Crawl-delay we still keep to a few requests a second per host.
+DEFAULT_HOST_RATE_PER_S = 4.0
+ERROR_COST_WEIGHT = 3.0
+
+
+def host_health(results: pl.DataFrame, hosts: list[str]) -> pl.DataFrame:
+    """Share of last cycle's sent requests per host that failed; 0 for hosts with none."""
+    sent = results.filter(pl.col("sent"))
+    health = sent.group_by("host").agg(
+        (pl.col("outcome") == "error").mean().alias("error_share"),
+    )
+    return (
+        pl.DataFrame({"host": hosts}, schema={"host": pl.String})
+        .join(health, on="host", how="left")
+        .with_columns(pl.col("error_share").fill_null(0.0))
+    )
+
+
+def host_capacity(robots: pl.DataFrame, health: pl.DataFrame, window_s: float) -> pl.DataFrame:
+    """How many fetches a host can take in one cycle's fetch window: the window over its
+    Crawl-delay, halved when most of its requests failed last cycle."""
+    delays = robots.select("host", "crawl_delay")
+    return (
+        health.join(delays, on="host", how="left")
+        .with_columns(
+            pl.when(pl.col("crawl_delay") > 0)
+            .then(window_s / pl.col("crawl_delay"))
+            .otherwise(window_s * DEFAULT_HOST_RATE_PER_S)
+            .alias("raw_capacity")
+        )
+        .with_columns(
+            (pl.col("raw_capacity") * pl.when(pl.col("error_share") > 0.5).then(0.5).otherwise(1.0))
+            .floor()
+            .cast(pl.Int64)
+            .alias("capacity"),
+            (1.0 + ERROR_COST_WEIGHT * pl.col("error_share")).alias("cost_multiplier"),
+        )
+        .select("host", "capacity", "cost_multiplier", "crawl_delay")
+    )
+
+
+def plan_inputs(
+    candidates: pl.DataFrame, state: pl.DataFrame, capacity: pl.DataFrame
+) -> pl.DataFrame:
+    """Candidates joined with what we know of them: status, last fetch, rate and validators."""
+    known = state.select(
+        "url",
+        pl.col("status").alias("state_status"),
+        "last_fetched_at",
+        "change_rate",
+        "etag",
+        "last_modified",
+        # A fingerprint from an older extractor cannot be compared: the next fetch re-extracts
+        # (outcome 'new', no change observation) instead of reporting a wave of changes.
+        pl.when(pl.col("fingerprint_version") == FINGERPRINT_VERSION)
+        .then(pl.col("fingerprint"))
+        .alias("fingerprint"),
+        "consecutive_errors",
+    )
+    return (
+        candidates.join(known, on="url", how="left")
+        .join(capacity.select("host", "cost_multiplier", "crawl_delay"), on="host", how="left")
+        .with_columns(
+            status=pl.when(~pl.col("allowed"))
+            .then(pl.lit("blocked"))
+            .otherwise(pl.col("state_status").fill_null("new")),
+            # A URL failing again and again costs more, up to 16x, so it yields to healthy ones.
+            cost=pl.col("cost_multiplier").fill_null(1.0)
+            * (2.0 ** pl.col("consecutive_errors").fill_null(0).clip(0, 4)),
+        )
+    )
+
+
+@dg.asset(**ASSET_KWARGS)
+def revisit_plan(
+    context: dg.AssetExecutionContext,
+    url_candidates: pl.DataFrame,
+    warehouse: WarehouseResource,
+    cycle: CycleResource,
+) -> dg.Output[pl.DataFrame]:
+    """Which URLs to fetch this cycle, in order, and why."""
+    hosts = list(context.partition_keys)
+    now = cycle.cycle_now(context)
+    wh = warehouse.warehouse()
+    health = host_health(wh.read("fetch_results", hosts), hosts)
+    capacity = host_capacity(wh.read("robots", hosts), health, cycle.fetch_window_s)
+    inputs = plan_inputs(url_candidates, wh.read("url_state", hosts), capacity)
+    config = PlanConfig(objective=cycle.objective)  # type: ignore[arg-type]
+    plan = build_plan(
+        inputs,
+        capacity.select("host", "capacity"),
+        now=now,
+        budget=cycle.budget_or_none(),
+        config=config,
+    ).with_columns(planned_at=pl.lit(now).cast(tables.UTC_TIME))
+    plan = tables.conform("revisit_plan", plan).sort(["host", "url"])
+    selected = plan.filter(pl.col("selected"))
+    reasons = selected.group_by("reason").len()
+    return dg.Output(
+        plan,
+        metadata={
+            "candidates": dg.MetadataValue.int(plan.height),
+            "selected": dg.MetadataValue.int(selected.height),
+            "budget": dg.MetadataValue.int(cycle.budget),
+            **{f"selected_{r}": dg.MetadataValue.int(n) for r, n in reasons.iter_rows() if r},
+            "expected_gain": dg.MetadataValue.float(float(selected["expected_gain"].sum() or 0.0)),
+        },
+    )

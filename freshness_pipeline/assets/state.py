@@ -1,0 +1,230 @@
+"""url_state: one row per canonical URL with its status, validators, change-rate estimate and
+next check time, updated from this cycle's fetch results.
+
+Each successful fetch adds one interval-censored observation ("changed or not since the last
+time we saw the page"); an observation is added only when the fetch is newer than the last one
+recorded, so re-running a cycle never counts the same fetch twice. No URL ever leaves the table:
+pages that vanish are marked gone, with their history kept.
+"""
+
+from datetime import datetime, timedelta
+
+import dagster as dg
+import numpy as np
+import polars as pl
+
+from freshness_pipeline import tables
+from freshness_pipeline.assets.common import ASSET_KWARGS
+from freshness_pipeline.resources import CycleResource, WarehouseResource
+from freshness_pipeline.science.estimate import append_observations, estimate_rates, prior_columns
+from freshness_pipeline.science.intervals import due_age_days
+from freshness_pipeline.science.schedule import PlanConfig
+
+SUCCESS = ["not_modified", "unchanged", "changed", "new"]
+OBSERVED = ["not_modified", "unchanged", "changed"]
+ERRORS_BEFORE_ERROR_STATUS = 3
+DAY_US = 86_400 * 1_000_000
+
+
+def plan_threshold(plan: pl.DataFrame) -> float:
+    """The cycle's cut-off: the lowest priority the budget still bought. Zero when the budget
+    did not bind (every due page was bought), which makes pages due as soon as allowed."""
+    bought = plan.filter(pl.col("selected") & (pl.col("reason") == "priority"))
+    not_bought = plan.filter(~pl.col("selected") & (pl.col("status") != "blocked"))
+    if bought.is_empty() or not_bought.is_empty():
+        return 0.0
+    return float(bought["priority"].min())
+
+
+def _days(expr: pl.Expr) -> pl.Expr:
+    return expr.dt.total_microseconds().cast(pl.Float64) / DAY_US
+
+
+def merge_state(
+    previous: pl.DataFrame, candidates: pl.DataFrame, results: pl.DataFrame, now: datetime
+) -> pl.DataFrame:
+    """Previous state + new candidates + this cycle's sent results, before re-estimation."""
+    prev = tables.conform("url_state", previous)
+    cand = candidates.select(
+        "url",
+        pl.col("host").alias("c_host"),
+        pl.col("value").alias("c_value"),
+        pl.col("url_class").alias("c_class"),
+        pl.col("first_seen_at").alias("c_first_seen"),
+        pl.col("allowed").alias("c_allowed"),
+    )
+    sent = results.filter(pl.col("sent")).select(
+        "url",
+        pl.col("fetched_at").alias("r_at"),
+        pl.col("outcome").alias("r_outcome"),
+        pl.col("http_status").alias("r_status"),
+        pl.col("fingerprint").alias("r_fp"),
+        pl.col("fingerprint_version").alias("r_fp_version"),
+        pl.col("etag").alias("r_etag"),
+        pl.col("last_modified").alias("r_last_modified"),
+        pl.col("location").alias("r_location"),
+    )
+    merged = prev.join(cand, on="url", how="full", coalesce=True).join(sent, on="url", how="left")
+    outcome = pl.col("r_outcome")
+    success = outcome.is_in(SUCCESS)
+    is_error = outcome == "error"
+    changed = outcome == "changed"
+    fresh_fetch = pl.col("r_at").is_not_null() & (
+        pl.col("last_fetched_at").is_null() | (pl.col("r_at") > pl.col("last_fetched_at"))
+    )
+    new_status = (
+        pl.when(pl.col("c_allowed").fill_null(True).not_())
+        .then(pl.lit("blocked"))
+        .when(fresh_fetch & (outcome == "gone"))
+        .then(pl.lit("gone"))
+        .when(fresh_fetch & success)
+        .then(pl.lit("active"))
+        .when(
+            fresh_fetch
+            & is_error
+            & (pl.col("consecutive_errors").fill_null(0) + 1 >= ERRORS_BEFORE_ERROR_STATUS)
+        )
+        .then(pl.lit("error"))
+        .when(pl.col("status") == "blocked")
+        .then(
+            pl.when(pl.col("last_seen_at").is_null())
+            .then(pl.lit("new"))
+            .otherwise(pl.lit("active"))
+        )
+        .otherwise(pl.col("status").fill_null("new"))
+    )
+    observed = fresh_fetch & outcome.is_in(OBSERVED) & pl.col("last_seen_at").is_not_null()
+    return merged.with_columns(
+        host=pl.coalesce("host", "c_host"),
+        value=pl.coalesce("c_value", "value", pl.lit(1.0)),
+        url_class=pl.coalesce("c_class", "url_class"),
+        first_seen_at=pl.coalesce(
+            "first_seen_at", "c_first_seen", pl.lit(now).cast(tables.UTC_TIME)
+        ),
+        status=new_status,
+        observed_interval=pl.when(observed).then(_days(pl.col("r_at") - pl.col("last_seen_at"))),
+        observed_changed=pl.when(observed).then(changed),
+        last_fetched_at=pl.when(fresh_fetch).then("r_at").otherwise("last_fetched_at"),
+        last_seen_at=pl.when(fresh_fetch & success).then("r_at").otherwise("last_seen_at"),
+        last_changed_at=pl.when(fresh_fetch & changed).then("r_at").otherwise("last_changed_at"),
+        fingerprint=pl.when(fresh_fetch & pl.col("r_fp").is_not_null())
+        .then("r_fp")
+        .otherwise("fingerprint"),
+        fingerprint_version=pl.when(fresh_fetch & pl.col("r_fp").is_not_null())
+        .then("r_fp_version")
+        .otherwise("fingerprint_version"),
+        etag=pl.when(fresh_fetch & success & pl.col("r_etag").is_not_null())
+        .then("r_etag")
+        .otherwise("etag"),
+        last_modified=pl.when(fresh_fetch & success & pl.col("r_last_modified").is_not_null())
+        .then("r_last_modified")
+        .otherwise("last_modified"),
+        last_outcome=pl.when(fresh_fetch).then(outcome).otherwise("last_outcome"),
+        last_http_status=pl.when(fresh_fetch).then("r_status").otherwise("last_http_status"),
+        redirect_to=pl.when(fresh_fetch & (outcome == "redirect"))
+        .then("r_location")
+        .when(fresh_fetch & success)
+        .then(None)
+        .otherwise("redirect_to"),
+        gone_at=pl.when(fresh_fetch & (outcome == "gone"))
+        .then(pl.coalesce("gone_at", "r_at"))
+        .when(fresh_fetch & success)
+        .then(None)
+        .otherwise("gone_at"),
+        n_fetches=pl.col("n_fetches").fill_null(0) + fresh_fetch.cast(pl.Int64),
+        n_changes=pl.col("n_changes").fill_null(0) + (fresh_fetch & changed).cast(pl.Int64),
+        n_not_modified=pl.col("n_not_modified").fill_null(0)
+        + (fresh_fetch & (outcome == "not_modified")).cast(pl.Int64),
+        consecutive_errors=pl.when(fresh_fetch & is_error)
+        .then(pl.col("consecutive_errors").fill_null(0) + 1)
+        .when(fresh_fetch)
+        .then(0)
+        .otherwise(pl.col("consecutive_errors").fill_null(0)),
+    )
+
+
+def update_state(
+    previous: pl.DataFrame,
+    candidates: pl.DataFrame,
+    results: pl.DataFrame,
+    plan: pl.DataFrame,
+    now: datetime,
+    config: PlanConfig | None = None,
+) -> pl.DataFrame:
+    """The whole state update: merge, add observations, re-estimate rates, set next checks."""
+    config = config or PlanConfig()
+    merged = merge_state(previous, candidates, results, now)
+    observations = merged.filter(pl.col("observed_interval").is_not_null()).select(
+        "url",
+        pl.col("observed_interval").alias("interval_days"),
+        pl.col("observed_changed").alias("changed"),
+    )
+    with_history = append_observations(merged, observations)
+    estimated = estimate_rates(prior_columns(with_history))
+    cost = plan.select("url", "cost")
+    estimated = estimated.join(cost, on="url", how="left")
+    due_days = due_age_days(
+        estimated["change_rate"].to_numpy(),
+        estimated["value"].to_numpy(),
+        estimated["cost"].fill_null(1.0).to_numpy(),
+        plan_threshold(plan),
+        min_days=config.min_interval_days,
+        max_days=config.max_interval_days,
+    )
+    estimated = estimated.with_columns(
+        due_us=pl.Series(np.round(due_days * DAY_US).astype(np.int64))
+    )
+    anchor = pl.coalesce("last_fetched_at", pl.lit(now).cast(tables.UTC_TIME))
+    due_at = anchor + pl.duration(microseconds=pl.col("due_us"))
+    next_check = (
+        pl.when(pl.col("status") == "blocked")
+        .then(None)
+        .when(pl.col("status") == "new")
+        .then(pl.lit(now).cast(tables.UTC_TIME))
+        .when(pl.col("status") == "gone")
+        .then(pl.col("gone_at") + timedelta(days=config.gone_recheck_days))
+        .otherwise(due_at)
+    )
+    return tables.conform("url_state", estimated.with_columns(next_check_at=next_check)).sort(
+        ["host", "url"]
+    )
+
+
+@dg.asset(**ASSET_KWARGS)
+def url_state(
+    context: dg.AssetExecutionContext,
+    url_candidates: pl.DataFrame,
+    revisit_plan: pl.DataFrame,
+    fetch_results: pl.DataFrame,
+    warehouse: WarehouseResource,
+    cycle: CycleResource,
+) -> dg.Output[pl.DataFrame]:
+    """Per-URL status, change rate (changes/day, posterior mean) and when to look again."""
+    hosts = list(context.partition_keys)
+    now = cycle.cycle_now(context)
+    wh = warehouse.warehouse()
+    state = update_state(
+        wh.read("url_state", hosts),
+        url_candidates,
+        fetch_results,
+        revisit_plan,
+        now,
+        PlanConfig(objective=cycle.objective),  # type: ignore[arg-type]
+    )
+    by_status = dict(state.group_by("status").len().iter_rows())
+    live = state.filter(pl.col("status") == "active")
+    age_days = _days(pl.lit(now).cast(tables.UTC_TIME) - pl.col("last_seen_at"))
+    est_fresh = live.select(
+        ((-pl.col("change_rate") * age_days).exp() * pl.col("value")).sum() / pl.col("value").sum()
+    ).item()
+    return dg.Output(
+        state,
+        metadata={
+            "urls": dg.MetadataValue.int(state.height),
+            **{f"status_{k}": dg.MetadataValue.int(v) for k, v in sorted(by_status.items())},
+            "estimated_weighted_freshness": dg.MetadataValue.float(float(est_fresh or 0.0)),
+            "median_change_rate_per_day": dg.MetadataValue.float(
+                float(live["change_rate"].median() or 0.0)
+            ),
+        },
+    )

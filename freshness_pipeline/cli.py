@@ -1,0 +1,197 @@
+"""The `freshness` command: seed, cycle, demo, report.
+
+This is the only layer besides the schedule that reads the wall clock, and only to default
+``--now``; everything below takes the cycle's ``now`` as an argument.
+"""
+
+from __future__ import annotations
+
+import warnings
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import polars as pl
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from freshness_pipeline.resources import parse_now
+from freshness_pipeline.storage import Warehouse
+
+# Dagster flags the beta/preview APIs we rely on (single-run backfills, partitioned checks)
+# on every import; a command-line user can do nothing about them.
+warnings.filterwarnings("ignore", module=r"dagster\..*")
+warnings.filterwarnings("ignore", message=r".*(beta|preview).*", category=Warning)
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Keep a crawled copy of many web pages fresh for the least fetching.",
+)
+console = Console()
+errors = Console(stderr=True)
+# Reports are wide tables; piped output (CI logs, files) should not squeeze their headers.
+wide = Console(width=None if console.is_terminal else 220)
+
+HomeOption = Annotated[
+    Path | None,
+    typer.Option("--home", help="Home folder (default: $FRESHNESS_HOME, else ./data)."),
+]
+NowOption = Annotated[
+    str | None, typer.Option("--now", help="The cycle's time, ISO 8601 (default: now, UTC).")
+]
+
+
+def _now(text: str | None) -> datetime:
+    if not text:
+        return datetime.now(UTC)
+    try:
+        return parse_now(text)
+    except ValueError as exc:
+        errors.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+
+
+@app.command()
+def seed(
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="CSV with a `url` header (optional `value`, `url_class`) or one URL per line."
+        ),
+    ],
+    home: HomeOption = None,
+    now: NowOption = None,
+) -> None:
+    """Add seed URLs. Idempotent; bad rows are reported with their line number and skipped."""
+    from freshness_pipeline.runner import load_seeds
+
+    moment = _now(now)
+    if not path.exists() or not path.is_file():
+        errors.print(f"[red]error:[/] seed file {str(path)!r} does not exist or is not a file")
+        raise typer.Exit(2)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        errors.print(f"[red]error:[/] cannot read {str(path)!r}: {exc.strerror}")
+        raise typer.Exit(2) from exc
+    result = load_seeds(home, data, added_at=moment)
+    for line, reason in result.parse.errors:
+        errors.print(f"{path}:{line}: skipped: {reason}")
+    if result.parse.fatal:
+        errors.print(f"[red]error:[/] {result.parse.fatal}")
+        raise typer.Exit(1)
+    console.print(
+        f"seeded {result.parse.rows.height} URLs on {result.hosts} hosts "
+        f"({len(result.new_hosts)} new partitions, {len(result.parse.errors)} rows skipped, "
+        f"{result.parse.duplicates} duplicates)"
+    )
+    for note in result.notes:
+        errors.print(f"[yellow]note:[/] {note}")
+
+
+@app.command()
+def cycle(
+    home: HomeOption = None,
+    now: NowOption = None,
+    budget: Annotated[
+        int | None,
+        typer.Option("--budget", min=0, help="At most N page fetches this cycle, over all hosts."),
+    ] = None,
+    host: Annotated[
+        list[str] | None, typer.Option("--host", help="Only these hosts (repeatable).")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Build the plan; fetch nothing.")
+    ] = False,
+    time_limit: Annotated[
+        float,
+        typer.Option("--time-limit", min=0, help="Seconds for fetching; the rest is deferred."),
+    ] = 0.0,
+) -> None:
+    """Run one cycle of the whole graph as of --now."""
+    from freshness_pipeline.runner import CycleFailed, run_cycle
+
+    moment = _now(now)
+    try:
+        outcome = run_cycle(
+            home, moment, budget=budget, hosts=host, dry_run=dry_run, fetch_time_limit_s=time_limit
+        )
+    except CycleFailed as exc:
+        errors.print(f"[red]cycle failed:[/] {exc}")
+        raise typer.Exit(1) from exc
+    verb = "planned" if dry_run else "fetched"
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(outcome.outcomes.items()))
+    console.print(
+        f"cycle {moment.isoformat()}: {len(outcome.hosts)} hosts, {outcome.planned} planned, "
+        f"{outcome.fetched if not dry_run else outcome.planned} {verb}"
+        + (f" ({counts})" if counts else "")
+    )
+    for note in outcome.notes:
+        errors.print(f"[yellow]note:[/] {note}")
+
+
+def _render(frame: pl.DataFrame, title: str) -> Table:
+    table = Table(title=title, show_lines=False)
+    for name in frame.columns:
+        text = frame[name].dtype == pl.String
+        width = (
+            max((len(v) for v in frame[name].drop_nulls().to_list()), default=0) if text else None
+        )
+        table.add_column(name, justify="left" if text else "right", min_width=width, no_wrap=text)
+    for row in frame.iter_rows():
+        table.add_row(*["" if v is None else str(v) for v in row])
+    return table
+
+
+@app.command()
+def report(home: HomeOption = None, now: NowOption = None) -> None:
+    """Metrics per host and per URL class: 304 share, unchanged-body share, requests per
+    detected change, expected age (freshness lag), errors."""
+    from freshness_pipeline.report import latest_cycle_time, report_by, report_totals
+
+    warehouse = Warehouse(home)
+    if not warehouse.root.exists():
+        errors.print(
+            f"[red]error:[/] no warehouse in {warehouse.home}: run `freshness seed` and `freshness cycle`"
+        )
+        raise typer.Exit(2)
+    warehouse.ensure_views()
+    moment = parse_now(now) if now else latest_cycle_time(warehouse)
+    totals = report_totals(warehouse, moment).row(0, named=True)
+    listed = pl.DataFrame(
+        {"metric": list(totals), "value": ["" if v is None else str(v) for v in totals.values()]}
+    )
+    wide.print(_render(listed, f"All hosts (as of {moment:%Y-%m-%d %H:%M} UTC)"))
+    wide.print(_render(report_by(warehouse, "host", moment), "By host"))
+    wide.print(_render(report_by(warehouse, "url_class", moment), "By URL class"))
+    wide.print(f"SQL: duckdb -readonly {warehouse.duckdb_path}")
+
+
+@app.command()
+def demo(
+    home: HomeOption = None,
+    cycles: Annotated[
+        int, typer.Option("--cycles", min=1, help="Simulated cycles (6 h each).")
+    ] = 24,
+    budget_share: Annotated[
+        float,
+        typer.Option(
+            "--budget-share", min=0.001, max=1.0, help="Budget per cycle as a share of pages."
+        ),
+    ] = 0.1,
+    seed_: Annotated[int, typer.Option("--seed", help="Seed of the synthetic web.")] = 0,
+) -> None:
+    """Start the synthetic web on loopback, crawl it for several simulated cycles, report."""
+    from freshness_pipeline.demo import DemoError, run_demo
+
+    try:
+        run_demo(home, cycles=cycles, budget_share=budget_share, seed=seed_, console=console)
+    except DemoError as exc:
+        errors.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

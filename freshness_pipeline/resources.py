@@ -1,0 +1,86 @@
+"""Dagster resources: where the warehouse is, what cycle this run is, and how to fetch.
+
+The cycle's ``now`` is run configuration. A run launched without one (a materialization from the
+UI, a backfill) uses the run's own creation time, fixed when the run was submitted, so that every
+asset of the run agrees on one ``now`` and nothing below reads the wall clock for a decision.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.web.client import FetchSettings
+from freshness_pipeline.web.netguard import ALLOW_ENV, IPNetwork, allowed_networks
+
+
+def parse_now(text: str) -> datetime:
+    """ISO 8601 to an aware UTC datetime; a naive time is taken as UTC."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(f"--now {text!r} is not an ISO 8601 time") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+class WarehouseResource(dg.ConfigurableResource):
+    """The home folder; empty means ``$FRESHNESS_HOME`` or ``./data``, resolved when used."""
+
+    home: str = ""
+
+    def warehouse(self) -> Warehouse:
+        return Warehouse(self.home or None)
+
+
+class CycleResource(dg.ConfigurableResource):
+    """One cycle's parameters, passed as run config by the CLI and the schedule."""
+
+    now: str = ""
+    budget: int = -1
+    dry_run: bool = False
+    fetch_window_s: float = 600.0
+    fetch_time_limit_s: float = 0.0
+    objective: str = "freshness"
+
+    def cycle_now(
+        self, context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext
+    ) -> datetime:
+        if self.now:
+            return parse_now(self.now)
+        record = context.instance.get_run_record_by_id(context.run_id)
+        if record is None or record.create_timestamp is None:
+            raise dg.Failure("the cycle has no `now`: pass resources.cycle.config.now")
+        created = record.create_timestamp
+        return created.astimezone(UTC) if created.tzinfo else created.replace(tzinfo=UTC)
+
+    def budget_or_none(self) -> int | None:
+        return None if self.budget < 0 else self.budget
+
+
+class HttpClientResource(dg.ConfigurableResource):
+    """How pages are fetched; networks beyond the public internet need an explicit allow-list."""
+
+    user_agent: str = FetchSettings.user_agent
+    global_concurrency: int = 16
+    connect_timeout: float = 10.0
+    read_timeout: float = 30.0
+    max_body_bytes: int = 10 * 1024 * 1024
+    allow_networks: str = ""
+
+    def allow_list(self) -> tuple[IPNetwork, ...]:
+        """``FRESHNESS_ALLOW_NETWORKS`` plus this resource's own ``allow_networks``."""
+        return allowed_networks() + allowed_networks({ALLOW_ENV: self.allow_networks})
+
+    def settings(self, *, time_limit_s: float | None = None) -> FetchSettings:
+        return FetchSettings(
+            user_agent=self.user_agent,
+            connect_timeout=self.connect_timeout,
+            read_timeout=self.read_timeout,
+            global_concurrency=self.global_concurrency,
+            max_body_bytes=self.max_body_bytes,
+            cycle_time_limit_s=time_limit_s or None,
+        )

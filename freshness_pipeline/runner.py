@@ -1,0 +1,199 @@
+"""Running cycles in-process, as the CLI and the demo do: the same assets and checks as the
+Dagster UI, against a persistent instance under the home folder so that CLI runs show in the UI.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+from freshness_pipeline.checks import ALL_CHECKS
+from freshness_pipeline.definitions import CYCLE_ASSETS, build_resources
+from freshness_pipeline.jobs import PLANNING_ASSETS
+from freshness_pipeline.partitions import (
+    contiguous_ranges,
+    range_tags,
+    register_hosts,
+    registered_hosts,
+)
+from freshness_pipeline.resources import CycleResource
+from freshness_pipeline.seeds import SeedParse, merge_seeds, parse_seeds
+from freshness_pipeline.storage import Warehouse
+
+DAGSTER_YAML = """\
+# Written by freshness-pipeline for this home folder; edit freely.
+storage:
+  sqlite:
+    base_dir: {storage}
+local_artifact_storage:
+  module: dagster._core.storage.root
+  class: LocalArtifactStorage
+  config:
+    base_dir: {artifacts}
+run_coordinator:
+  module: dagster._core.run_coordinator
+  class: QueuedRunCoordinator
+concurrency:
+  runs:
+    max_concurrent_runs: 4
+    tag_concurrency_limits:
+      - key: "dagster/partition"
+        value: {{applyLimitPerUniqueValue: true}}
+        limit: 1
+      - key: "freshness/host_bucket"
+        value: {{applyLimitPerUniqueValue: true}}
+        limit: 1
+telemetry:
+  enabled: false
+"""
+
+
+def dagster_home(home: Path) -> Path:
+    """``$DAGSTER_HOME`` when set (the user runs `dagster dev` with it), else ``<home>/dagster``."""
+    env = os.environ.get("DAGSTER_HOME")
+    folder = Path(env) if env else home / "dagster"
+    folder.mkdir(parents=True, exist_ok=True)
+    config = folder / "dagster.yaml"
+    if not config.exists():
+        config.write_text(
+            DAGSTER_YAML.format(storage=folder / "storage", artifacts=folder / "artifacts")
+        )
+    return folder
+
+
+def open_instance(home: Path) -> dg.DagsterInstance:
+    return dg.DagsterInstance.from_config(str(dagster_home(home)))
+
+
+@dataclass
+class CycleOutcome:
+    now: datetime
+    hosts: list[str]
+    runs: int = 0
+    planned: int = 0
+    fetched: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+class CycleFailed(RuntimeError):
+    """The pipeline itself failed (not a fetch: those are outcomes)."""
+
+
+def register_seeded_hosts(warehouse: Warehouse, instance: dg.DagsterInstance) -> list[str]:
+    seeds = warehouse.read("seeds")
+    return register_hosts(instance, seeds["host"].drop_nulls().unique().to_list())
+
+
+def run_cycle(
+    home: str | Path | None,
+    now: datetime,
+    *,
+    budget: int | None = None,
+    hosts: list[str] | None = None,
+    dry_run: bool = False,
+    fetch_time_limit_s: float = 0.0,
+    instance: dg.DagsterInstance | None = None,
+    log_level: str = "WARNING",
+) -> CycleOutcome:
+    """One cycle of the whole graph as of ``now``, as few runs as the host selection allows
+    (one, unless --host picks a non-contiguous set). The budget is shared across those runs."""
+    warehouse = Warehouse(home)
+    instance = instance or open_instance(warehouse.home)
+    register_seeded_hosts(warehouse, instance)
+    known = registered_hosts(instance)
+    wanted = list(dict.fromkeys(h.lower() for h in hosts)) if hosts else known
+    unknown = sorted(set(wanted) - set(known))
+    if unknown:
+        raise CycleFailed(f"unknown host(s): {', '.join(unknown)} (seed them first)")
+    outcome = CycleOutcome(now=now, hosts=wanted)
+    if not wanted:
+        outcome.notes.append("no hosts: seed some URLs first (`freshness seed PATH`)")
+        return outcome
+    remaining = budget
+    selection = PLANNING_ASSETS if dry_run else None
+    for start, end in contiguous_ranges(known, wanted):
+        cycle = CycleResource(
+            now=now.isoformat(),
+            budget=-1 if remaining is None else remaining,
+            dry_run=dry_run,
+            fetch_time_limit_s=fetch_time_limit_s,
+        )
+        result = dg.materialize(
+            [*CYCLE_ASSETS, *ALL_CHECKS],
+            instance=instance,
+            resources=build_resources(str(warehouse.home), cycle),
+            tags=range_tags(start, end, bucket="cli"),
+            selection=selection,
+            raise_on_error=False,
+            run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
+        )
+        outcome.runs += 1
+        if not result.success:
+            raise CycleFailed(_failure_message(result))
+        plan_rows = warehouse.read("revisit_plan", _slice(known, start, end))
+        selected = int(plan_rows["selected"].sum() or 0) if plan_rows.height else 0
+        outcome.planned += selected
+        if remaining is not None:
+            remaining = max(0, remaining - selected)
+        if not dry_run:
+            results = warehouse.read("fetch_results", _slice(known, start, end))
+            sent = results.filter(pl.col("sent"))
+            outcome.fetched += sent.height
+            for key, n in results.group_by("outcome").len().iter_rows():
+                outcome.outcomes[key] = outcome.outcomes.get(key, 0) + n
+    note = warehouse.ensure_views()
+    if note:
+        outcome.notes.append(note)
+    return outcome
+
+
+def _slice(known: list[str], start: str, end: str) -> list[str]:
+    return known[known.index(start) : known.index(end) + 1]
+
+
+def _failure_message(result: dg.ExecuteInProcessResult) -> str:
+    for event in result.all_events:
+        if event.is_failure and event.step_failure_data is not None:
+            error = event.step_failure_data.error
+            parts = []
+            while error is not None:
+                parts.append(
+                    error.message.strip().splitlines()[-1] if error.message.strip() else ""
+                )
+                error = error.cause
+            text = " <- ".join(p for p in parts if p) or "unknown error"
+            return f"step {event.step_key} failed: {text}"
+    return "the cycle run failed"
+
+
+@dataclass
+class SeedLoad:
+    parse: SeedParse
+    hosts: int = 0
+    new_hosts: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def load_seeds(home: str | Path | None, data: bytes, *, added_at: datetime) -> SeedLoad:
+    """Parse, merge into each host's seeds (idempotent) and register new hosts as partitions."""
+    parsed = parse_seeds(data)
+    load = SeedLoad(parse=parsed)
+    if parsed.fatal:
+        return load
+    warehouse = Warehouse(home)
+    by_host = parsed.rows.partition_by("host", as_dict=True)
+    for (host,), rows in by_host.items():
+        merged = merge_seeds(warehouse.read("seeds", [host]), rows, added_at=added_at)
+        warehouse.write_partition("seeds", host, merged)
+    load.hosts = len(by_host)
+    load.new_hosts = register_hosts(open_instance(warehouse.home), [h for (h,) in by_host])
+    note = warehouse.ensure_views()
+    if note:
+        load.notes.append(note)
+    return load

@@ -1,0 +1,374 @@
+"""URL normalization: one spelling per page, so that state, dedup and host partitions agree.
+
+Two spellings of the same page would be fetched twice, estimated twice and split the change
+history between them; a tracking parameter would make every newsletter link look like a new
+page. The normalized URL is the key every table joins on, so the function must be idempotent
+(re-normalizing a stored key never moves it) and total (any string either normalizes or raises
+:class:`InvalidURL` with a reason a person can act on).
+
+Rules, in order: strip surrounding whitespace; reject anything over 2048 characters; accept only
+``http`` and ``https``; require a host; **reject** userinfo (``user:pass@``) rather than silently
+dropping it, because credentials must not end up in the warehouse and the page behind them is not
+the page without them; lower-case scheme and host; IDN hosts to punycode (UTS #46, the encoding
+aiohttp/yarl use when they send the request); compress IPv6 literals; drop a trailing dot on the
+host and the default port; drop the fragment; percent-encoding normalization, dot segments and
+query sorting by :func:`w3lib.url.canonicalize_url`; remove tracking parameters; empty path ->
+``/``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
+
+import idna
+import polars as pl
+from w3lib.url import canonicalize_url
+
+__all__ = [
+    "MAX_URL_LENGTH",
+    "TRACKING_PARAMS",
+    "InvalidURL",
+    "normalize_url",
+    "normalize_url_column",
+    "url_authority",
+]
+
+MAX_URL_LENGTH = 2048
+
+#: Query parameters that identify a campaign, a click or a mail recipient, never the content.
+#: Names are matched case-insensitively; an entry ending in ``*`` is a prefix (``utm_*`` is every
+#: Google Analytics campaign parameter). ``ref`` is deliberately absent: on code hosts it selects
+#: a branch, i.e. different content.
+TRACKING_PARAMS: frozenset[str] = frozenset(
+    {
+        # Google Analytics / Ads, Matomo/Piwik, HubSpot ads campaign families
+        "utm_*",
+        "pk_*",
+        "mtm_*",
+        "hsa_*",
+        "gclid",
+        "gclsrc",
+        "dclid",
+        "gbraid",
+        "wbraid",
+        "srsltid",
+        "_ga",
+        "_gl",
+        # click ids of other ad networks
+        "fbclid",
+        "msclkid",
+        "yclid",
+        "twclid",
+        "ttclid",
+        "li_fat_id",
+        "epik",
+        "rb_clickid",
+        "s_cid",
+        "_openstat",
+        # mail and marketing automation
+        "mc_cid",
+        "mc_eid",
+        "_hsenc",
+        "_hsmi",
+        "__hstc",
+        "__hssc",
+        "__hsfp",
+        "hsctatracking",
+        "mkt_tok",
+        "oly_anon_id",
+        "oly_enc_id",
+        "vero_id",
+        "vero_conv",
+        "_kx",
+        "ml_subscriber",
+        "ml_subscriber_hash",
+        # social shares
+        "igshid",
+        "ref_src",
+        "ref_url",
+        "spm",
+        "scm",
+    }
+)
+
+
+class InvalidURL(ValueError):
+    """A string that cannot be a crawlable page address; ``str(exc)`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_HOST_LABEL = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
+_ASCII_HOST_CHARS = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+class _ParamMatcher:
+    """Compiled form of a ``strip_params`` argument (names, ``prefix*`` globs or a regex)."""
+
+    __slots__ = ("_names", "_prefixes", "_pattern")
+
+    def __init__(self, spec: Iterable[str] | re.Pattern[str] | None) -> None:
+        self._pattern: re.Pattern[str] | None = None
+        self._names: frozenset[str] = frozenset()
+        self._prefixes: tuple[str, ...] = ()
+        if spec is None:
+            return
+        if isinstance(spec, re.Pattern):
+            self._pattern = spec
+            return
+        if isinstance(spec, str):
+            spec = [spec]
+        names = []
+        prefixes = []
+        for item in spec:
+            item = item.lower()
+            if item.endswith("*"):
+                prefixes.append(item[:-1])
+            else:
+                names.append(item)
+        self._names = frozenset(names)
+        self._prefixes = tuple(prefixes)
+
+    def __bool__(self) -> bool:
+        return bool(self._pattern or self._names or self._prefixes)
+
+    def matches(self, key: str) -> bool:
+        if self._pattern is not None:
+            return self._pattern.fullmatch(key) is not None
+        key = key.lower()
+        return key in self._names or key.startswith(self._prefixes)
+
+
+_DEFAULT_MATCHER = _ParamMatcher(TRACKING_PARAMS)
+
+
+def _matcher_for(spec: Iterable[str] | re.Pattern[str] | None) -> _ParamMatcher:
+    if spec is TRACKING_PARAMS:
+        return _DEFAULT_MATCHER
+    return _ParamMatcher(spec)
+
+
+def _normalize_host(host: str) -> str:
+    """Lower-case, punycode and validate a registered name or IP literal (without brackets)."""
+    if not host:
+        raise InvalidURL("missing host")
+    if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in host):
+        raise InvalidURL("control character or space in host")
+    if host.endswith(".") and not host.endswith(".."):
+        host = host[:-1]
+    if not host.isascii():
+        try:
+            host = idna.encode(host, uts46=True).decode("ascii")
+        except UnicodeError:
+            try:
+                host = host.encode("idna").decode("ascii")
+            except UnicodeError as exc:
+                raise InvalidURL(f"invalid internationalized host name ({exc})") from None
+        if host.endswith("."):
+            host = host[:-1]
+    if not _ASCII_HOST_CHARS.match(host):
+        bad = next((ch for ch in host if not _ASCII_HOST_CHARS.match(ch)), "?")
+        raise InvalidURL(f"invalid character {bad!r} in host")
+    host = host.lower()
+    if len(host) > 253:
+        raise InvalidURL("host name longer than 253 characters")
+    for label in host.split("."):
+        if not label:
+            raise InvalidURL("empty label in host name")
+        if not _HOST_LABEL.match(label):
+            raise InvalidURL(f"invalid host label {label!r}")
+    return host
+
+
+def _split_authority(scheme: str, netloc: str) -> tuple[str, int | None]:
+    """Return ``(host, port)``; host keeps IPv6 brackets, port is None when default/absent."""
+    if "@" in netloc:
+        raise InvalidURL("credentials (user:password@) in URL are rejected, not dropped")
+    if netloc.startswith("["):
+        end = netloc.find("]")
+        if end < 0:
+            raise InvalidURL("unterminated IPv6 literal in host")
+        literal = netloc[1:end]
+        rest = netloc[end + 1 :]
+        if "%" in literal:
+            raise InvalidURL("IPv6 zone identifiers are not supported in URLs")
+        try:
+            ip = ipaddress.IPv6Address(literal)
+        except ValueError:
+            raise InvalidURL(f"invalid IPv6 address {literal!r}") from None
+        host = f"[{ip.compressed}]"
+        if rest and not rest.startswith(":"):
+            raise InvalidURL("unexpected characters after IPv6 literal")
+        port_text = rest[1:] if rest else ""
+    else:
+        host_text, sep, port_text = netloc.rpartition(":")
+        if not sep:
+            host_text, port_text = netloc, ""
+        if ":" in host_text:
+            raise InvalidURL("IPv6 address must be in brackets")
+        host = _normalize_host(host_text)
+    port: int | None = None
+    if port_text:
+        if not port_text.isascii() or not port_text.isdigit():
+            raise InvalidURL(f"invalid port {port_text!r}")
+        port = int(port_text)
+        if not 0 < port <= 65535:
+            raise InvalidURL(f"port {port} out of range")
+        if port == _DEFAULT_PORTS.get(scheme):
+            port = None
+    return host, port
+
+
+def _authority(host: str, port: int | None) -> str:
+    return host if port is None else f"{host}:{port}"
+
+
+def _strip_query(query: str, matcher: _ParamMatcher) -> str:
+    if not query or not matcher:
+        return query
+    kept = []
+    for part in query.split("&"):
+        key = unquote_plus(part.split("=", 1)[0])
+        if not matcher.matches(key):
+            kept.append(part)
+    return "&".join(kept)
+
+
+def _normalize_once(url: str, matcher: _ParamMatcher) -> tuple[str, str]:
+    if not isinstance(url, str):
+        raise InvalidURL(f"not a string: {type(url).__name__}")
+    url = url.strip()
+    if not url:
+        raise InvalidURL("empty URL")
+    if len(url) > MAX_URL_LENGTH:
+        raise InvalidURL(f"URL longer than {MAX_URL_LENGTH} characters")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise InvalidURL(f"unparseable URL ({exc})") from None
+    scheme = parts.scheme.lower()
+    if not scheme:
+        raise InvalidURL("missing scheme (expected http:// or https://)")
+    if scheme not in _DEFAULT_PORTS:
+        raise InvalidURL(f"unsupported scheme {scheme!r}")
+    if not parts.netloc:
+        raise InvalidURL("missing host")
+    host, port = _split_authority(scheme, parts.netloc)
+    authority = _authority(host, port)
+    rebuilt = urlunsplit((scheme, authority, parts.path, parts.query, ""))
+    try:
+        canonical = canonicalize_url(rebuilt, keep_fragments=False)
+    except (ValueError, UnicodeError) as exc:
+        raise InvalidURL(f"cannot canonicalize URL ({exc})") from None
+    out = urlsplit(canonical)
+    query = _strip_query(out.query, matcher)
+    # canonicalize_url never touches an already-normalized ASCII authority; we keep ours so that a
+    # change in w3lib's host handling cannot move a partition key.
+    result = urlunsplit((scheme, authority, out.path or "/", query, ""))
+    if len(result) > MAX_URL_LENGTH:
+        raise InvalidURL(f"URL longer than {MAX_URL_LENGTH} characters after normalization")
+    return result, authority
+
+
+def _normalize_with_host(
+    url: str, strip_params: Iterable[str] | re.Pattern[str] | None = TRACKING_PARAMS
+) -> tuple[str, str]:
+    matcher = _matcher_for(strip_params)
+    try:
+        first, authority = _normalize_once(url, matcher)
+        # Re-running until a fixed point makes idempotence a guarantee rather than a hope about
+        # w3lib's percent-encoding rules on odd inputs.
+        second, _ = _normalize_once(first, matcher)
+        if second == first:
+            return first, authority
+        third, _ = _normalize_once(second, matcher)
+        if third == second:
+            return second, authority
+    except InvalidURL:
+        raise
+    except (ValueError, UnicodeError, TypeError) as exc:
+        raise InvalidURL(f"malformed URL ({exc})") from None
+    raise InvalidURL("URL does not normalize to a stable form")
+
+
+def normalize_url(
+    url: str, *, strip_params: Iterable[str] | re.Pattern[str] | None = TRACKING_PARAMS
+) -> str:
+    """The canonical spelling of a page address, or :class:`InvalidURL` saying why not.
+
+    ``strip_params`` lists query parameters to drop (case-insensitive names, ``prefix*`` globs, or
+    a compiled regex matched against the whole decoded name); ``None`` keeps every parameter.
+    """
+    return _normalize_with_host(url, strip_params)[0]
+
+
+def url_authority(url: str) -> str:
+    """The host partition key: lower-case ``host[:port]``, default port dropped, IPv6 bracketed.
+
+    Accepts raw or normalized URLs so that the key for a seed line and for its stored normalized
+    form can never disagree.
+    """
+    if not isinstance(url, str):
+        raise InvalidURL(f"not a string: {type(url).__name__}")
+    text = url.strip()
+    if len(text) > MAX_URL_LENGTH:
+        raise InvalidURL(f"URL longer than {MAX_URL_LENGTH} characters")
+    try:
+        parts = urlsplit(text)
+    except ValueError as exc:
+        raise InvalidURL(f"unparseable URL ({exc})") from None
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise InvalidURL(f"unsupported scheme {scheme!r}" if scheme else "missing scheme")
+    if not parts.netloc:
+        raise InvalidURL("missing host")
+    try:
+        return _authority(*_split_authority(scheme, parts.netloc))
+    except InvalidURL:
+        raise
+    except (ValueError, UnicodeError) as exc:
+        raise InvalidURL(f"malformed host ({exc})") from None
+
+
+def normalize_url_column(urls: pl.Series) -> pl.DataFrame:
+    """Normalize a whole column; bad rows become a reason instead of an exception.
+
+    Returns columns ``url`` (normalized or null), ``host`` (authority or null) and ``error``
+    (reason or null) in input order. Each distinct string is normalized once (seed files and
+    sitemaps repeat URLs a lot); the per-string call is w3lib's, so this is the one per-row loop.
+    """
+    values = urls.cast(pl.String, strict=False)
+    uniques = values.unique().to_list()
+    out_url: list[str | None] = []
+    out_host: list[str | None] = []
+    out_err: list[str | None] = []
+    for raw in uniques:
+        if raw is None:
+            out_url.append(None)
+            out_host.append(None)
+            out_err.append("empty URL")
+            continue
+        try:
+            norm, host = _normalize_with_host(raw)
+        except InvalidURL as exc:
+            out_url.append(None)
+            out_host.append(None)
+            out_err.append(exc.reason)
+        else:
+            out_url.append(norm)
+            out_host.append(host)
+            out_err.append(None)
+    lookup = pl.DataFrame(
+        {"_raw": uniques, "url": out_url, "host": out_host, "error": out_err},
+        schema={"_raw": pl.String, "url": pl.String, "host": pl.String, "error": pl.String},
+    )
+    frame = pl.DataFrame({"_raw": values})
+    return frame.join(
+        lookup, on="_raw", how="left", nulls_equal=True, maintain_order="left"
+    ).select("url", "host", "error")

@@ -1,0 +1,448 @@
+"""Which pages to fetch this cycle: value x freshness a fetch buys / cost, within budget and politeness.
+
+The freshness objective (Cho & Garcia-Molina 2003) is maximised by fetching a page when its
+Lagrangian index
+
+    W(a) = (1/λ) g(λa),  g(r) = 1 − (1 + r) e^{−r}
+
+(a = days since the last fetch) times value / cost crosses the budget's shadow price. Greedy on
+that index each cycle reproduces the solved optimum to 2e-4 in simulation (science.md §2, §7)
+without knowing the revisit interval. W is bounded by 1/λ, so a page changing far faster than
+the budget can follow gets little priority however stale it is: chasing it buys minutes of
+freshness. Rules that grow with λ·age send the budget exactly there and lose to round robin.
+
+Two objectives:
+
+* ``"freshness"`` (default): the share of time our copy matches the live page. Index above.
+* ``"capture"``: every change matters individually (prices, stock, edits). The gain is the
+  probability that at least one change happened since the last fetch, 1 − e^{−λa}; fast pages
+  get *more* fetches. Use it when missing an event costs, not when a stale copy costs.
+
+The plan is filled in this order, each step capped per host by ``host_capacity`` and globally by
+``budget``:
+
+1. ``floor``: anything not fetched for ``max_interval_days`` (oldest first), so no page is
+   forgotten whatever its estimate;
+2. reserved shares of the budget: ``new`` URLs (by value), ``reestimate`` (long-quiet or
+   barely observed pages, and gone pages after ``gone_recheck_days``: the estimator only learns
+   from what the scheduler fetches, so pages it starves would stay misjudged forever), and a
+   random ``verify`` sample that checks the model on pages it would not choose;
+3. ``priority``: the rest of the budget, including any unused reserve, by priority.
+
+Hard guarantees: selected <= budget; per host selected <= capacity (a host missing from
+``host_capacity`` has capacity 0: capacity is the politeness contract, not a hint); blocked never
+selected; gone only through the re-estimation rule; no page re-fetched sooner than
+``min_interval_days``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+import numpy as np
+import polars as pl
+
+from freshness_pipeline.science.estimate import DEFAULT_CLASS, PRIORS_BY_CLASS
+
+__all__ = [
+    "PlanConfig",
+    "REASONS",
+    "build_plan",
+    "capture_gain",
+    "freshness_index",
+]
+
+REASONS = ("floor", "new", "reestimate", "verify", "priority")
+
+_US_PER_DAY = 86_400_000_000.0
+_SERIES_R = 0.05  # below this, g(r) from its Taylor series (1 − (1+r)e^{−r} cancels)
+# g(r) = Σ_{k>=2} (−1)^k (k − 1)/k! r^k; eight terms reach double precision for r < 0.05
+_G_SERIES = [(-1) ** k * (k - 1) / math.factorial(k) for k in range(2, 10)]
+_SATURATED_R = 40.0  # above this, (1 + r)e^{−r} < 2e-16: g(r) = 1 to double precision
+
+
+def _as_expr(x: str | pl.Expr | pl.Series | float | None) -> pl.Expr:
+    if isinstance(x, pl.Expr):
+        return x
+    if isinstance(x, str):
+        return pl.col(x)
+    if isinstance(x, pl.Series):
+        return pl.lit(x)
+    return pl.lit(None if x is None else float(x), dtype=pl.Float64)
+
+
+def freshness_index(
+    rate: str | pl.Expr | pl.Series | float | None,
+    age_days: str | pl.Expr | pl.Series | float | None,
+) -> pl.Expr:
+    """W(a) = (1/λ)·g(λa), g(r) = 1 − (1 + r)e^{−r}, in days.
+
+    Stable over the whole range: Taylor series for small λa (so λ → 0 gives λa²/2 → 0, never
+    0/0), exactly 1/λ once λa is large (also for a = ∞, a never-fetched page), 0 for λ <= 0
+    (a page that never changes gains nothing). Nulls propagate.
+    """
+    lam = _as_expr(rate).cast(pl.Float64)
+    age = _as_expr(age_days).cast(pl.Float64)
+    r = lam * age
+    series = pl.lit(0.0)
+    for coef in reversed(_G_SERIES):
+        series = (series + coef) * r
+    series = series * r
+    g = (
+        pl.when(r < _SERIES_R)
+        .then(series)
+        .when(r > _SATURATED_R)
+        .then(pl.lit(1.0))
+        .otherwise(1.0 - (1.0 + r) * (-r).exp())
+    )
+    return (
+        pl.when(lam.is_null() | age.is_null())
+        .then(pl.lit(None, dtype=pl.Float64))
+        .when((lam <= 0) | (age <= 0))
+        .then(pl.lit(0.0))
+        .otherwise(g / lam)
+        .alias("freshness_index")
+    )
+
+
+def capture_gain(
+    rate: str | pl.Expr | pl.Series | float | None,
+    age_days: str | pl.Expr | pl.Series | float | None,
+) -> pl.Expr:
+    """P(at least one change since the last fetch) = 1 − e^{−λa}, stable for small λa."""
+    lam = _as_expr(rate).cast(pl.Float64)
+    age = _as_expr(age_days).cast(pl.Float64)
+    r = lam * age
+    return (
+        pl.when(lam.is_null() | age.is_null())
+        .then(pl.lit(None, dtype=pl.Float64))
+        .when((lam <= 0) | (age <= 0))
+        .then(pl.lit(0.0))
+        .when(r < 1e-5)
+        .then(r * (1.0 - r / 2.0))
+        .otherwise(1.0 - (-r).exp())
+        .alias("capture_gain")
+    )
+
+
+@dataclass(frozen=True)
+class PlanConfig:
+    """Knobs of :func:`build_plan`; shares are fractions of the cycle's budget."""
+
+    objective: Literal["freshness", "capture"] = "freshness"
+    new_share: float = 0.10
+    reestimate_share: float = 0.05
+    verify_share: float = 0.02
+    #: no page is fetched again sooner than this (1 hour): politeness and zero-information guard
+    min_interval_days: float = 1.0 / 24.0
+    #: hard staleness floor: a page older than this is forced in before anything else
+    max_interval_days: float = 30.0
+    #: active pages not fetched for this many days are re-estimation candidates
+    reestimate_after_days: float = 14.0
+    #: active pages with fewer observations than this (needs an ``n_obs`` column) likewise
+    reestimate_min_obs: int = 2
+    #: gone pages become re-estimation candidates again after this many days
+    gone_recheck_days: float = 30.0
+    #: combined with ``now`` to draw the verification sample: same (seed, now) -> same plan
+    seed: int = 0
+    #: costs are clipped to at least this, so a zero cost cannot make a priority infinite
+    min_cost: float = 1e-6
+
+    def __post_init__(self) -> None:
+        if self.objective not in ("freshness", "capture"):
+            raise ValueError(f"objective must be 'freshness' or 'capture', not {self.objective!r}")
+        shares = (self.new_share, self.reestimate_share, self.verify_share)
+        if any(not 0.0 <= s <= 1.0 for s in shares) or sum(shares) > 1.0:
+            raise ValueError("shares must be in [0, 1] and sum to at most 1")
+        if not 0.0 <= self.min_interval_days < self.max_interval_days:
+            raise ValueError("need 0 <= min_interval_days < max_interval_days")
+        if self.reestimate_after_days <= 0 or self.gone_recheck_days <= 0:
+            raise ValueError("reestimate_after_days and gone_recheck_days must be positive")
+        if self.min_cost <= 0:
+            raise ValueError("min_cost must be positive")
+
+
+def _utc(now: datetime) -> datetime:
+    if now.tzinfo is None:
+        return now.replace(tzinfo=UTC)
+    return now.astimezone(UTC)
+
+
+def _utc_column(df: pl.DataFrame, name: str) -> pl.Expr:
+    dtype = df.schema[name]
+    col = pl.col(name)
+    if dtype == pl.Null:
+        return pl.lit(None, dtype=pl.Datetime("us", "UTC"))
+    if isinstance(dtype, pl.Datetime):
+        col = (
+            col.dt.replace_time_zone("UTC")
+            if dtype.time_zone is None
+            else col.dt.convert_time_zone("UTC")
+        )
+        return col.dt.cast_time_unit("us")
+    return col.cast(pl.Datetime("us", "UTC"))
+
+
+def _prior_mean_expr(class_col: pl.Expr) -> pl.Expr:
+    means = {k: a / b for k, (a, b) in PRIORS_BY_CLASS.items()}
+    return (
+        class_col.cast(pl.String)
+        .str.strip_chars()
+        .str.to_lowercase()
+        .replace_strict(means, default=means[DEFAULT_CLASS], return_dtype=pl.Float64)
+    )
+
+
+def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.DataFrame:
+    """Typed working frame: one row per candidate with the columns the fill needs."""
+    cols = set(candidates.columns)
+    missing = {"url", "host", "status"} - cols
+    if missing:
+        raise ValueError(f"candidates lack columns: {sorted(missing)}")
+    now_lit = pl.lit(_utc(now)).dt.cast_time_unit("us")
+
+    def opt(name: str, default: pl.Expr) -> pl.Expr:
+        return pl.col(name) if name in cols else default
+
+    last = (
+        _utc_column(candidates, "last_fetched_at")
+        if "last_fetched_at" in cols
+        else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
+    )
+    url_class = opt("url_class", pl.lit(None, dtype=pl.String))
+    rate_in = opt("change_rate", pl.lit(None, dtype=pl.Float64)).cast(pl.Float64)
+    value_in = opt("value", pl.lit(1.0)).cast(pl.Float64)
+    cost_in = opt("cost", pl.lit(1.0)).cast(pl.Float64)
+    n_obs = opt("n_obs", pl.lit(None, dtype=pl.Int64)).cast(pl.Int64)
+
+    work = candidates.select(
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_idx"),
+        pl.col("url").cast(pl.String).alias("_url"),
+        pl.col("host").cast(pl.String).alias("_host"),
+        pl.col("status").cast(pl.String).str.to_lowercase().alias("_status"),
+        ((now_lit - last).dt.total_microseconds() / _US_PER_DAY).alias("age_days"),
+        pl.when(rate_in.is_finite() & (rate_in >= 0))
+        .then(rate_in)
+        .otherwise(_prior_mean_expr(url_class))
+        .alias("_rate"),
+        pl.when(value_in.is_finite())
+        .then(value_in.clip(lower_bound=0.0))
+        .otherwise(1.0)
+        .alias("_value"),
+        pl.when(cost_in.is_finite())
+        .then(cost_in.clip(lower_bound=config.min_cost))
+        .otherwise(1.0)
+        .alias("_cost"),
+        n_obs.alias("_n_obs"),
+    ).with_columns(
+        pl.col("_status").fill_null(
+            pl.when(pl.col("age_days").is_null()).then(pl.lit("new")).otherwise(pl.lit("active"))
+        )
+    )
+    # A never-fetched page is infinitely stale: its index is the cap 1/λ (capture: 1).
+    age_eff = pl.col("age_days").clip(lower_bound=0.0).fill_null(math.inf)
+    gain = (
+        freshness_index(pl.col("_rate"), age_eff)
+        if config.objective == "freshness"
+        else capture_gain(pl.col("_rate"), age_eff)
+    )
+    return work.with_columns(expected_gain=gain).with_columns(
+        priority=pl.col("_value") * pl.col("expected_gain") / pl.col("_cost")
+    )
+
+
+def _capacities(host_capacity: pl.DataFrame) -> pl.DataFrame:
+    return (
+        host_capacity.select(
+            pl.col("host").cast(pl.String).alias("_host"),
+            pl.col("capacity").cast(pl.Int64).fill_null(0).clip(lower_bound=0).alias("_room"),
+        )
+        .drop_nulls("_host")
+        .group_by("_host")
+        .agg(pl.col("_room").min())  # duplicates: the stricter limit wins
+    )
+
+
+def _fill(
+    pool: pl.DataFrame,
+    room: pl.DataFrame,
+    order: list[str],
+    descending: list[bool],
+    quota: int | None,
+) -> pl.DataFrame:
+    """Greedy pass over ``pool`` in ``order``: take a row if its host has room, stop at quota.
+
+    Vectorized: within the sorted pool a row fits iff its rank among its host's rows is within
+    the host's remaining room (rows that do not fit consume nothing), and the pass takes the
+    first ``quota`` fitting rows. Returns ``_idx``, ``_host`` and ``_pos`` of the taken rows.
+    """
+    if pool.height == 0 or (quota is not None and quota <= 0):
+        return pl.DataFrame(schema={"_idx": pl.Int64, "_host": pl.String, "_pos": pl.Int64})
+    ranked = (
+        pool.sort([*order, "_url", "_idx"], descending=[*descending, False, False], nulls_last=True)
+        .join(room, on="_host", how="left", maintain_order="left")
+        .with_columns(
+            (pl.int_range(pl.len(), dtype=pl.Int64).over("_host") + 1).alias("_host_rank"),
+        )
+        .filter(pl.col("_host_rank") <= pl.col("_room").fill_null(0))
+    )
+    if quota is not None:
+        ranked = ranked.head(quota)
+    return ranked.select("_idx", "_host", pl.int_range(pl.len(), dtype=pl.Int64).alias("_pos"))
+
+
+def _rng(seed: int, now: datetime, *, stream: int) -> np.random.Generator:
+    """A generator fixed by (seed, now): the same cycle re-planned draws the same numbers."""
+    stamp = int(_utc(now).timestamp() * 1_000_000)
+    return np.random.default_rng(np.random.SeedSequence([seed % 2**63, stamp % 2**63, stream]))
+
+
+def _verify_keys(pool: pl.DataFrame, seed: int, now: datetime) -> pl.DataFrame:
+    """Uniform random keys, reproducible per (seed, now) and independent of input row order."""
+    ordered = pool.sort(["_url", "_idx"])
+    keys = _rng(seed, now, stream=0).random(ordered.height)
+    return ordered.with_columns(pl.Series("_vkey", keys))
+
+
+def build_plan(
+    candidates: pl.DataFrame,
+    host_capacity: pl.DataFrame,
+    *,
+    now: datetime,
+    budget: int | None,
+    config: PlanConfig = PlanConfig(),  # noqa: B008 - frozen dataclass, safe as a default
+) -> pl.DataFrame:
+    """Every candidate row plus ``age_days``, ``expected_gain``, ``priority``, ``reason``,
+    ``selected`` and ``rank`` (1..k in fill order over selected rows, null otherwise).
+
+    ``candidates``: url, host, status ('new'|'active'|'gone'|'blocked'|'error') required;
+    value (default 1), url_class, last_fetched_at (null = never), change_rate (null = prior mean
+    of the class), cost (default 1, clipped to ``min_cost``), optional n_obs. ``host_capacity``:
+    host, capacity (most fetches that host can take this cycle). ``budget=None``: no global
+    limit; the reserved shares are then taken of the total usable capacity.
+    """
+    if budget is not None and budget < 0:
+        raise ValueError("budget must be >= 0 or None")
+    work = _prepare(candidates, now, config)
+    room = _capacities(host_capacity)
+    cfg = config
+
+    age = pl.col("age_days")
+    status = pl.col("_status")
+    spaced = age.is_null() | (age >= cfg.min_interval_days)
+    not_gone_or_blocked = ~status.is_in(["gone", "blocked"])
+    # fetched before and still there; unknown statuses behave like 'active'
+    known = ~status.is_in(["gone", "blocked", "new"])
+    overdue = (
+        pl.when(status == "gone")
+        .then(age / cfg.gone_recheck_days)
+        .otherwise(age / cfg.reestimate_after_days)
+        .fill_null(math.inf)
+    )
+    work = work.with_columns(
+        _floor=spaced & not_gone_or_blocked & (age >= cfg.max_interval_days).fill_null(False),
+        _new=spaced & (status == "new"),
+        _reest=spaced
+        & (
+            (
+                known
+                & (
+                    (age >= cfg.reestimate_after_days).fill_null(True)
+                    | (pl.col("_n_obs") < cfg.reestimate_min_obs).fill_null(False)
+                )
+            )
+            | ((status == "gone") & (age >= cfg.gone_recheck_days).fill_null(True))
+        ),
+        _verify=spaced & known,
+        _prio=spaced & not_gone_or_blocked & (pl.col("priority") > 0),
+        _overdue=overdue,
+    )
+
+    if budget is None:
+        usable = (
+            work.filter(pl.col("_floor") | pl.col("_new") | pl.col("_reest") | pl.col("_prio"))
+            .group_by("_host")
+            .len()
+            .join(room, on="_host", how="inner")
+            .select(pl.min_horizontal("len", "_room").sum())
+            .item()
+        )
+        base = int(usable or 0)
+    else:
+        base = int(budget)
+    # Shares of a small budget are fractions of a fetch: round them at random (reproducibly per
+    # cycle) so that a 2 % verification share of 10 fetches is one fetch every fifth cycle on
+    # average instead of never.
+    draws = _rng(cfg.seed, now, stream=1).random(3)
+    quotas = {
+        name: math.floor(share * base) + int(draw < share * base - math.floor(share * base))
+        for (name, share), draw in zip(
+            (
+                ("new", cfg.new_share),
+                ("reestimate", cfg.reestimate_share),
+                ("verify", cfg.verify_share),
+            ),
+            draws,
+            strict=True,
+        )
+    }
+
+    taken_parts: list[pl.DataFrame] = []
+    taken_idx = pl.Series("_idx", [], dtype=pl.Int64)
+    remaining = None if budget is None else int(budget)
+
+    def run(reason: str, flag: str, order: list[str], desc: list[bool], quota: int | None) -> None:
+        nonlocal room, taken_idx, remaining
+        if remaining is not None:
+            quota = remaining if quota is None else min(quota, remaining)
+        pool = work.filter(pl.col(flag) & ~pl.col("_idx").is_in(taken_idx.implode()))
+        if reason == "verify":
+            pool = _verify_keys(pool, cfg.seed, now)
+        got = _fill(pool, room, order, desc, quota)
+        if got.height == 0:
+            return
+        taken_parts.append(got.select("_idx", "_pos", pl.lit(reason).alias("reason")))
+        taken_idx = pl.concat([taken_idx, got["_idx"]])
+        used = got.group_by("_host").len()
+        room = room.join(used, on="_host", how="left").select(
+            "_host", (pl.col("_room") - pl.col("len").fill_null(0)).alias("_room")
+        )
+        if remaining is not None:
+            remaining -= got.height
+
+    run("floor", "_floor", ["age_days", "_value"], [True, True], None)
+    run("new", "_new", ["_value", "priority"], [True, True], quotas["new"])
+    run("reestimate", "_reest", ["_overdue", "_value"], [True, True], quotas["reestimate"])
+    run("verify", "_verify", ["_vkey"], [False], quotas["verify"])
+    run("priority", "_prio", ["priority"], [True], None)
+
+    tier = {r: i for i, r in enumerate(REASONS)}
+    if taken_parts:
+        chosen = (
+            pl.concat(taken_parts)
+            .with_columns(
+                pl.col("reason").replace_strict(tier, return_dtype=pl.Int64).alias("_tier")
+            )
+            .sort(["_tier", "_pos"])
+            .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("rank"))
+            .select("_idx", "reason", "rank")
+        )
+    else:
+        chosen = pl.DataFrame(schema={"_idx": pl.Int64, "reason": pl.String, "rank": pl.Int64})
+
+    result = work.select("_idx", "age_days", "expected_gain", "priority").join(
+        chosen, on="_idx", how="left", maintain_order="left"
+    )
+    extra = result.sort("_idx").select(
+        "age_days",
+        "expected_gain",
+        "priority",
+        "reason",
+        pl.col("reason").is_not_null().alias("selected"),
+        "rank",
+    )
+    base_cols = candidates.drop([c for c in extra.columns if c in candidates.columns])
+    return pl.concat([base_cols, extra], how="horizontal")

@@ -1,0 +1,217 @@
+"""Paths, atomic Parquet writes and the DuckDB views: the only module that touches the warehouse.
+
+Layout: ``<home>/warehouse/<table>/host=<escaped key>/data.parquet`` (``fetch_log`` keeps one
+``cycle-<stamp>.parquet`` per cycle instead). Every file is written under a temporary name that
+does not end in ``.parquet`` (DuckDB's ``**/*.parquet`` glob matches dot-files too) and moved into
+place with ``os.replace``, so a killed run leaves the previous good file and a reader never sees
+half a file. ``<home>/freshness.duckdb`` holds only views over those globs; no connection to it is
+kept open while a cycle runs, so a user can query during a cycle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from freshness_pipeline import tables
+
+HOME_ENV = "FRESHNESS_HOME"
+_SAFE_KEY_CHARS = re.compile(r"[^a-z0-9.\-_:\[\]]")
+_MAX_KEY_LEN = 120
+# '%' alone never appears in an escaped key (escapes are always %XX), so no host can collide.
+_SCHEMA_DIR = "host=%schema"
+
+
+def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
+    """``--home``, else ``$FRESHNESS_HOME``, else ``./data``; always absolute.
+
+    Absolute because DuckDB resolves relative view paths against the reader's working directory.
+    """
+    chosen = home if home else os.environ.get(HOME_ENV) or "data"
+    return Path(chosen).expanduser().resolve()
+
+
+def escape_host_key(host: str) -> str:
+    """A folder name for a host key that cannot leave its folder or collide with another key.
+
+    Everything outside a conservative set is percent-encoded (so ``/``, ``\\``, NUL and ``%``
+    itself are), a leading dot is encoded (no ``.`` or ``..``), and very long keys are cut and
+    suffixed with a hash of the whole key.
+    """
+    key = host.lower()
+    escaped = _SAFE_KEY_CHARS.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode()), key)
+    if escaped.startswith("."):
+        escaped = "%2E" + escaped[1:]
+    if not escaped:
+        escaped = "%00"
+    if len(escaped) > _MAX_KEY_LEN:
+        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+        escaped = f"{escaped[: _MAX_KEY_LEN - 17]}~{digest}"
+    return escaped
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.strftime("%Y%m%dT%H%M%S%fZ")
+
+
+class Warehouse:
+    """The Parquet warehouse under one home folder."""
+
+    def __init__(self, home: str | os.PathLike[str] | None = None) -> None:
+        self.home = resolve_home(home)
+        self.root = self.home / "warehouse"
+        self.duckdb_path = self.home / "freshness.duckdb"
+
+    # ---- paths -------------------------------------------------------------------------------
+    def table_dir(self, table: str) -> Path:
+        if table not in tables.SCHEMAS:
+            raise KeyError(f"unknown table {table!r}")
+        return self.root / table
+
+    def partition_dir(self, table: str, host: str) -> Path:
+        path = self.table_dir(table) / f"host={escape_host_key(host)}"
+        if path.parent != self.table_dir(table):
+            raise ValueError(f"host key {host!r} escapes its table folder")
+        return path
+
+    def partition_file(self, table: str, host: str) -> Path:
+        return self.partition_dir(table, host) / "data.parquet"
+
+    # ---- writes ------------------------------------------------------------------------------
+    def _atomic_write(self, df: pl.DataFrame, target: Path) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.parent / f"{target.name}.tmp-{uuid.uuid4().hex}"
+        try:
+            df.write_parquet(tmp, compression="zstd", statistics=True)
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, target)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+    def write_partition(self, table: str, host: str, df: pl.DataFrame) -> Path:
+        """Replace one host's file of a table; an empty frame writes a 0-row file."""
+        target = self.partition_file(table, host)
+        self._atomic_write(tables.conform(table, df), target)
+        return target
+
+    def write_partitions(self, table: str, hosts: Sequence[str], df: pl.DataFrame) -> int:
+        """Replace the files of every host in ``hosts`` from one frame holding all of them.
+
+        A host of the run with no rows still gets a 0-row file: the run's answer for that host
+        is "nothing", not "what the previous run said".
+        """
+        df = tables.conform(table, df)
+        parts = {key[0]: part for key, part in df.partition_by("host", as_dict=True).items()}
+        unknown = set(parts) - set(hosts)
+        if unknown:
+            raise ValueError(f"{table}: rows for hosts outside the run: {sorted(unknown)[:5]}")
+        for host in hosts:
+            self._atomic_write(parts.get(host, df.clear()), self.partition_file(table, host))
+        return len(hosts)
+
+    def append_fetch_log(self, host: str, cycle_now: datetime, df: pl.DataFrame) -> Path | None:
+        """Write one cycle's requests for one host; re-running the same cycle replaces its file.
+
+        Naming the file after the cycle's ``now`` is what keeps a resumed cycle from counting
+        its requests twice.
+        """
+        target = self.partition_dir("fetch_log", host) / f"cycle-{_stamp(cycle_now)}.parquet"
+        if df.is_empty():
+            with contextlib.suppress(FileNotFoundError):
+                target.unlink()
+            return None
+        self._atomic_write(tables.conform("fetch_log", df), target)
+        return target
+
+    # ---- reads -------------------------------------------------------------------------------
+    def _files(self, table: str, hosts: Iterable[str] | None) -> list[Path]:
+        if hosts is None:
+            base = self.table_dir(table)
+            return sorted(p for p in base.glob("host=*/*.parquet") if p.parent.name != _SCHEMA_DIR)
+        files: list[Path] = []
+        for host in hosts:
+            files.extend(sorted(self.partition_dir(table, host).glob("*.parquet")))
+        return files
+
+    def read(self, table: str, hosts: Iterable[str] | None = None) -> pl.DataFrame:
+        """The rows of ``table`` for ``hosts`` (all hosts when None), in the table's schema."""
+        files = self._files(table, hosts)
+        if not files:
+            return tables.empty(table)
+        frames = [tables.conform(table, pl.read_parquet(f)) for f in files]
+        return pl.concat(frames, how="diagonal_relaxed")
+
+    def has_partition(self, table: str, host: str) -> bool:
+        return self.partition_file(table, host).exists()
+
+    # ---- DuckDB views ------------------------------------------------------------------------
+    def _view_sql(self, table: str) -> str:
+        glob = (self.table_dir(table) / "**" / "*.parquet").as_posix().replace("'", "''")
+        return (
+            f'CREATE OR REPLACE VIEW "{table}" AS SELECT * FROM read_parquet('  # noqa: S608
+            f"'{glob}', hive_partitioning = true, union_by_name = true)"
+        )
+
+    def _signature(self) -> str:
+        described = {t: {c: str(d) for c, d in s.items()} for t, s in tables.SCHEMAS.items()}
+        described["_root"] = {"path": str(self.root)}
+        return json.dumps(described, sort_keys=True)
+
+    def ensure_views(self, *, force: bool = False) -> str | None:
+        """(Re)create the views when the schema changed; return a note instead of failing on a lock.
+
+        A user's session holding the file must not fail a cycle: the views stay as they were
+        (they read the same globs, so new data still shows) and the caller reports the note.
+        """
+        marker = self.root / "_views.json"
+        signature = self._signature()
+        for table in tables.VIEW_TABLES:
+            seed = self.table_dir(table) / _SCHEMA_DIR / "data.parquet"
+            if not seed.exists() or force:
+                self._atomic_write(tables.empty(table), seed)
+        if (
+            not force
+            and self.duckdb_path.exists()
+            and marker.exists()
+            and marker.read_text() == signature
+        ):
+            return None
+        try:
+            con = duckdb.connect(str(self.duckdb_path))
+        except duckdb.Error as exc:
+            return f"views in {self.duckdb_path} not refreshed (file in use: {exc})"
+        try:
+            for table in tables.VIEW_TABLES:
+                con.execute(self._view_sql(table))
+        finally:
+            con.close()
+        marker.write_text(signature)
+        return None
+
+    def query(
+        self, sql: str, params: Sequence[object] | Mapping[str, object] | None = None
+    ) -> pl.DataFrame:
+        """Run SQL against the views in a short-lived read-only connection; values go in as
+        parameters, never into the SQL text."""
+        if not self.duckdb_path.exists():
+            self.ensure_views()
+        con = duckdb.connect(str(self.duckdb_path), read_only=True)
+        try:
+            return con.sql(sql, params=params or None).pl()
+        finally:
+            con.close()

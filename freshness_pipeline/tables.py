@@ -1,0 +1,177 @@
+"""The schemas of every warehouse table, in one place.
+
+Writers cast to these schemas so that every Parquet file of a table has the same column types,
+and storage seeds each DuckDB view with a 0-row file of the schema: a view over a glob that
+matches nothing would otherwise fail, and a first file with a narrower type would fix the view's
+types for everyone after it.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+UTC_TIME = pl.Datetime("us", "UTC")
+
+SEEDS = {
+    "url": pl.String,
+    "host": pl.String,
+    "value": pl.Float64,
+    "url_class": pl.String,
+    "source": pl.String,
+    "added_at": UTC_TIME,
+}
+
+ROBOTS = {
+    "host": pl.String,
+    "robots_url": pl.String,
+    "http_status": pl.Int64,
+    "mode": pl.String,
+    "crawl_delay": pl.Float64,
+    "sitemaps": pl.List(pl.String),
+    "body": pl.String,
+    "error": pl.String,
+    "fetched_at": UTC_TIME,
+}
+
+URL_INVENTORY = {
+    "url": pl.String,
+    "host": pl.String,
+    "source": pl.String,
+    "value": pl.Float64,
+    "url_class": pl.String,
+    "lastmod": UTC_TIME,
+    "first_seen_at": UTC_TIME,
+    "last_seen_at": UTC_TIME,
+}
+
+URL_CANDIDATES = {
+    "url": pl.String,
+    "host": pl.String,
+    "value": pl.Float64,
+    "url_class": pl.String,
+    "sources": pl.String,
+    "n_variants": pl.Int64,
+    "lastmod": UTC_TIME,
+    "first_seen_at": UTC_TIME,
+    "allowed": pl.Boolean,
+    "blocked_reason": pl.String,
+}
+
+REVISIT_PLAN = {
+    "url": pl.String,
+    "host": pl.String,
+    "planned_at": UTC_TIME,
+    "value": pl.Float64,
+    "url_class": pl.String,
+    "status": pl.String,
+    "last_fetched_at": UTC_TIME,
+    "change_rate": pl.Float64,
+    "cost": pl.Float64,
+    "age_days": pl.Float64,
+    "expected_gain": pl.Float64,
+    "priority": pl.Float64,
+    "reason": pl.String,
+    "selected": pl.Boolean,
+    "rank": pl.Int64,
+    "etag": pl.String,
+    "last_modified": pl.String,
+    "fingerprint": pl.String,
+    "crawl_delay": pl.Float64,
+}
+
+FETCH_RESULTS = {
+    "url": pl.String,
+    "host": pl.String,
+    "fetched_at": UTC_TIME,
+    "http_status": pl.Int64,
+    "outcome": pl.String,
+    "plan_reason": pl.String,
+    "fingerprint": pl.String,
+    "fingerprint_version": pl.Int64,
+    "etag": pl.String,
+    "last_modified": pl.String,
+    "content_type": pl.String,
+    "bytes": pl.Int64,
+    "conditional": pl.Boolean,
+    "duration_ms": pl.Float64,
+    "location": pl.String,
+    "retry_after_s": pl.Float64,
+    "error": pl.String,
+    "sent": pl.Boolean,
+}
+
+FETCH_LOG = {
+    "url": pl.String,
+    "host": pl.String,
+    "fetched_at": UTC_TIME,
+    "http_status": pl.Int64,
+    "outcome": pl.String,
+    "bytes": pl.Int64,
+    "conditional": pl.Boolean,
+    "duration_ms": pl.Float64,
+    "fingerprint": pl.String,
+    "error": pl.String,
+}
+
+URL_STATE = {
+    "url": pl.String,
+    "host": pl.String,
+    "status": pl.String,
+    "value": pl.Float64,
+    "url_class": pl.String,
+    "first_seen_at": UTC_TIME,
+    "last_fetched_at": UTC_TIME,
+    "last_changed_at": UTC_TIME,
+    "last_seen_at": UTC_TIME,
+    "change_rate": pl.Float64,
+    "rate_is_lower_bound": pl.Boolean,
+    "next_check_at": UTC_TIME,
+    "fingerprint": pl.String,
+    "fingerprint_version": pl.Int64,
+    "etag": pl.String,
+    "last_modified": pl.String,
+    "last_outcome": pl.String,
+    "last_http_status": pl.Int64,
+    "redirect_to": pl.String,
+    "gone_at": pl.Datetime("us", "UTC"),
+    "n_fetches": pl.Int64,
+    "n_changes": pl.Int64,
+    "n_not_modified": pl.Int64,
+    "consecutive_errors": pl.Int64,
+    "obs_interval_days": pl.List(pl.Float64),
+    "obs_changed": pl.List(pl.Boolean),
+}
+
+SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    "seeds": SEEDS,
+    "robots": ROBOTS,
+    "url_inventory": URL_INVENTORY,
+    "url_candidates": URL_CANDIDATES,
+    "revisit_plan": REVISIT_PLAN,
+    "fetch_results": FETCH_RESULTS,
+    "fetch_log": FETCH_LOG,
+    "url_state": URL_STATE,
+}
+
+# Tables exposed as DuckDB views; seeds and robots are internal but handy, so they are views too.
+VIEW_TABLES = tuple(SCHEMAS)
+
+
+def empty(table: str) -> pl.DataFrame:
+    return pl.DataFrame(schema=SCHEMAS[table])
+
+
+def conform(table: str, df: pl.DataFrame) -> pl.DataFrame:
+    """Exactly the table's columns, in order and type; missing ones are added as nulls.
+
+    Helper columns a stage computed on the way never reach a file. A later version that adds a
+    column needs no migration: the views read with union_by_name, so older files show NULL.
+    """
+    schema = SCHEMAS[table]
+    exprs = []
+    for name, dtype in schema.items():
+        if name in df.columns:
+            exprs.append(pl.col(name).cast(dtype))
+        else:
+            exprs.append(pl.lit(None, dtype=dtype).alias(name))
+    return df.select(*exprs)

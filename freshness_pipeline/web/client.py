@@ -1,0 +1,865 @@
+"""The page fetcher: one polite, bounded aiohttp session per cycle.
+
+Everything here exists to make a cycle's fetching cheap for the sites and safe for us:
+conditional GETs so unchanged pages cost a 304, per-host queues with crawl-delay and small
+concurrency so no site is hammered and one slow site cannot stall the rest, hard caps on bytes
+(on the wire and after decompression) so a hostile page cannot exhaust memory, and the network
+allow-list on every connection. Redirects are *not* followed: the pipeline records the target as
+a discovery so the inventory learns the new URL instead of silently fetching it forever.
+
+No decision here reads the wall clock; real time is used only for politeness gaps, timeouts and
+durations. The cycle's ``now`` belongs to the caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import time
+import zlib
+from collections import deque
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from types import SimpleNamespace
+from typing import Any, Literal, TypeVar
+from urllib.parse import urljoin, urlsplit
+
+import aiohttp
+from aiohttp.abc import AbstractResolver
+
+from freshness_pipeline.science.normalize import InvalidURL, url_authority
+from freshness_pipeline.web.netguard import (
+    GuardedConnector,
+    IPNetwork,
+    allowed_networks,
+    check_url_scheme,
+    find_blocked_error,
+)
+from freshness_pipeline.web.politeness import LEDGER
+
+__all__ = [
+    "ACCEPT_ENCODING",
+    "DEFAULT_USER_AGENT",
+    "BodyDecodeError",
+    "BodyRead",
+    "BodyTooLarge",
+    "FetchRequest",
+    "FetchResult",
+    "FetchSettings",
+    "Fingerprinter",
+    "Outcome",
+    "fetch_all",
+    "fetch_all_sync",
+    "host_key",
+    "open_session",
+    "parse_retry_after",
+    "read_limited",
+    "run_sync",
+]
+
+T = TypeVar("T")
+
+DEFAULT_USER_AGENT = "freshness-pipeline/0.1 (+https://example.invalid/freshness-pipeline)"
+USER_AGENT_PREFIX = "freshness-pipeline/"
+
+Outcome = Literal[
+    "not_modified",
+    "unchanged",
+    "changed",
+    "new",
+    "gone",
+    "error",
+    "redirect",
+    "blocked",
+    "deferred",
+]
+Fingerprinter = Callable[[bytes, str | None], str]
+
+try:  # pragma: no cover - brotli is optional and not installed in the reference environment
+    import brotli as _brotli  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover
+    try:
+        import brotlicffi as _brotli  # type: ignore[import-not-found,no-redef]
+    except ImportError:
+        _brotli = None
+
+# Only advertise what we can decode with a bounded output size.
+ACCEPT_ENCODING = "gzip, deflate, br" if _brotli is not None else "gzip, deflate"
+ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+
+_CHUNK = 64 * 1024
+_ERROR_BODY_DRAIN = 64 * 1024  # read small error bodies so the connection can be reused
+_GAP_SLACK_S = 0.005  # scheduling jitter between our clock and the server's
+_THREAD_FINGERPRINT_BYTES = 512 * 1024  # bigger bodies are fingerprinted off the event loop
+_THROTTLE_STATUSES = frozenset({429, 503})
+_GONE_STATUSES = frozenset({404, 410})
+_REDIRECT_STATUSES = frozenset({300, 301, 302, 303, 307, 308})
+
+
+@dataclass(frozen=True)
+class FetchSettings:
+    """Knobs for one cycle's fetching; the defaults are polite for unknown public sites."""
+
+    user_agent: str = DEFAULT_USER_AGENT
+    connect_timeout: float = 10.0
+    read_timeout: float = 30.0
+    total_timeout: float = 60.0
+    max_body_bytes: int = 10 * 1024 * 1024
+    max_decompressed_bytes: int = 50 * 1024 * 1024
+    global_concurrency: int = 16
+    host_concurrency: int = 2
+    cycle_time_limit_s: float | None = None
+    max_retry_after_s: float = 3600
+    # Consecutive transport failures (connect errors, timeouts, resets) after which the rest of
+    # a host's queue is deferred: a dead host must not eat the cycle one timeout at a time.
+    host_failure_limit: int | None = 3
+
+    def __post_init__(self) -> None:
+        if not self.user_agent.startswith(USER_AGENT_PREFIX):
+            raise ValueError(f"user_agent must start with {USER_AGENT_PREFIX!r}")
+        for name in ("connect_timeout", "read_timeout", "total_timeout"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+        for name in (
+            "max_body_bytes",
+            "max_decompressed_bytes",
+            "global_concurrency",
+            "host_concurrency",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.cycle_time_limit_s is not None and self.cycle_time_limit_s < 0:
+            raise ValueError("cycle_time_limit_s must not be negative")
+        if self.max_retry_after_s < 0:
+            raise ValueError("max_retry_after_s must not be negative")
+
+
+@dataclass
+class FetchRequest:
+    """One planned page fetch with what we remember from last time."""
+
+    url: str
+    host: str = ""  # authority key (host[:port], lower-cased); derived from url when empty
+    etag: str | None = None
+    last_modified: str | None = None  # the server's Last-Modified string, sent back verbatim
+    prev_fingerprint: str | None = None
+    crawl_delay: float | None = None  # seconds between request starts to this host
+    selectors: tuple[str, ...] = ()
+
+
+@dataclass
+class FetchResult:
+    """What one planned fetch came to.
+
+    ``sent`` is False when nothing went on the wire for the page (deferred, refused scheme,
+    blocked address): such rows belong in ``fetch_results`` but not in ``fetch_log``. For a 304
+    the validators and fingerprint fall back to the request's, since the stored copy is still the
+    current one.
+    """
+
+    url: str
+    host: str
+    http_status: int | None
+    outcome: Outcome
+    fingerprint: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    content_type: str | None = None
+    bytes: int = 0
+    conditional: bool = False
+    duration_ms: float = 0.0
+    location: str | None = None
+    retry_after_s: float | None = None
+    error: str | None = None
+    sent: bool = True
+
+
+# --------------------------------------------------------------------------- body reading
+
+
+class BodyTooLarge(Exception):
+    """The body (raw or decompressed) went over its cap; reading stopped there."""
+
+    def __init__(self, message: str, raw_bytes: int) -> None:
+        super().__init__(message)
+        self.raw_bytes = raw_bytes
+
+
+class BodyDecodeError(Exception):
+    """The Content-Encoding was unsupported or its data corrupt."""
+
+    def __init__(self, message: str, raw_bytes: int) -> None:
+        super().__init__(message)
+        self.raw_bytes = raw_bytes
+
+
+class _OutputCap(Exception):
+    pass
+
+
+@dataclass
+class BodyRead:
+    body: bytes
+    raw_bytes: int
+    truncated: bool = False
+
+
+class _Inflate:
+    """Incremental gzip/zlib/raw-deflate whose total output is capped (bomb-proof).
+
+    ``decompress(data, max_length)`` never returns more than asked for, so memory stays at the
+    cap however large the stream claims to expand.
+    """
+
+    def __init__(self, kind: str, limit: int) -> None:
+        self.kind = kind
+        self.limit = limit
+        self.produced = 0
+        self._d: Any = None
+        self._pending = b""
+        self._done = False
+
+    def _new(self, head: bytes) -> Any:
+        if self.kind == "gzip":
+            return zlib.decompressobj(16 + zlib.MAX_WBITS)
+        # HTTP "deflate" is meant to be zlib-wrapped, but many servers send raw deflate.
+        if len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0:
+            return zlib.decompressobj(zlib.MAX_WBITS)
+        return zlib.decompressobj(-zlib.MAX_WBITS)
+
+    def feed(self, data: bytes) -> bytes:
+        if self._done:
+            return b""
+        if self._d is None:
+            self._pending += data
+            if len(self._pending) < 2:
+                return b""
+            data, self._pending = self._pending, b""
+            self._d = self._new(data)
+        out = bytearray()
+        while data:
+            piece = self._d.decompress(data, self.limit - self.produced + 1)
+            self._count(piece)
+            out += piece
+            data = self._d.unconsumed_tail
+            if self._d.eof:
+                rest = self._d.unused_data
+                if self.kind == "gzip" and rest[:2] == b"\x1f\x8b":
+                    self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)  # next gzip member
+                    data = rest
+                else:
+                    self._done = True
+                    break
+        return bytes(out)
+
+    def flush(self) -> bytes:
+        if self._d is None:
+            if not self._pending:
+                return b""
+            self._d = self._new(self._pending)
+            data, self._pending = self._pending, b""
+            return self.feed(data)
+        if self._done:
+            return b""
+        out = self._d.flush(self.limit - self.produced + 1)
+        self._count(out)
+        return out
+
+    def _count(self, piece: bytes) -> None:
+        self.produced += len(piece)
+        if self.produced > self.limit:
+            raise _OutputCap
+
+
+class _Brotli:  # pragma: no cover - exercised only where brotli is installed
+    """Brotli fed in small slices: its API cannot bound output per call, small input can."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.produced = 0
+        self._d = _brotli.Decompressor()
+
+    def feed(self, data: bytes) -> bytes:
+        out = bytearray()
+        for i in range(0, len(data), 1024):
+            piece = self._d.process(data[i : i + 1024])
+            self.produced += len(piece)
+            if self.produced > self.limit:
+                raise _OutputCap
+            out += piece
+        return bytes(out)
+
+    def flush(self) -> bytes:
+        return b""
+
+
+class _Decoder:
+    """Undo a Content-Encoding chain, every stage's output capped at ``limit``."""
+
+    def __init__(self, content_encoding: str | None, limit: int) -> None:
+        self.limit = limit
+        self.size = 0
+        self.parts: list[bytes] = []
+        self.stages: list[_Inflate | _Brotli] = []
+        codings = [c.strip().lower() for c in (content_encoding or "").split(",") if c.strip()]
+        for coding in reversed(codings):  # the last coding applied is undone first
+            if coding in ("identity", "none"):
+                continue
+            if coding in ("gzip", "x-gzip"):
+                self.stages.append(_Inflate("gzip", limit))
+            elif coding == "deflate":
+                self.stages.append(_Inflate("deflate", limit))
+            elif coding == "br" and _brotli is not None:  # pragma: no cover
+                self.stages.append(_Brotli(limit))
+            else:
+                raise ValueError(f"unsupported content-encoding {coding!r}")
+
+    def feed(self, data: bytes) -> None:
+        for stage in self.stages:
+            data = stage.feed(data)
+        self._take(data)
+
+    def finish(self) -> bytes:
+        data = b""
+        for stage in self.stages:
+            data = (stage.feed(data) if data else b"") + stage.flush()
+        self._take(data)
+        return b"".join(self.parts)
+
+    def partial(self) -> bytes:
+        # A truncated compressed stream cannot be flushed cleanly; keep what was decoded.
+        return b"".join(self.parts)[: self.limit]
+
+    def _take(self, data: bytes) -> None:
+        if data:
+            self.size += len(data)
+            self.parts.append(data)
+            if self.size > self.limit:
+                raise _OutputCap
+
+
+async def read_limited(
+    resp: aiohttp.ClientResponse,
+    *,
+    max_bytes: int,
+    max_decompressed_bytes: int,
+    truncate: bool = False,
+) -> BodyRead:
+    """Read a response body in chunks, decoding Content-Encoding ourselves, with both caps.
+
+    The session runs with ``auto_decompress=False`` so a 1 MB gzip body cannot become 1 GB in
+    memory. With ``truncate`` (robots.txt: "parse at least 500 KiB, ignore the rest") going over
+    a cap ends the read with what fits; otherwise it raises :class:`BodyTooLarge`.
+    """
+    raw = 0
+    try:
+        decoder = _Decoder(resp.headers.get("Content-Encoding"), max_decompressed_bytes)
+    except ValueError as exc:
+        raise BodyDecodeError(str(exc), 0) from exc
+    declared = resp.content_length
+    if declared is not None and declared > max_bytes and not truncate:
+        resp.close()
+        raise BodyTooLarge(f"body exceeds {max_bytes} bytes (Content-Length {declared})", 0)
+    try:
+        async for chunk in resp.content.iter_chunked(_CHUNK):
+            if raw + len(chunk) > max_bytes:
+                if truncate:
+                    chunk = chunk[: max_bytes - raw]
+                    raw += len(chunk)
+                    with contextlib.suppress(_OutputCap):
+                        decoder.feed(chunk)
+                    resp.close()
+                    return BodyRead(decoder.partial(), raw, truncated=True)
+                raw += len(chunk)
+                resp.close()
+                raise BodyTooLarge(f"body exceeds {max_bytes} bytes", raw)
+            raw += len(chunk)
+            decoder.feed(chunk)
+        return BodyRead(decoder.finish(), raw)
+    except _OutputCap:
+        resp.close()
+        if truncate:
+            return BodyRead(decoder.partial(), raw, truncated=True)
+        raise BodyTooLarge(
+            f"decompressed body exceeds {max_decompressed_bytes} bytes", raw
+        ) from None
+    except zlib.error as exc:
+        resp.close()
+        raise BodyDecodeError(
+            f"corrupt {resp.headers.get('Content-Encoding')} content-encoding: {exc}", raw
+        ) from exc
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def host_key(url: str) -> str:
+    """The host partition key (lower-cased host[:port], default port dropped) of a URL; the raw
+    authority for URLs the normalizer rejects, so that a bad URL still gets a queue."""
+    try:
+        return url_authority(url)
+    except InvalidURL:
+        return urlsplit(url).netloc.rsplit("@", 1)[-1].lower()
+
+
+def parse_retry_after(
+    value: str | None, *, date: str | None = None, cap: float = 3600
+) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or HTTP-date), within [0, cap].
+
+    An HTTP-date is measured against the response's own ``Date`` header when there is one, so a
+    skewed local clock does not matter; without it, the real clock is the only reference (this
+    is a real-time politeness wait, not a cycle decision).
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if not text:
+        return None
+    seconds: float | None
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = None
+    if seconds is None or seconds != seconds:  # NaN
+        when = _http_date(text)
+        if when is None:
+            return None
+        ref = _http_date(date) if date else None
+        if ref is None:
+            ref = datetime.now(UTC)
+        seconds = (when - ref).total_seconds()
+    return min(max(seconds, 0.0), float(cap))
+
+
+def _http_date(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when
+
+
+async def _on_headers_sent(session: Any, ctx: SimpleNamespace, params: Any) -> None:
+    marker = ctx.trace_request_ctx
+    if isinstance(marker, _HostRun):
+        marker.mark_started(time.monotonic())
+
+
+def open_session(
+    settings: FetchSettings,
+    *,
+    allow: Iterable[IPNetwork] | None = None,
+    resolver: AbstractResolver | None = None,
+) -> aiohttp.ClientSession:
+    """The one session a cycle uses (also for robots.txt and sitemaps): guarded, cookie-less,
+    no proxies from the environment, no automatic decompression. Call inside a running loop.
+    """
+    nets = allowed_networks() if allow is None else tuple(allow)
+    connector = GuardedConnector(
+        allow=nets,
+        resolver=resolver,
+        limit=settings.global_concurrency,
+        limit_per_host=0,
+        ttl_dns_cache=300,
+    )
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(_on_headers_sent)  # type: ignore[arg-type]
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(
+            total=settings.total_timeout,
+            sock_connect=settings.connect_timeout,
+            sock_read=settings.read_timeout,
+        ),
+        headers={
+            "User-Agent": settings.user_agent,
+            "Accept-Encoding": ACCEPT_ENCODING,
+            "Accept": ACCEPT,
+        },
+        auto_decompress=False,
+        cookie_jar=aiohttp.DummyCookieJar(),
+        trust_env=False,
+        max_line_size=16 * 1024,
+        max_field_size=32 * 1024,
+        trace_configs=[trace],
+    )
+
+
+def _describe(exc: BaseException, settings: FetchSettings) -> str:
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return f"connect timeout after {settings.connect_timeout:g}s"
+    if isinstance(exc, aiohttp.SocketTimeoutError):
+        return f"read timeout after {settings.read_timeout:g}s"
+    if isinstance(exc, asyncio.TimeoutError):
+        return f"total timeout after {settings.total_timeout:g}s"
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return f"DNS lookup failed: {exc.os_error}"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"connect failed: {exc.os_error}"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "server disconnected"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+# --------------------------------------------------------------------------- per-host queue
+
+
+class _HostRun:
+    """One host's queue: its own workers, gap and stop flag, so hosts never wait on each other."""
+
+    def __init__(
+        self,
+        key: str,
+        indices: list[int],
+        requests: Sequence[FetchRequest],
+        results: list[FetchResult | None],
+        ctx: _CycleCtx,
+    ) -> None:
+        self.key = key
+        self.queue = deque(indices)
+        self.requests = requests
+        self.results = results
+        self.ctx = ctx
+        # One host, one gap: the strictest crawl-delay among its requests wins.
+        self.delay = max((requests[i].crawl_delay or 0.0 for i in indices), default=0.0)
+        self.concurrency = 1 if self.delay > 0 else ctx.settings.host_concurrency
+        self.last_start: float | None = LEDGER.last_start(key)
+        self.lock = asyncio.Lock()
+        self.stop_outcome: Outcome | None = None
+        self.stop_reason: str | None = None
+        self.stop_retry_after: float | None = None
+        self.failures = 0
+
+    def mark_started(self, at: float) -> None:
+        # The gap counts from when the request really left (after DNS and connect), which is
+        # what the server sees; otherwise a slow first connect would shorten the next gap.
+        if self.last_start is None or at > self.last_start:
+            self.last_start = at
+        LEDGER.note_start(self.key, at)
+
+    async def run(self) -> None:
+        workers = min(self.concurrency, len(self.queue))
+        await asyncio.gather(*(self._worker() for _ in range(workers)))
+
+    def _skip(
+        self, i: int, outcome: Outcome, reason: str, retry_after: float | None = None
+    ) -> None:
+        req = self.requests[i]
+        self.results[i] = FetchResult(
+            url=req.url,
+            host=self.key,
+            http_status=None,
+            outcome=outcome,
+            retry_after_s=retry_after,
+            error=reason,
+            sent=False,
+            conditional=False,
+        )
+
+    def _stopped(self, i: int) -> bool:
+        if self.stop_outcome is None:
+            return False
+        assert self.stop_reason is not None
+        self._skip(i, self.stop_outcome, self.stop_reason, self.stop_retry_after)
+        return True
+
+    async def _worker(self) -> None:
+        ctx = self.ctx
+        while self.queue:
+            i = self.queue.popleft()
+            if self._stopped(i):
+                continue
+            async with self.lock:
+                if self._stopped(i):
+                    continue
+                if self.delay > 0 and self.last_start is not None:
+                    earliest = self.last_start + self.delay + _GAP_SLACK_S
+                    if ctx.deadline is not None and earliest >= ctx.deadline:
+                        self._skip(i, "deferred", "cycle time limit reached")
+                        continue
+                    wait = earliest - time.monotonic()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                await ctx.slots.acquire()
+                if ctx.deadline is not None and time.monotonic() >= ctx.deadline:
+                    ctx.slots.release()
+                    self._skip(i, "deferred", "cycle time limit reached")
+                    continue
+                self.mark_started(time.monotonic())
+            try:
+                result = await _fetch_one(ctx, self, self.requests[i])
+            finally:
+                ctx.slots.release()
+            self.results[i] = result
+            self._learn(result)
+
+    def _learn(self, result: FetchResult) -> None:
+        if result.outcome == "blocked":
+            self.stop_outcome = "blocked"
+            self.stop_reason = result.error or "blocked by the network allow-list"
+            return
+        if result.http_status in _THROTTLE_STATUSES:
+            self.stop_outcome = "deferred"
+            self.stop_reason = f"host throttled (HTTP {result.http_status})"
+            self.stop_retry_after = result.retry_after_s
+            return
+        if result.http_status is None and result.outcome == "error" and result.sent:
+            self.failures += 1
+            limit = self.ctx.settings.host_failure_limit
+            if limit is not None and self.failures >= limit and self.stop_outcome is None:
+                self.stop_outcome = "deferred"
+                self.stop_reason = f"host failing: {self.failures} consecutive transport errors"
+        elif result.http_status is not None:
+            self.failures = 0
+
+
+@dataclass
+class _CycleCtx:
+    session: aiohttp.ClientSession
+    settings: FetchSettings
+    slots: asyncio.Semaphore
+    deadline: float | None
+    fingerprint: Fingerprinter | None
+    default_fp: Callable[[bytes, str | None, tuple[str, ...]], str] | None = None
+
+
+async def _fetch_one(ctx: _CycleCtx, host: _HostRun, req: FetchRequest) -> FetchResult:
+    settings = ctx.settings
+    headers: dict[str, str] = {}
+    if req.etag:
+        headers["If-None-Match"] = req.etag
+    elif req.last_modified:
+        headers["If-Modified-Since"] = req.last_modified
+    result = FetchResult(
+        url=req.url, host=host.key, http_status=None, outcome="error", conditional=bool(headers)
+    )
+    t0 = time.perf_counter()
+    try:
+        async with ctx.session.get(
+            req.url, headers=headers, allow_redirects=False, trace_request_ctx=host
+        ) as resp:
+            await _classify(ctx, req, resp, result)
+    except asyncio.CancelledError:
+        raise
+    except BodyTooLarge as exc:
+        result.outcome, result.error, result.bytes = "error", str(exc), exc.raw_bytes
+    except BodyDecodeError as exc:
+        result.outcome, result.error, result.bytes = "error", str(exc), exc.raw_bytes
+    except Exception as exc:  # one page's failure must never sink the cycle
+        blocked = find_blocked_error(exc)
+        if blocked is not None:
+            result.outcome, result.sent = "blocked", False
+            result.error = f"blocked: {blocked}"
+        elif isinstance(exc, aiohttp.InvalidURL | ValueError) and result.http_status is None:
+            result.outcome, result.sent = "error", False
+            result.error = f"invalid URL: {exc}"
+        else:
+            result.outcome = "error"
+            result.error = _describe(exc, settings)
+    result.duration_ms = (time.perf_counter() - t0) * 1000.0
+    return result
+
+
+async def _classify(
+    ctx: _CycleCtx, req: FetchRequest, resp: aiohttp.ClientResponse, result: FetchResult
+) -> None:
+    settings = ctx.settings
+    status = resp.status
+    result.http_status = status
+    result.etag = resp.headers.get("ETag")
+    result.last_modified = resp.headers.get("Last-Modified")
+    result.content_type = resp.headers.get("Content-Type")
+
+    if status == 304:
+        result.outcome = "not_modified"
+        result.etag = result.etag or req.etag
+        result.last_modified = result.last_modified or req.last_modified
+        result.fingerprint = req.prev_fingerprint
+        return
+
+    if 200 <= status < 300:
+        read = await read_limited(
+            resp,
+            max_bytes=settings.max_body_bytes,
+            max_decompressed_bytes=settings.max_decompressed_bytes,
+        )
+        result.bytes = read.raw_bytes
+        try:
+            fp = await _fingerprint(ctx, req, read.body, result.content_type)
+        except Exception as exc:
+            result.outcome = "error"
+            result.error = f"fingerprint failed: {type(exc).__name__}: {exc}"
+            return
+        result.fingerprint = fp
+        if req.prev_fingerprint is None:
+            result.outcome = "new"
+        elif fp == req.prev_fingerprint:
+            result.outcome = "unchanged"
+        else:
+            result.outcome = "changed"
+        return
+
+    # Anything else: read a small body of known length so the connection can be reused;
+    # anything bigger or open-ended is dropped with the connection.
+    length = resp.content_length
+    if length is not None and length <= _ERROR_BODY_DRAIN:
+        with contextlib.suppress(Exception):
+            drained = await read_limited(
+                resp,
+                max_bytes=_ERROR_BODY_DRAIN,
+                max_decompressed_bytes=_ERROR_BODY_DRAIN,
+                truncate=True,
+            )
+            result.bytes = drained.raw_bytes
+
+    if status in _REDIRECT_STATUSES:
+        loc = resp.headers.get("Location")
+        if not loc:
+            result.outcome, result.error = "error", f"HTTP {status} without Location"
+            return
+        target = urljoin(req.url, loc.strip())
+        try:
+            check_url_scheme(target)
+        except ValueError as exc:
+            result.outcome, result.error = "error", f"redirect refused: {exc}"
+            result.location = target
+            return
+        result.outcome, result.location = "redirect", target
+        return
+    if status in _GONE_STATUSES:
+        result.outcome = "gone"
+        return
+    result.outcome = "error"
+    reason = f" {resp.reason}" if resp.reason else ""
+    result.error = f"HTTP {status}{reason}"
+    if status in _THROTTLE_STATUSES:
+        result.retry_after_s = parse_retry_after(
+            resp.headers.get("Retry-After"),
+            date=resp.headers.get("Date"),
+            cap=settings.max_retry_after_s,
+        )
+
+
+async def _fingerprint(
+    ctx: _CycleCtx, req: FetchRequest, body: bytes, content_type: str | None
+) -> str:
+    injected, default = ctx.fingerprint, ctx.default_fp
+    selectors = tuple(req.selectors)
+
+    def compute() -> str:
+        if injected is not None:
+            return injected(body, content_type)
+        assert default is not None
+        return default(body, content_type, selectors)
+
+    if len(body) > _THREAD_FINGERPRINT_BYTES:
+        # Parsing megabytes of HTML would stall every other host's I/O on the event loop.
+        return await asyncio.to_thread(compute)
+    return compute()
+
+
+def _default_fingerprinter() -> Callable[[bytes, str | None, tuple[str, ...]], str]:
+    # Imported lazily: the science module is optional for callers that inject their own, and
+    # the web package must stay importable on its own.
+    from freshness_pipeline.science.fingerprint import content_fingerprint
+
+    def fp(body: bytes, content_type: str | None, selectors: tuple[str, ...]) -> str:
+        return content_fingerprint(body, content_type=content_type, selectors=selectors)
+
+    return fp
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+async def fetch_all(
+    requests: Sequence[FetchRequest],
+    settings: FetchSettings,
+    *,
+    allow: Iterable[IPNetwork] | None = None,
+    fingerprint: Fingerprinter | None = None,
+    resolver: AbstractResolver | None = None,
+) -> list[FetchResult]:
+    """Fetch a cycle's planned pages politely; one result per request, in request order.
+
+    ``allow`` defaults to ``FRESHNESS_ALLOW_NETWORKS``; ``fingerprint(body, content_type)``
+    defaults to the science module's extractor with each request's selectors; ``resolver``
+    replaces DNS (tests). Robots rules are the caller's job: only planned URLs arrive here.
+    """
+    started = time.monotonic()
+    results: list[FetchResult | None] = [None] * len(requests)
+    groups: dict[str, list[int]] = {}
+    for i, req in enumerate(requests):
+        key = req.host or host_key(req.url)
+        try:
+            check_url_scheme(req.url)
+        except ValueError as exc:
+            results[i] = FetchResult(
+                url=req.url,
+                host=key,
+                http_status=None,
+                outcome="error",
+                error=str(exc),
+                sent=False,
+            )
+            continue
+        groups.setdefault(key, []).append(i)
+
+    if groups:
+        nets = allowed_networks() if allow is None else tuple(allow)
+        limit = settings.cycle_time_limit_s
+        async with open_session(settings, allow=nets, resolver=resolver) as session:
+            ctx = _CycleCtx(
+                session=session,
+                settings=settings,
+                slots=asyncio.Semaphore(settings.global_concurrency),
+                deadline=None if limit is None else started + limit,
+                fingerprint=fingerprint,
+                default_fp=None if fingerprint is not None else _default_fingerprinter(),
+            )
+            runs = [_HostRun(key, idx, requests, results, ctx) for key, idx in groups.items()]
+            await asyncio.gather(*(run.run() for run in runs))
+
+    missing = [i for i, r in enumerate(results) if r is None]
+    if missing:  # pragma: no cover - every path above fills its slot
+        raise RuntimeError(f"fetch_all lost results for requests {missing[:5]}")
+    return [r for r in results if r is not None]
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from synchronous code (Dagster assets, the CLI).
+
+    Inside an already running loop (a notebook, an async test) ``asyncio.run`` would refuse, so
+    the coroutine then runs on a helper thread with its own loop.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def fetch_all_sync(
+    requests: Sequence[FetchRequest],
+    settings: FetchSettings,
+    *,
+    allow: Iterable[IPNetwork] | None = None,
+    fingerprint: Fingerprinter | None = None,
+    resolver: AbstractResolver | None = None,
+) -> list[FetchResult]:
+    """:func:`fetch_all` for synchronous callers; see :func:`run_sync`."""
+    return run_sync(
+        fetch_all(requests, settings, allow=allow, fingerprint=fingerprint, resolver=resolver)
+    )

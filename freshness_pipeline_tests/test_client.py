@@ -1,0 +1,629 @@
+"""The page fetcher against real loopback servers: outcomes, politeness, caps, the guard."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import ipaddress
+import socket
+import struct
+import time
+import tracemalloc
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+import pytest
+from aiohttp import web
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+from freshness_pipeline.web.client import (
+    ACCEPT_ENCODING,
+    DEFAULT_USER_AGENT,
+    FetchRequest,
+    FetchResult,
+    FetchSettings,
+    fetch_all,
+    fetch_all_sync,
+    host_key,
+    parse_retry_after,
+    run_sync,
+)
+
+LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def fp(body: bytes, content_type: str | None) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+@dataclass
+class Server:
+    base: str
+    host: str
+    log: list[tuple[float, str, dict[str, str]]] = field(default_factory=list)
+
+    def paths(self) -> list[str]:
+        return [path for _, path, _ in self.log]
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+
+@contextlib.asynccontextmanager
+async def serve(routes: dict[str, Handler]) -> AsyncIterator[Server]:
+    server: Server | None = None
+
+    @web.middleware
+    async def record(request: web.Request, handler: Handler) -> web.StreamResponse:
+        assert server is not None
+        server.log.append((time.monotonic(), request.path_qs, dict(request.headers)))
+        return await handler(request)
+
+    app = web.Application(middlewares=[record])
+    for path, handler in routes.items():
+        app.router.add_get(path, handler)
+    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    server = Server(base=f"http://127.0.0.1:{port}", host=f"127.0.0.1:{port}")
+    try:
+        yield server
+    finally:
+        await runner.cleanup()
+
+
+def settings(**kw: object) -> FetchSettings:
+    return FetchSettings(**kw)  # type: ignore[arg-type]
+
+
+async def run(
+    requests: list[FetchRequest], cfg: FetchSettings | None = None, **kw: object
+) -> list[FetchResult]:
+    return await fetch_all(
+        requests,
+        cfg or settings(),
+        allow=LOOPBACK,
+        fingerprint=fp,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def req(server: Server, path: str, **kw: object) -> FetchRequest:
+    return FetchRequest(url=server.url(path), host=server.host, **kw)  # type: ignore[arg-type]
+
+
+def text(body: str, **headers: str) -> Handler:
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(text=body, content_type="text/html", headers=headers)
+
+    return handler
+
+
+def status(code: int, **headers: str) -> Handler:
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(status=code, headers=headers)
+
+    return handler
+
+
+# ------------------------------------------------------------------ settings and helpers
+
+
+def test_settings_validate_user_agent() -> None:
+    assert FetchSettings().user_agent == DEFAULT_USER_AGENT
+    assert DEFAULT_USER_AGENT.startswith("freshness-pipeline/")
+    with pytest.raises(ValueError, match="freshness-pipeline/"):
+        FetchSettings(user_agent="Mozilla/5.0")
+    with pytest.raises(ValueError):
+        FetchSettings(host_concurrency=0)
+
+
+def test_parse_retry_after() -> None:
+    assert parse_retry_after("120") == 120.0
+    assert parse_retry_after(" 1.5 ") == 1.5
+    assert parse_retry_after("-5") == 0.0
+    assert parse_retry_after("999999", cap=3600) == 3600.0
+    assert parse_retry_after(None) is None
+    assert parse_retry_after("soon") is None
+    date = "Wed, 21 Oct 2015 07:28:00 GMT"
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", date=date) == 30.0
+    assert parse_retry_after("Wed, 21 Oct 2015 07:27:00 GMT", date=date) == 0.0
+    assert parse_retry_after("Fri, 21 Oct 2016 07:28:00 GMT", date=date, cap=60) == 60.0
+
+
+def test_host_key() -> None:
+    assert host_key("http://User:pw@Example.COM:8080/x") == "example.com:8080"
+    assert host_key("https://example.com/") == "example.com"
+
+
+# ------------------------------------------------------------------ outcomes
+
+
+def test_conditional_get_not_modified() -> None:
+    lm = "Wed, 21 Oct 2015 07:28:00 GMT"
+
+    async def page(request: web.Request) -> web.Response:
+        if request.headers.get("If-None-Match") == '"v1"':
+            return web.Response(status=304, headers={"ETag": '"v1"'})
+        if request.headers.get("If-Modified-Since") == lm:
+            return web.Response(status=304)
+        return web.Response(text="body", headers={"ETag": '"v1"', "Last-Modified": lm})
+
+    async def scenario() -> None:
+        async with serve(
+            {"/etag": page, "/lm": page, "/plain": page, "/always304": status(304)}
+        ) as srv:
+            results = await run(
+                [
+                    req(srv, "/etag", etag='"v1"', last_modified=lm, prev_fingerprint="f0"),
+                    req(srv, "/lm", last_modified=lm, prev_fingerprint="f1"),
+                    req(srv, "/plain"),
+                    req(srv, "/always304", prev_fingerprint="f3"),
+                ]
+            )
+            by_path = {path: headers for _, path, headers in srv.log}
+        etag, since, plain, always = results
+        assert (etag.outcome, etag.http_status, etag.conditional) == ("not_modified", 304, True)
+        assert by_path["/etag"]["If-None-Match"] == '"v1"'
+        assert "If-Modified-Since" not in by_path["/etag"]  # ETag wins when both are known
+        assert etag.etag == '"v1"' and etag.last_modified == lm and etag.fingerprint == "f0"
+        assert (since.outcome, since.conditional) == ("not_modified", True)
+        assert by_path["/lm"]["If-Modified-Since"] == lm
+        assert "If-None-Match" not in by_path["/lm"]
+        assert since.last_modified == lm  # kept from the request: the copy is still current
+        assert (plain.outcome, plain.conditional, plain.http_status) == ("new", False, 200)
+        assert plain.etag == '"v1"' and plain.last_modified == lm
+        assert "If-None-Match" not in by_path["/plain"]
+        assert (always.outcome, always.conditional) == ("not_modified", False)
+        assert all(r.sent and r.error is None for r in results)
+        assert by_path["/plain"]["User-Agent"].startswith("freshness-pipeline/")
+        assert by_path["/plain"]["Accept-Encoding"] == ACCEPT_ENCODING
+        assert "gzip" in ACCEPT_ENCODING
+
+    asyncio.run(scenario())
+
+
+def test_new_unchanged_changed_gone_and_errors() -> None:
+    body = "<html><title>t</title>hello</html>"
+
+    async def scenario() -> None:
+        async with serve(
+            {
+                "/page": text(body, ETag='"e"'),
+                "/missing": status(404),
+                "/removed": status(410),
+                "/broken": status(500),
+                "/forbidden": status(403),
+            }
+        ) as srv:
+            results = await run(
+                [
+                    req(srv, "/page"),
+                    req(srv, "/page", prev_fingerprint=fp(body.encode(), None)),
+                    req(srv, "/page", prev_fingerprint="stale"),
+                    req(srv, "/missing", prev_fingerprint="x"),
+                    req(srv, "/removed"),
+                    req(srv, "/broken"),
+                    req(srv, "/forbidden"),
+                    FetchRequest(url="file:///etc/passwd", host="local"),
+                    FetchRequest(url="ftp://example.com/x", host="example.com"),
+                ]
+            )
+        new, same, changed, missing, removed, broken, forbidden, file_, ftp = results
+        assert [new.outcome, same.outcome, changed.outcome] == ["new", "unchanged", "changed"]
+        assert new.fingerprint == same.fingerprint == changed.fingerprint == fp(body.encode(), None)
+        assert new.bytes == len(body) and new.content_type.startswith("text/html")
+        assert new.etag == '"e"' and new.duration_ms > 0
+        assert (missing.outcome, missing.http_status) == ("gone", 404)
+        assert (removed.outcome, removed.http_status) == ("gone", 410)
+        assert (broken.outcome, broken.error) == ("error", "HTTP 500 Internal Server Error")
+        assert (forbidden.outcome, forbidden.http_status) == ("error", 403)
+        for refused in (file_, ftp):
+            assert refused.outcome == "error" and not refused.sent and refused.http_status is None
+            assert "http" in (refused.error or "")
+
+    asyncio.run(scenario())
+
+
+def test_redirect_is_recorded_not_followed() -> None:
+    async def scenario() -> None:
+        async with serve(
+            {
+                "/old": status(301, Location="/new?x=1"),
+                "/elsewhere": status(302, Location="https://other.example/page"),
+                "/nolocation": status(302),
+                "/evil": status(302, Location="file:///etc/passwd"),
+                "/new": text("new"),
+            }
+        ) as srv:
+            results = await run(
+                [
+                    req(srv, "/old"),
+                    req(srv, "/elsewhere"),
+                    req(srv, "/nolocation"),
+                    req(srv, "/evil"),
+                ]
+            )
+            paths = srv.paths()
+        old, elsewhere, nolocation, evil = results
+        assert (old.outcome, old.http_status) == ("redirect", 301)
+        assert old.location == srv.url("/new?x=1")
+        assert elsewhere.location == "https://other.example/page"
+        assert "/new?x=1" not in paths and "/new" not in paths
+        assert nolocation.outcome == "error" and "Location" in (nolocation.error or "")
+        assert evil.outcome == "error"
+
+    asyncio.run(scenario())
+
+
+def test_gzip_and_deflate_bodies_are_decoded() -> None:
+    raw = b"<html>" + b"compressible " * 5000 + b"</html>"
+
+    def encoded(data: bytes, coding: str) -> Handler:
+        async def handler(request: web.Request) -> web.Response:
+            return web.Response(
+                body=data, headers={"Content-Encoding": coding, "Content-Type": "text/html"}
+            )
+
+        return handler
+
+    gz = zlib.compressobj(6, zlib.DEFLATED, 31)
+    gzipped = gz.compress(raw) + gz.flush()
+    rawdef = zlib.compressobj(6, zlib.DEFLATED, -15)
+    raw_deflate = rawdef.compress(raw) + rawdef.flush()
+
+    async def scenario() -> None:
+        async with serve(
+            {
+                "/gz": encoded(gzipped, "gzip"),
+                "/zlib": encoded(zlib.compress(raw), "deflate"),
+                "/rawdeflate": encoded(raw_deflate, "deflate"),
+                "/weird": encoded(b"xxxx", "compress"),
+                "/corrupt": encoded(b"\x1f\x8b\x08\x00garbage-garbage", "gzip"),
+            }
+        ) as srv:
+            results = await run(
+                [req(srv, p) for p in ["/gz", "/zlib", "/rawdeflate", "/weird", "/corrupt"]]
+            )
+        gz_r, zlib_r, raw_r, weird, corrupt = results
+        for r in (gz_r, zlib_r, raw_r):
+            assert r.outcome == "new" and r.fingerprint == fp(raw, None), r
+        assert gz_r.bytes == len(gzipped) < len(raw)
+        assert weird.outcome == "error" and "compress" in (weird.error or "")
+        assert corrupt.outcome == "error" and "gzip" in (corrupt.error or "")
+
+    asyncio.run(scenario())
+
+
+# ------------------------------------------------------------------ politeness
+
+
+def test_429_blocks_host_and_defers_the_rest() -> None:
+    async def scenario() -> None:
+        async with (
+            serve(
+                {
+                    "/limited": status(429, **{"Retry-After": "120"}),
+                    "/a": text("a"),
+                    "/b": text("b"),
+                }
+            ) as srv,
+            serve(
+                {
+                    "/down": status(
+                        503,
+                        **{
+                            "Retry-After": "Wed, 21 Oct 2015 07:28:30 GMT",
+                            "Date": "Wed, 21 Oct 2015 07:28:00 GMT",
+                        },
+                    ),
+                    "/c": text("c"),
+                }
+            ) as other,
+            serve({"/ok": text("ok")}) as third,
+        ):
+            results = await run(
+                [
+                    req(srv, "/limited"),
+                    req(srv, "/a"),
+                    req(srv, "/b"),
+                    req(other, "/down"),
+                    req(other, "/c"),
+                    req(third, "/ok"),
+                ],
+                settings(host_concurrency=1),
+            )
+            assert srv.paths() == ["/limited"]
+            assert other.paths() == ["/down"]
+            assert third.paths() == ["/ok"]
+        limited, a, b, down, c, ok = results
+        assert (limited.outcome, limited.http_status, limited.retry_after_s) == ("error", 429, 120)
+        assert limited.sent
+        for deferred in (a, b):
+            assert deferred.outcome == "deferred" and not deferred.sent
+            assert deferred.retry_after_s == 120 and "429" in (deferred.error or "")
+            assert deferred.http_status is None
+        assert (down.outcome, down.retry_after_s) == ("error", 30.0)
+        assert c.outcome == "deferred" and not c.sent
+        assert ok.outcome == "new"  # other hosts are unaffected
+
+    asyncio.run(scenario())
+
+
+def test_crawl_delay_is_the_minimum_gap_between_request_starts() -> None:
+    async def scenario() -> None:
+        async with serve({"/p": text("p")}) as srv:
+            started = time.monotonic()
+            results = await run(
+                [req(srv, f"/p?i={i}", crawl_delay=0.2) for i in range(4)],
+                settings(host_concurrency=4),
+            )
+            times = [t for t, _, _ in srv.log]
+        assert [r.outcome for r in results] == ["new"] * 4
+        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        assert len(gaps) == 3 and min(gaps) >= 0.2, gaps
+        assert times[-1] - started < 1.5  # and not needlessly slower
+
+    asyncio.run(scenario())
+
+
+def test_slow_host_does_not_hold_up_a_fast_host() -> None:
+    async def slow(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.6)
+        return web.Response(text="slow")
+
+    async def scenario() -> None:
+        async with serve({"/s": slow}) as slow_srv, serve({"/f": text("fast")}) as fast_srv:
+            started = time.monotonic()
+            requests = []
+            for i in range(4):  # interleaved, slow host first
+                requests.append(req(slow_srv, f"/s?i={i}"))
+                requests.append(req(fast_srv, f"/f?i={i}"))
+            results = await run(requests, settings(global_concurrency=4))
+            elapsed = time.monotonic() - started
+            fast_times = [t - started for t, _, _ in fast_srv.log]
+            slow_times = [t - started for t, _, _ in slow_srv.log]
+        assert all(r.outcome == "new" for r in results)
+        assert len(fast_times) == 4 and max(fast_times) < 0.4, fast_times
+        # host_concurrency=2: two slow requests at a time, never more
+        assert sum(1 for t in slow_times if t < 0.5) == 2
+        assert elapsed >= 1.2
+        assert [r.url for r in results] == [r.url for r in requests]  # request order kept
+
+    asyncio.run(scenario())
+
+
+def test_cycle_time_limit_defers_unstarted_requests() -> None:
+    async def scenario() -> None:
+        async with serve({"/p": text("p")}) as srv:
+            results = await run(
+                [req(srv, f"/p?i={i}", crawl_delay=0.5) for i in range(5)],
+                settings(cycle_time_limit_s=0.75),
+            )
+            assert len(srv.log) == 2
+        assert [r.outcome for r in results] == ["new", "new"] + ["deferred"] * 3
+        assert [r.sent for r in results] == [True, True, False, False, False]
+        assert "time limit" in (results[-1].error or "")
+
+    asyncio.run(scenario())
+
+
+def test_dead_host_is_given_up_after_consecutive_failures() -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now: connection refused
+
+    async def scenario() -> list[FetchResult]:
+        return await run(
+            [
+                FetchRequest(url=f"http://127.0.0.1:{port}/{i}", host=f"127.0.0.1:{port}")
+                for i in range(6)
+            ],
+            settings(host_failure_limit=3, host_concurrency=1),
+        )
+
+    results = asyncio.run(scenario())
+    assert [r.outcome for r in results[:3]] == ["error"] * 3
+    assert all(r.sent and "connect" in (r.error or "") for r in results[:3])
+    assert [r.outcome for r in results[3:]] == ["deferred"] * 3
+    assert not any(r.sent for r in results[3:])
+
+
+# ------------------------------------------------------------------ caps and timeouts
+
+
+def test_body_cap() -> None:
+    chunk = b"x" * 50_000
+
+    async def streamed(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        resp.content_type = "text/html"
+        await resp.prepare(request)  # chunked, no Content-Length
+        for _ in range(10):
+            await resp.write(chunk)
+        await resp.write_eof()
+        return resp
+
+    async def declared(request: web.Request) -> web.Response:
+        return web.Response(body=chunk * 10, content_type="text/html")
+
+    async def scenario() -> None:
+        async with serve({"/stream": streamed, "/declared": declared, "/small": text("ok")}) as srv:
+            results = await run(
+                [req(srv, "/stream"), req(srv, "/declared"), req(srv, "/small")],
+                settings(max_body_bytes=120_000),
+            )
+        stream, decl, small = results
+        assert stream.outcome == "error" and stream.error == "body exceeds 120000 bytes"
+        assert 120_000 < stream.bytes <= 120_000 + 65_536
+        assert decl.outcome == "error" and "body exceeds 120000 bytes" in (decl.error or "")
+        assert decl.bytes == 0 and decl.http_status == 200
+        assert small.outcome == "new"
+
+    asyncio.run(scenario())
+
+
+def gzip_bomb(gib: int = 1) -> tuple[bytes, int]:
+    """A valid gzip stream of ``gib`` GiB of zeros, built in a fraction of a second.
+
+    After a sync flush over a window of zeros, each further MiB of zeros compresses to the same
+    bytes, so the stream is one segment repeated.
+    """
+    zeros = b"\0" * (1 << 20)
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+    first = comp.compress(zeros) + comp.flush(zlib.Z_SYNC_FLUSH)
+    repeat = comp.compress(zeros) + comp.flush(zlib.Z_SYNC_FLUSH)
+    assert comp.compress(zeros) + comp.flush(zlib.Z_SYNC_FLUSH) == repeat
+    end = comp.flush(zlib.Z_FINISH)
+    n = gib * 1024
+    crc = 0
+    for _ in range(n):
+        crc = zlib.crc32(zeros, crc)
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+    body = header + first + repeat * (n - 1) + end + struct.pack("<II", crc, (n << 20) & 0xFFFFFFFF)
+    return body, n << 20
+
+
+def test_gzip_bomb_is_an_error_with_bounded_memory() -> None:
+    bomb, expanded = gzip_bomb()
+    assert expanded == 1 << 30 and len(bomb) < 2 << 20
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(
+            body=bomb, headers={"Content-Encoding": "gzip", "Content-Type": "text/html"}
+        )
+
+    async def scenario() -> list[FetchResult]:
+        async with serve({"/bomb": handler}) as srv:
+            return await run([req(srv, "/bomb")], settings(max_decompressed_bytes=8 << 20))
+
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        (result,) = asyncio.run(scenario())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.outcome == "error"
+    assert result.error == f"decompressed body exceeds {8 << 20} bytes"
+    assert result.bytes <= len(bomb)
+    assert peak < 64 << 20, f"peak {peak / 2**20:.0f} MiB"
+
+
+def test_read_timeout_is_an_error() -> None:
+    async def stalls(request: web.Request) -> web.Response:
+        await asyncio.sleep(5)
+        return web.Response(text="late")
+
+    async def stalls_mid_body(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        await resp.write(b"start")
+        await asyncio.sleep(5)
+        return resp
+
+    async def scenario() -> None:
+        async with serve({"/stall": stalls, "/mid": stalls_mid_body}) as srv:
+            started = time.monotonic()
+            results = await run([req(srv, "/stall"), req(srv, "/mid")], settings(read_timeout=0.3))
+            assert time.monotonic() - started < 2.0
+        stall, mid = results
+        assert stall.outcome == "error" and "read timeout" in (stall.error or "")
+        assert stall.sent and stall.http_status is None
+        assert mid.outcome == "error" and "timeout" in (mid.error or "")
+        assert mid.http_status == 200
+
+    asyncio.run(scenario())
+
+
+# ------------------------------------------------------------------ the network guard
+
+
+class StubResolver(AbstractResolver):
+    def __init__(self, table: dict[str, str]) -> None:
+        self.table = table
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        return [
+            ResolveResult(
+                hostname=host,
+                host=self.table[host],
+                port=port,
+                family=socket.AF_INET,
+                proto=0,
+                flags=0,
+            )
+        ]
+
+    async def close(self) -> None:
+        return None
+
+
+def test_netguard_blocks_private_targets_without_connecting() -> None:
+    async def scenario() -> list[FetchResult]:
+        loop = asyncio.get_running_loop()
+        attempts: list[object] = []
+        real = loop.sock_connect
+
+        async def tripwire(sock: socket.socket, address: object) -> None:
+            if not str(address[0]).startswith("127."):  # type: ignore[index]
+                attempts.append(address)
+                raise AssertionError(f"connected to {address}")
+            return await real(sock, address)
+
+        loop.sock_connect = tripwire  # type: ignore[method-assign]
+        resolver = StubResolver({"intranet.test": "10.0.0.1", "meta.test": "169.254.169.254"})
+        results = await run(
+            [
+                FetchRequest(url="http://intranet.test/a", host="intranet.test"),
+                FetchRequest(url="http://intranet.test/b", host="intranet.test"),
+                FetchRequest(url="http://meta.test/latest/meta-data/", host="meta.test"),
+                FetchRequest(url="http://10.0.0.1/", host="10.0.0.1"),
+                FetchRequest(
+                    url="http://169.254.169.254/latest/meta-data/", host="169.254.169.254"
+                ),
+            ],
+            resolver=resolver,
+        )
+        assert attempts == []
+        return results
+
+    results = asyncio.run(scenario())
+    assert [r.outcome for r in results] == ["blocked"] * 5
+    assert not any(r.sent for r in results)
+    assert "10.0.0.1" in (results[0].error or "") and "private" in (results[0].error or "")
+    assert "metadata" in (results[2].error or "") and "metadata" in (results[4].error or "")
+
+
+def test_fetch_all_sync_with_and_without_a_running_loop() -> None:
+    requests = [
+        FetchRequest(url="mailto:someone@example.com", host="x"),
+        FetchRequest(url="http://10.0.0.1/", host="10.0.0.1"),
+    ]
+    results = fetch_all_sync(requests, FetchSettings(), allow=LOOPBACK, fingerprint=fp)
+    assert [r.outcome for r in results] == ["error", "blocked"]
+
+    async def inside_loop() -> list[FetchResult]:
+        return fetch_all_sync(requests, FetchSettings(), allow=LOOPBACK, fingerprint=fp)
+
+    assert [r.outcome for r in asyncio.run(inside_loop())] == ["error", "blocked"]
+
+
+def test_run_sync_returns_the_coroutine_result() -> None:
+    async def answer() -> int:
+        return 42
+
+    assert run_sync(answer()) == 42
+
+    async def nested() -> int:
+        return run_sync(answer())
+
+    assert asyncio.run(nested()) == 42

@@ -1,0 +1,252 @@
+"""The whole product through its contract: the `freshness` command against the synthetic web on
+loopback, then SQL on the DuckDB views. Real HTTP, real Dagster runs, real DuckDB files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from freshness_pipeline.science.normalize import normalize_url
+from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb, build_world
+
+CYCLES = 4
+STEP = timedelta(hours=6)
+
+
+def freshness(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    script = Path(sys.executable).with_name("freshness")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "freshness_pipeline.cli"]
+    return subprocess.run(
+        [*command, *args], env=env, capture_output=True, text=True, timeout=240, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def crawled(tmp_path_factory):
+    """Seed through the CLI, then run CYCLES cycles through the CLI, 6 simulated hours apart."""
+    home = tmp_path_factory.mktemp("home")
+    env = {
+        **os.environ,
+        "FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8",
+        "FRESHNESS_HOME": str(home),
+    }
+    env.pop("DAGSTER_HOME", None)
+    world = build_world(7, start=DEFAULT_START, horizon_days=CYCLES * STEP / timedelta(days=1))
+    with SyntheticWeb(world) as web:
+        web.set_now(DEFAULT_START)
+        seeds = web.seeds_csv(home / "seeds.csv", variants=True, invalid_rows=True)
+        seeded = freshness("seed", str(seeds), "--now", DEFAULT_START.isoformat(), env=env)
+        log_sizes = []
+        cycle_outputs = []
+        for i in range(CYCLES):
+            now = DEFAULT_START + i * STEP
+            web.set_now(now)
+            done = freshness("cycle", "--now", now.isoformat(), env=env)
+            cycle_outputs.append(done)
+            assert done.returncode == 0, done.stderr
+            con = duckdb.connect(str(home / "freshness.duckdb"), read_only=True)
+            log_sizes.append(con.execute("SELECT count(*) FROM fetch_log").fetchall()[0][0])
+            con.close()
+        yield {
+            "home": home,
+            "web": web,
+            "truth": web.truth(),
+            "world": world,
+            "seeded": seeded,
+            "log_sizes": log_sizes,
+            "requests": web.request_log.snapshot(),
+            "end": DEFAULT_START + (CYCLES - 1) * STEP,
+            "env": env,
+        }
+
+
+def sql(home: Path, query: str, params=None) -> pl.DataFrame:
+    con = duckdb.connect(str(home / "freshness.duckdb"), read_only=True)
+    try:
+        return con.sql(query, params=params).pl()
+    finally:
+        con.close()
+
+
+def test_seed_reports_bad_rows_and_loads_the_rest(crawled):
+    seeded = crawled["seeded"]
+    assert seeded.returncode == 0, seeded.stderr
+    assert "ftp://x/y" in seeded.stderr and "not a url" in seeded.stderr
+    assert ":4: skipped" in seeded.stderr or ":5: skipped" in seeded.stderr
+    assert "seeded" in seeded.stdout
+
+
+def test_fetch_log_grows_every_cycle(crawled):
+    sizes = crawled["log_sizes"]
+    assert all(b > a for a, b in zip(sizes, sizes[1:], strict=False)), sizes
+    assert sizes[0] > 0
+
+
+def test_honest_hosts_answer_304(crawled):
+    web = crawled["web"]
+    for site in ("honest", "polite"):
+        host = web.hosts[site]
+        frame = sql(
+            crawled["home"],
+            "SELECT count(*) FILTER (WHERE http_status = 304) AS n304, "
+            "count(*) FILTER (WHERE conditional) AS ncond FROM fetch_log WHERE host = ?",
+            [host],
+        )
+        assert frame["n304"][0] > 0, site
+        assert frame["ncond"][0] >= frame["n304"][0]
+    novalid = sql(
+        crawled["home"],
+        "SELECT count(*) FILTER (WHERE conditional) AS n FROM fetch_log WHERE host = ?",
+        [web.hosts["novalid"]],
+    )
+    assert novalid["n"][0] == 0
+
+
+def test_no_request_reached_a_disallowed_path_and_crawl_delay_held(crawled):
+    requests = crawled["requests"]
+    assert requests, "the server saw no requests"
+    assert not [r.path for r in requests if r.path.startswith("/private/")]
+    assert all((r.user_agent or "").startswith("freshness-pipeline/") for r in requests)
+    polite = sorted(r.real_time for r in requests if r.site == "polite")
+    gaps = [b - a for a, b in zip(polite, polite[1:], strict=False)]
+    assert gaps and min(gaps) >= 0.05 * 0.95, min(gaps)
+    blocked = sql(crawled["home"], "SELECT count(*) AS n FROM url_state WHERE status = 'blocked'")
+    assert blocked["n"][0] >= 1
+
+
+def test_a_removed_page_is_marked_gone(crawled):
+    truth, end = crawled["truth"], crawled["end"]
+    died = [
+        u
+        for u in truth.urls()
+        if not truth.disallowed(u)
+        and truth.is_alive(u, DEFAULT_START)
+        and not truth.is_alive(u, end - STEP)
+    ]
+    assert died, "the synthetic web should remove some pages during the test"
+    state = sql(crawled["home"], "SELECT url, status, gone_at FROM url_state WHERE status = 'gone'")
+    gone = set(state["url"].to_list())
+    assert {normalize_url(u) for u in died} <= gone
+    assert state["gone_at"].null_count() == 0
+
+
+def test_url_state_has_one_row_per_canonical_url_and_variants_collapsed(crawled):
+    home, world, web = crawled["home"], crawled["world"], crawled["web"]
+    counts = sql(home, "SELECT count(*) AS n, count(DISTINCT url) AS d FROM url_state")
+    assert counts["n"][0] == counts["d"][0]
+    variants = world.variant_urls(web.base_urls)
+    assert variants
+    canonical = {normalize_url(c) for _, c in variants}
+    for variant, target in variants:
+        assert normalize_url(variant) == normalize_url(target)
+    present = sql(home, "SELECT url FROM url_state")["url"].to_list()
+    assert canonical <= set(present)
+    seeded_pages = {
+        normalize_url(u)
+        for u in crawled["truth"].urls()
+        if crawled["truth"].is_alive(u, DEFAULT_START)
+    }
+    assert seeded_pages <= set(present)
+
+
+def test_contract_columns_and_outcomes(crawled):
+    home = crawled["home"]
+    state_cols = set(sql(home, "SELECT * FROM url_state LIMIT 0").columns)
+    assert {
+        "url",
+        "host",
+        "status",
+        "value",
+        "url_class",
+        "first_seen_at",
+        "last_fetched_at",
+        "last_changed_at",
+        "change_rate",
+        "next_check_at",
+        "fingerprint",
+        "etag",
+        "last_modified",
+    } <= state_cols
+    log_cols = set(sql(home, "SELECT * FROM fetch_log LIMIT 0").columns)
+    assert {
+        "url",
+        "host",
+        "fetched_at",
+        "http_status",
+        "outcome",
+        "bytes",
+        "conditional",
+        "duration_ms",
+    } <= log_cols
+    outcomes = set(sql(home, "SELECT DISTINCT outcome FROM fetch_log")["outcome"].to_list())
+    assert outcomes <= {
+        "not_modified",
+        "unchanged",
+        "changed",
+        "new",
+        "gone",
+        "error",
+        "redirect",
+        "blocked",
+    }
+    assert {"new", "not_modified", "changed"} <= outcomes
+    statuses = set(sql(home, "SELECT DISTINCT status FROM url_state")["status"].to_list())
+    assert statuses <= {"new", "active", "gone", "blocked", "error"}
+    times = sql(home, "SELECT DISTINCT fetched_at FROM fetch_log ORDER BY 1")[
+        "fetched_at"
+    ].to_list()
+    assert len(times) == CYCLES and times[0] == DEFAULT_START
+    rates = sql(
+        home,
+        "SELECT min(change_rate) AS lo, max(change_rate) AS hi FROM url_state WHERE status = 'active'",
+    )
+    assert 0 < rates["lo"][0] <= rates["hi"][0] < 1000
+    for view in ("url_inventory", "url_candidates", "revisit_plan", "fetch_results"):
+        assert sql(home, f"SELECT count(*) AS n FROM {view}")["n"][0] > 0  # noqa: S608
+
+
+def test_every_outcome_agrees_with_the_truth(crawled):
+    """Changed exactly when the true content version moved between two fetches: volatile
+    boilerplate, lying ETags and frozen Last-Modified must neither fake nor hide a change."""
+    truth, home = crawled["truth"], crawled["home"]
+    log = sql(
+        home,
+        "SELECT url, fetched_at, outcome FROM fetch_log "
+        "WHERE outcome IN ('new', 'changed', 'unchanged', 'not_modified') ORDER BY url, fetched_at",
+    ).with_columns(previous=pl.col("fetched_at").shift(1).over("url"))
+    pairs = log.filter(pl.col("previous").is_not_null())
+    assert pairs.height > 50
+    by_url = {normalize_url(u): u for u in truth.urls()}
+    wrong = []
+    for url, at, outcome, before in pairs.select(
+        "url", "fetched_at", "outcome", "previous"
+    ).iter_rows():
+        moved = truth.version_at(by_url[url], at) != truth.version_at(by_url[url], before)
+        if moved != (outcome == "changed"):
+            wrong.append((url, outcome, moved))
+    assert not wrong, wrong[:5]
+    volatile = pairs.filter(pl.col("url").str.starts_with(crawled["web"].base_urls["volatile"]))
+    assert volatile.filter(pl.col("outcome") == "unchanged").height > 0
+
+
+def test_dry_run_plans_without_fetching_and_report_runs(crawled):
+    home, env, web = crawled["home"], crawled["env"], crawled["web"]
+    before = len(web.request_log.snapshot())
+    later = (crawled["end"] + STEP).isoformat()
+    done = freshness("cycle", "--now", later, "--dry-run", "--budget", "7", env=env)
+    assert done.returncode == 0, done.stderr
+    assert len(web.request_log.snapshot()) == before
+    plan = sql(
+        home, "SELECT count(*) FILTER (WHERE selected) AS n, max(planned_at) AS t FROM revisit_plan"
+    )
+    assert plan["n"][0] == 7
+    report = freshness("report", env=env)
+    assert report.returncode == 0, report.stderr
+    assert "By host" in report.stdout and "share_304" in report.stdout

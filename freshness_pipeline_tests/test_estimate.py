@@ -1,0 +1,287 @@
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from freshness_pipeline.science.estimate import (
+    PRIORS_BY_CLASS,
+    append_observations,
+    cho_improved_rate,
+    estimate_rates,
+    exposure_rate,
+    naive_rate,
+    prior_columns,
+    prior_mean,
+)
+
+LIST_F = pl.List(pl.Float64)
+LIST_B = pl.List(pl.Boolean)
+
+
+def _state(intervals, changed, alpha=0.5, beta=3.5) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "url": [f"u{i}" for i in range(len(intervals))],
+            "obs_interval_days": intervals,
+            "obs_changed": changed,
+            "prior_alpha": [alpha] * len(intervals),
+            "prior_beta": [beta] * len(intervals),
+        },
+        schema_overrides={"obs_interval_days": LIST_F, "obs_changed": LIST_B},
+    )
+
+
+def _simulate(lam: float, intervals: np.ndarray, alpha: float, beta: float, seed: int):
+    rng = np.random.default_rng(seed)
+    changed = rng.random(intervals.shape) < -np.expm1(-lam * intervals)
+    return _state(intervals.tolist(), changed.tolist(), alpha, beta)
+
+
+# ------------------------------------------------------------------------------------ priors
+
+
+def test_priors_by_class_are_sensible() -> None:
+    assert {"listing", "article", "static", "default"} <= PRIORS_BY_CLASS.keys()
+    assert prior_mean("listing") == pytest.approx(1.0)
+    assert prior_mean("article") == pytest.approx(1 / 7)
+    assert prior_mean("static") == pytest.approx(1 / 90)
+    assert prior_mean("default") == pytest.approx(1 / 7)
+    assert prior_mean(None) == prior_mean("no-such-class") == prior_mean("default")
+    assert prior_mean("listing") > prior_mean("article") > prior_mean("static")
+    for alpha, beta in PRIORS_BY_CLASS.values():
+        assert 0 < alpha <= 1 and beta > 0  # weak priors
+
+
+def test_prior_columns() -> None:
+    df = pl.DataFrame({"url_class": ["listing", None, "weird", "Static "]})
+    out = prior_columns(df)
+    alpha_d, beta_d = PRIORS_BY_CLASS["default"]
+    assert out["prior_alpha"].to_list() == [
+        PRIORS_BY_CLASS["listing"][0],
+        alpha_d,
+        alpha_d,
+        PRIORS_BY_CLASS["static"][0],
+    ]
+    assert out["prior_beta"].to_list() == [
+        PRIORS_BY_CLASS["listing"][1],
+        beta_d,
+        beta_d,
+        PRIORS_BY_CLASS["static"][1],
+    ]
+    no_class = prior_columns(pl.DataFrame({"url": ["a"]}))
+    assert no_class.row(0) == ("a", alpha_d, beta_d)
+    assert prior_columns(pl.DataFrame({"kind": ["listing"]}), class_col="kind")[
+        "prior_beta"
+    ].item() == pytest.approx(PRIORS_BY_CLASS["listing"][1])
+
+
+# ------------------------------------------------------------------------ append_observations
+
+
+def test_append_observations() -> None:
+    state = pl.DataFrame(
+        {
+            "url": ["new", "old", "quiet", "full"],
+            "extra": [1, 2, 3, 4],
+            "obs_interval_days": [None, [1.0, 2.0], [5.0], [1.0, 2.0, 3.0]],
+            "obs_changed": [None, [True, False], [False], [True, True, False]],
+        },
+        schema_overrides={"obs_interval_days": LIST_F, "obs_changed": LIST_B},
+    )
+    obs = pl.DataFrame(
+        {
+            "url": ["full", "new", "old", "stranger"],
+            "interval_days": [4.0, 0.5, 3.0, 1.0],
+            "changed": [True, False, True, True],
+        }
+    )
+    out = append_observations(state, obs, max_obs=3)
+    assert out.columns == state.columns
+    assert out["url"].to_list() == ["new", "old", "quiet", "full"]
+    assert out["extra"].to_list() == [1, 2, 3, 4]
+    assert out["obs_interval_days"].to_list() == [[0.5], [1.0, 2.0, 3.0], [5.0], [2.0, 3.0, 4.0]]
+    assert out["obs_changed"].to_list() == [
+        [False],
+        [True, False, True],
+        [False],
+        [True, False, True],
+    ]
+    assert out.schema["obs_interval_days"] == LIST_F
+    assert out.schema["obs_changed"] == LIST_B
+
+
+def test_append_ignores_zero_and_invalid_intervals() -> None:
+    state = _state([[1.0]], [[True]])
+    for bad in (0.0, -1.0, float("nan"), float("inf"), None):
+        obs = pl.DataFrame(
+            {"url": ["u0"], "interval_days": [bad], "changed": [True]},
+            schema={"url": pl.String, "interval_days": pl.Float64, "changed": pl.Boolean},
+        )
+        out = append_observations(state, obs)
+        assert out["obs_interval_days"].to_list() == [[1.0]]
+
+
+def test_append_rejects_duplicate_observations() -> None:
+    obs = pl.DataFrame({"url": ["u0", "u0"], "interval_days": [1.0, 2.0], "changed": [True, False]})
+    with pytest.raises(ValueError, match="one row per url"):
+        append_observations(_state([[1.0]], [[True]]), obs)
+
+
+def test_append_handles_all_null_state() -> None:
+    state = pl.DataFrame({"url": ["a"], "obs_interval_days": [None], "obs_changed": [None]})
+    obs = pl.DataFrame({"url": ["a"], "interval_days": [2.0], "changed": [True]})
+    out = append_observations(state, obs)
+    assert out.row(0) == ("a", [2.0], [True])
+
+
+# ----------------------------------------------------------------------------- estimate_rates
+
+
+def test_empty_history_gives_prior_mean() -> None:
+    state = _state([None, []], [None, []], alpha=0.5, beta=3.5)
+    out = estimate_rates(state)
+    assert out["change_rate"].to_list() == pytest.approx([0.5 / 3.5, 0.5 / 3.5])
+    assert out["n_obs"].to_list() == [0, 0]
+    assert out["n_changes"].to_list() == [0, 0]
+    assert out["rate_is_lower_bound"].to_list() == [False, False]
+
+
+def test_null_priors_use_default() -> None:
+    state = _state([None], [None]).with_columns(
+        pl.lit(None, dtype=pl.Float64).alias("prior_alpha"),
+        pl.lit(None, dtype=pl.Float64).alias("prior_beta"),
+    )
+    assert estimate_rates(state)["change_rate"].item() == pytest.approx(prior_mean("default"))
+
+
+def test_nearly_unbiased_daily_sampling() -> None:
+    """λ = 1/day sampled daily 50 times: the censored estimate is right on average."""
+    intervals = np.ones((2000, 50))
+    weak = estimate_rates(_simulate(1.0, intervals, 0.5, 0.5, seed=1))["change_rate"]
+    assert weak.mean() == pytest.approx(1.0, rel=0.05)
+    alpha, beta = PRIORS_BY_CLASS["default"]
+    default = estimate_rates(_simulate(1.0, intervals, alpha, beta, seed=2))["change_rate"]
+    assert default.mean() == pytest.approx(1.0, rel=0.10)
+
+
+def test_higher_than_exposure_estimate_for_fast_pages() -> None:
+    state = _simulate(2.0, np.ones((500, 30)), 0.5, 3.5, seed=3)
+    out = estimate_rates(state).with_columns(exposure_rate(), naive_rate())
+    assert (out["change_rate"] >= out["exposure_rate"]).all()
+    assert out["change_rate"].mean() > 1.5 * out["exposure_rate"].mean()
+    assert out["exposure_rate"].mean() < 0.6 * 2.0  # the exposure count's known bias
+
+
+def test_all_changed_is_finite_lower_bound() -> None:
+    n = 10
+    state = _state([[1.0] * n, [0.25] * n], [[True] * n, [True] * n], alpha=0.5, beta=1e-9)
+    out = estimate_rates(state)
+    rates = out["change_rate"].to_list()
+    assert all(math.isfinite(r) for r in rates)
+    assert out["rate_is_lower_bound"].to_list() == [True, True]
+    # with a negligible prior the estimate sits at the sampling cap ln(2n + 1)/median interval
+    assert rates[0] == pytest.approx(math.log(2 * n + 1) / 1.0)
+    assert rates[1] == pytest.approx(math.log(2 * n + 1) / 0.25)
+    capped = estimate_rates(state, max_rate_per_day=5.0)["change_rate"].to_list()
+    assert capped == pytest.approx([math.log(2 * n + 1), 5.0])
+
+
+def test_all_changed_with_prior_stays_below_cap_and_flagged() -> None:
+    out = estimate_rates(_state([[1.0] * 3], [[True] * 3], alpha=0.5, beta=3.5))
+    assert out["rate_is_lower_bound"].item() is True
+    assert 0 < out["change_rate"].item() <= math.log(7)
+
+
+def test_monotone_in_number_of_changes() -> None:
+    n = 12
+    changed = [[True] * x + [False] * (n - x) for x in range(n + 1)]
+    out = estimate_rates(_state([[1.0] * n] * (n + 1), changed))
+    rates = out["change_rate"].to_numpy()
+    assert np.all(np.diff(rates) > 0)
+    assert out["n_changes"].to_list() == list(range(n + 1))
+    assert out["rate_is_lower_bound"].to_list() == [False] * n + [True]
+
+
+def test_unequal_intervals_solve_the_censored_score_equation() -> None:
+    """With a vanishing prior the fixed point is the MLE: Σ_c t/(e^{λt}−1) = Σ_u t."""
+    d = [0.5, 3.0, 10.0, 0.2, 7.0, 1.5]
+    c = [True, False, True, False, True, False]
+    lam = estimate_rates(_state([d], [c], alpha=1e-12, beta=1e-12))["change_rate"].item()
+    dc = np.array([x for x, ch in zip(d, c, strict=True) if ch])
+    du = np.array([x for x, ch in zip(d, c, strict=True) if not ch])
+    assert np.sum(dc / np.expm1(lam * dc)) == pytest.approx(du.sum(), rel=1e-9)
+
+
+def test_result_is_a_fixed_point_of_the_em_map() -> None:
+    rng = np.random.default_rng(4)
+    rows_d, rows_c = [], []
+    for _ in range(200):
+        n = int(rng.integers(1, 40))
+        d = rng.choice([0.25, 1.0, 3.0, 7.0], n)
+        rows_d.append(d.tolist())
+        rows_c.append((rng.random(n) < -np.expm1(-rng.uniform(0.01, 3) * d)).tolist())
+    out = estimate_rates(_state(rows_d, rows_c, alpha=0.5, beta=3.5))
+    for d, c, lam, lb in zip(
+        rows_d, rows_c, out["change_rate"], out["rate_is_lower_bound"], strict=True
+    ):
+        if lb:
+            continue
+        d, c = np.array(d), np.array(c, dtype=bool)
+        first_change = 1 / lam - d[c] / np.expm1(lam * d[c])
+        em = (0.5 + c.sum()) / (3.5 + d[~c].sum() + first_change.sum())
+        assert em == pytest.approx(lam, rel=1e-9)
+
+
+def test_unequal_intervals_nearly_unbiased() -> None:
+    rng = np.random.default_rng(5)
+    intervals = rng.choice([0.25, 0.5, 1.0, 2.0, 4.0], size=(2000, 50))
+    rates = estimate_rates(_simulate(0.5, intervals, 0.5, 0.5, seed=6))["change_rate"]
+    assert rates.mean() == pytest.approx(0.5, rel=0.05)
+
+
+def test_invalid_observations_are_skipped() -> None:
+    state = _state([[1.0, 0.0, -2.0, float("nan")]], [[False, True, True, True]])
+    out = estimate_rates(state)
+    assert out["n_obs"].item() == 1
+    assert out["change_rate"].item() == pytest.approx(0.5 / 4.5)
+
+
+def test_mismatched_lists_raise() -> None:
+    with pytest.raises(ValueError, match="equal lengths"):
+        estimate_rates(_state([[1.0, 2.0]], [[True]]))
+
+
+def test_estimate_keeps_columns_and_rows() -> None:
+    state = _state([[1.0], None, [2.0, 2.0]], [[True], None, [False, True]])
+    out = estimate_rates(state)
+    assert out.columns[: len(state.columns)] == state.columns
+    assert out.columns[len(state.columns) :] == [
+        "change_rate",
+        "n_obs",
+        "n_changes",
+        "rate_is_lower_bound",
+    ]
+    assert out["url"].to_list() == ["u0", "u1", "u2"]
+    assert estimate_rates(state.head(0)).height == 0
+
+
+def test_fast_on_many_urls() -> None:
+    rng = np.random.default_rng(7)
+    intervals = rng.choice([0.25, 1.0, 3.0], size=(20_000, 64))
+    out = estimate_rates(_simulate(1.0, intervals, 0.5, 3.5, seed=8))
+    assert out["change_rate"].is_finite().all()
+
+
+# ---------------------------------------------------------------------- comparison estimators
+
+
+def test_comparison_estimators() -> None:
+    state = _state([[1.0] * 10, [2.0] * 4, None], [[True] * 3 + [False] * 7, [True] * 4, None])
+    out = state.select(naive_rate(), cho_improved_rate(), exposure_rate())
+    assert out["naive_rate"].to_list()[:2] == pytest.approx([0.3, 0.5])
+    assert out["naive_rate"][2] is None
+    assert out["cho_improved_rate"][0] == pytest.approx(-math.log(7.5 / 10.5))
+    assert out["cho_improved_rate"][1] == pytest.approx(math.log(9) / 2.0)  # X = n: ln(2n+1)/I
+    assert out["cho_improved_rate"][2] is None
+    assert out["exposure_rate"].to_list() == pytest.approx([3.5 / 13.5, 4.5 / 11.5, 0.5 / 3.5])

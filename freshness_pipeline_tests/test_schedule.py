@@ -1,0 +1,448 @@
+import math
+from datetime import UTC, datetime, timedelta
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from freshness_pipeline.science.estimate import prior_mean
+from freshness_pipeline.science.schedule import (
+    REASONS,
+    PlanConfig,
+    build_plan,
+    capture_gain,
+    freshness_index,
+)
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+OUT_COLUMNS = ["age_days", "expected_gain", "priority", "reason", "selected", "rank"]
+
+
+def _cands(rows: list[dict]) -> pl.DataFrame:
+    """Candidates from partial rows: url and host default from the position."""
+    full = []
+    for i, row in enumerate(rows):
+        age = row.get("age")
+        full.append(
+            {
+                "url": row.get("url", f"http://{row.get('host', 'h.example')}/{i}"),
+                "host": row.get("host", "h.example"),
+                "value": row.get("value", 1.0),
+                "url_class": row.get("url_class", "article"),
+                "status": row.get("status", "active"),
+                "last_fetched_at": None if age is None else NOW - timedelta(days=age),
+                "change_rate": row.get("rate", 1.0),
+                "cost": row.get("cost", 1.0),
+            }
+        )
+    return pl.DataFrame(
+        full,
+        schema={
+            "url": pl.String,
+            "host": pl.String,
+            "value": pl.Float64,
+            "url_class": pl.String,
+            "status": pl.String,
+            "last_fetched_at": pl.Datetime("us", "UTC"),
+            "change_rate": pl.Float64,
+            "cost": pl.Float64,
+        },
+    )
+
+
+def _caps(**caps: int) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"host": [h.replace("_", ".") for h in caps], "capacity": list(caps.values())},
+        schema={"host": pl.String, "capacity": pl.Int64},
+    )
+
+
+BIG = _caps(h_example=10_000)
+
+
+def _selected(plan: pl.DataFrame) -> list[str]:
+    return plan.filter("selected").sort("rank")["url"].to_list()
+
+
+# ---------------------------------------------------------------------------- the index
+
+
+@pytest.mark.parametrize("lam", [1e-6, 0.01, 0.3, 1.0, 7.0, 96.0])
+@pytest.mark.parametrize("age", [1e-4, 0.04, 1.0, 3.0, 30.0, 400.0])
+def test_freshness_index_matches_formula(lam: float, age: float) -> None:
+    got = pl.select(freshness_index(lam, age)).item()
+    r = lam * age
+    if r > 1e-2:
+        expected = (1 - (1 + r) * math.exp(-r)) / lam
+        assert got == pytest.approx(expected, rel=1e-12)
+    # equivalent form w[(1 − e^{−λa})/λ − a e^{−λa}] (science.md §2), accurate via expm1
+    alt = -math.expm1(-r) / lam - age * math.exp(-r)
+    assert got == pytest.approx(alt, rel=1e-6, abs=1e-15)
+
+
+def test_freshness_index_limits() -> None:
+    out = pl.select(
+        zero=freshness_index(0.0, 5.0),
+        tiny=freshness_index(1e-15, 5.0),
+        huge_age=freshness_index(2.0, 1e6),
+        never=freshness_index(2.0, float("inf")),
+        null=freshness_index(None, 1.0),
+        col=freshness_index(pl.lit(4.0), pl.lit(0.0)),
+    ).row(0, named=True)
+    assert out["zero"] == 0.0
+    assert out["tiny"] == pytest.approx(1e-15 * 25 / 2)  # λa²/2 as λ → 0
+    assert out["huge_age"] == pytest.approx(0.5) and out["never"] == pytest.approx(0.5)
+    assert out["null"] is None
+    assert out["col"] == 0.0
+
+
+def test_freshness_index_works_on_columns_and_grows_with_age() -> None:
+    df = pl.DataFrame({"rate": [1.0] * 50, "age": [i / 5 for i in range(50)]})
+    w = df.select(freshness_index("rate", "age"))["freshness_index"].to_list()
+    assert all(b > a for a, b in zip(w, w[1:], strict=False))
+    assert max(w) < 1.0  # bounded by 1/λ
+
+
+def test_index_penalises_pages_too_fast_to_follow() -> None:
+    """At equal value and age, a page changing every 15 min is a worse buy than a daily one."""
+    w = pl.select(fast=freshness_index(96.0, 1.0), daily=freshness_index(1.0, 1.0)).row(
+        0, named=True
+    )
+    assert w["fast"] < 0.05 * w["daily"]
+
+
+def test_capture_gain() -> None:
+    out = pl.select(
+        a=capture_gain(1.0, 1.0), b=capture_gain(1e-9, 2.0), c=capture_gain(5.0, float("inf"))
+    ).row(0)
+    assert out[0] == pytest.approx(1 - math.exp(-1))
+    assert out[1] == pytest.approx(2e-9)
+    assert out[2] == 1.0
+
+
+# ---------------------------------------------------------------------------- build_plan
+
+
+def test_output_columns_and_row_order() -> None:
+    cands = _cands([{"age": a} for a in (1.0, 2.0, 3.0)])
+    plan = build_plan(cands, BIG, now=NOW, budget=2)
+    assert plan.columns == cands.columns + OUT_COLUMNS
+    assert plan["url"].to_list() == cands["url"].to_list()
+    assert plan.schema["selected"] == pl.Boolean
+    assert plan["age_days"].to_list() == pytest.approx([1.0, 2.0, 3.0])
+    assert plan["selected"].sum() == 2
+    assert sorted(plan["rank"].drop_nulls().to_list()) == [1, 2]
+    assert plan.filter(~pl.col("selected"))["reason"].null_count() == 1
+
+
+def test_fast_page_gets_less_priority_than_moderate_one() -> None:
+    cands = _cands(
+        [
+            {"url": "http://h.example/fast", "rate": 96.0, "age": 1.0},
+            {"url": "http://h.example/daily", "rate": 1.0, "age": 1.0},
+        ]
+    )
+    plan = build_plan(cands, BIG, now=NOW, budget=1)
+    assert _selected(plan) == ["http://h.example/daily"]
+    fast, daily = plan["priority"].to_list()
+    assert fast < daily
+
+
+def test_capture_objective_ranks_fast_pages_higher() -> None:
+    cands = _cands(
+        [
+            {"url": "http://h.example/fast", "rate": 96.0, "age": 1.0},
+            {"url": "http://h.example/daily", "rate": 1.0, "age": 1.0},
+        ]
+    )
+    fresh = build_plan(cands, BIG, now=NOW, budget=1)
+    capture = build_plan(cands, BIG, now=NOW, budget=1, config=PlanConfig(objective="capture"))
+    assert _selected(fresh) == ["http://h.example/daily"]
+    assert _selected(capture) == ["http://h.example/fast"]
+    assert capture["expected_gain"][0] == pytest.approx(1.0)
+
+
+def test_value_and_cost_scale_priority() -> None:
+    cands = _cands([{"value": 1.0}, {"value": 3.0}, {"value": 3.0, "cost": 6.0}])
+    cands = cands.with_columns(last_fetched_at=pl.lit(NOW - timedelta(days=2)))
+    p = build_plan(cands, BIG, now=NOW, budget=None)["priority"].to_list()
+    assert p[1] == pytest.approx(3 * p[0])
+    assert p[2] == pytest.approx(p[0] / 2)
+
+
+def test_null_rate_uses_class_prior() -> None:
+    cands = _cands([{"rate": None, "url_class": "listing", "age": 2.0}])
+    gain = build_plan(cands, BIG, now=NOW, budget=1)["expected_gain"].item()
+    lam = prior_mean("listing")
+    assert gain == pytest.approx((1 - (1 + 2 * lam) * math.exp(-2 * lam)) / lam)
+
+
+def test_blocked_never_and_gone_only_after_recheck_delay() -> None:
+    cands = _cands(
+        [
+            {"status": "blocked", "age": 100.0, "value": 100.0},
+            {"status": "gone", "age": 5.0, "value": 100.0},
+            {"status": "gone", "age": 45.0, "value": 100.0},
+            {"status": "active", "age": 2.0},
+        ]
+    )
+    config = PlanConfig(gone_recheck_days=30.0, reestimate_share=0.5)
+    plan = build_plan(cands, BIG, now=NOW, budget=None, config=config)
+    assert plan["selected"].to_list() == [False, False, True, True]
+    assert plan["reason"][2] == "reestimate"
+
+
+def test_min_interval_is_respected_even_by_the_floor() -> None:
+    cands = _cands(
+        [
+            {"age": 0.01, "value": 1000.0, "rate": 5.0},  # 15 minutes ago
+            {"age": -1.0, "value": 1000.0},  # fetched "after" now: a backfill of an older cycle
+            {"age": 0.5},
+        ]
+    )
+    plan = build_plan(cands, BIG, now=NOW, budget=None)
+    assert plan["selected"].to_list() == [False, False, True]
+
+
+def test_staleness_floor_comes_first() -> None:
+    cands = _cands(
+        [
+            {"url": "http://h.example/hot", "value": 100.0, "age": 2.0, "rate": 0.5},
+            {"url": "http://h.example/old", "value": 0.0, "age": 31.0, "rate": 0.0},
+            {"url": "http://h.example/older", "value": 0.0, "age": 45.0, "rate": 0.0},
+        ]
+    )
+    plan = build_plan(cands, BIG, now=NOW, budget=2)
+    assert _selected(plan) == ["http://h.example/older", "http://h.example/old"]
+    assert set(plan.filter("selected")["reason"]) == {"floor"}
+
+
+def test_zero_priority_pages_are_not_fetched_for_nothing() -> None:
+    cands = _cands([{"age": 2.0, "value": 0.0}, {"age": 2.0, "rate": 0.0}])
+    plan = build_plan(cands, BIG, now=NOW, budget=10, config=PlanConfig(verify_share=0.0))
+    assert not plan["selected"].any()
+
+
+def test_host_capacity_caps_each_host_and_missing_hosts_get_nothing() -> None:
+    rows = [{"host": "a.example", "age": 2.0, "value": 10.0} for _ in range(5)]
+    rows += [{"host": "b.example", "age": 2.0} for _ in range(5)]
+    rows += [{"host": "c.example", "age": 2.0, "value": 50.0}]
+    plan = build_plan(_cands(rows), _caps(a_example=2, b_example=4), now=NOW, budget=100)
+    per_host = dict(plan.filter("selected").group_by("host").len().iter_rows())
+    assert per_host == {"a.example": 2, "b.example": 4}
+
+
+def test_budget_none_is_capacity_only() -> None:
+    rows = [{"host": "a.example", "age": 2.0} for _ in range(7)]
+    rows += [{"host": "b.example", "age": 3.0} for _ in range(3)]
+    plan = build_plan(_cands(rows), _caps(a_example=5, b_example=10), now=NOW, budget=None)
+    assert plan["selected"].sum() == 8
+
+
+def test_reserved_new_share_is_used_when_eligible() -> None:
+    # established pages with very high priority would take everything without the reserve
+    rows = [{"age": 5.0, "value": 1e6} for _ in range(200)]
+    rows += [{"status": "new", "age": None, "value": 0.001 * (i + 1)} for i in range(50)]
+    plan = build_plan(_cands(rows), BIG, now=NOW, budget=100)
+    new = plan.filter(pl.col("reason") == "new")
+    assert new.height == 10
+    # by value: the 10 most valuable new URLs
+    assert sorted(new["value"].to_list()) == pytest.approx([0.001 * i for i in range(41, 51)])
+    assert plan["selected"].sum() == 100
+
+
+def test_reestimation_and_verification_shares() -> None:
+    rows = [{"age": 2.0, "value": 1e6, "rate": 1.0} for _ in range(200)]
+    rows += [{"age": 20.0 + i / 10, "value": 1e-9, "rate": 0.001} for i in range(30)]
+    config = PlanConfig(new_share=0.1, reestimate_share=0.05, verify_share=0.02)
+    plan = build_plan(_cands(rows), BIG, now=NOW, budget=200, config=config)
+    reasons = plan.filter("selected").group_by("reason").len()
+    counts = dict(reasons.iter_rows())
+    assert counts["reestimate"] == 10
+    assert counts["verify"] == 4
+    assert "new" not in counts  # no new URLs: the share flowed back to priority
+    assert counts["priority"] == 186
+    # re-estimation picks the longest-quiet pages
+    quiet = plan.filter(pl.col("reason") == "reestimate")["age_days"].to_list()
+    assert min(quiet) == pytest.approx(20.0 + 2.0)
+
+
+def test_unused_reserve_flows_back_to_priority() -> None:
+    rows = [{"age": 1.0 + i / 100} for i in range(100)]
+    config = PlanConfig(verify_share=0.0)  # only active, recently fetched, well observed pages
+    plan = build_plan(_cands(rows), BIG, now=NOW, budget=50, config=config)
+    assert plan["selected"].sum() == 50
+    assert set(plan.filter("selected")["reason"]) == {"priority"}
+
+
+def test_new_urls_may_outrank_beyond_their_share() -> None:
+    """A page we do not have is maximally stale; the reserve is a floor, not a cap."""
+    rows = [{"status": "new", "age": None} for _ in range(30)]
+    plan = build_plan(_cands(rows), BIG, now=NOW, budget=20)
+    assert plan["selected"].sum() == 20
+    counts = dict(plan.filter("selected").group_by("reason").len().iter_rows())
+    assert counts == {"new": 2, "priority": 18}
+
+
+def test_rank_follows_fill_order() -> None:
+    rows = [
+        {"url": "http://h.example/p", "age": 3.0, "value": 100.0},
+        {"url": "http://h.example/n", "status": "new", "age": None},
+        {"url": "http://h.example/f", "age": 40.0},
+    ]
+    plan = build_plan(_cands(rows), BIG, now=NOW, budget=None, config=PlanConfig(new_share=0.5))
+    ordered = plan.filter("selected").sort("rank")
+    assert ordered["url"].to_list() == [
+        "http://h.example/f",
+        "http://h.example/n",
+        "http://h.example/p",
+    ]
+    assert ordered["reason"].to_list() == ["floor", "new", "priority"]
+    assert ordered["rank"].to_list() == [1, 2, 3]
+
+
+def test_deterministic_per_cycle_and_independent_of_row_order() -> None:
+    rows = [{"age": 1.0 + (i * 7919 % 97) / 10, "rate": 0.2 + (i % 13) / 10} for i in range(300)]
+    cands = _cands(rows)
+    config = PlanConfig(verify_share=0.2, seed=42)
+    a = build_plan(cands, BIG, now=NOW, budget=100, config=config)
+    b = build_plan(cands, BIG, now=NOW, budget=100, config=config)
+    assert a.equals(b)
+    shuffled = build_plan(
+        cands.sample(fraction=1.0, shuffle=True, seed=1), BIG, now=NOW, budget=100, config=config
+    )
+    key = ["url", "reason", "rank"]
+    assert shuffled.select(key).sort("url").equals(a.select(key).sort("url"))
+    verify = set(a.filter(pl.col("reason") == "verify")["url"])
+    other_seed = build_plan(
+        cands, BIG, now=NOW, budget=100, config=PlanConfig(verify_share=0.2, seed=43)
+    )
+    later = build_plan(cands, BIG, now=NOW + timedelta(hours=6), budget=100, config=config)
+    assert verify != set(other_seed.filter(pl.col("reason") == "verify")["url"])
+    assert verify != set(later.filter(pl.col("reason") == "verify")["url"])
+
+
+def test_small_budget_shares_round_at_random_but_reproducibly() -> None:
+    rows = [{"age": 2.0 + i / 100} for i in range(50)]
+    config = PlanConfig(verify_share=0.05)
+    verified = []
+    for k in range(40):
+        plan = build_plan(
+            _cands(rows), BIG, now=NOW + timedelta(hours=6 * k), budget=10, config=config
+        )
+        verified.append(int((plan["reason"] == "verify").sum()))
+    assert set(verified) <= {0, 1}
+    assert 5 <= sum(verified) <= 40  # ~0.5 per cycle on average, not never
+
+
+def test_zero_budget_and_empty_input() -> None:
+    cands = _cands([{"age": 5.0}])
+    assert not build_plan(cands, BIG, now=NOW, budget=0)["selected"].any()
+    empty = build_plan(cands.head(0), BIG, now=NOW, budget=10)
+    assert empty.height == 0 and empty.columns == cands.columns + OUT_COLUMNS
+    with pytest.raises(ValueError):
+        build_plan(cands, BIG, now=NOW, budget=-1)
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ValueError):
+        PlanConfig(new_share=0.8, reestimate_share=0.3)
+    with pytest.raises(ValueError):
+        PlanConfig(objective="speed")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        PlanConfig(min_interval_days=40.0, max_interval_days=30.0)
+
+
+def test_vectorized_plan_is_fast() -> None:
+    n = 100_000
+    df = pl.DataFrame(
+        {
+            "url": [f"http://h{i % 500}.example/{i}" for i in range(n)],
+            "host": [f"h{i % 500}.example" for i in range(n)],
+            "value": [1.0 / (1 + i % 1000) for i in range(n)],
+            "url_class": ["article"] * n,
+            "status": ["active" if i % 10 else "new" for i in range(n)],
+            "last_fetched_at": [
+                None if i % 10 == 0 else NOW - timedelta(hours=1 + i % 2000) for i in range(n)
+            ],
+            "change_rate": [0.01 + (i % 37) / 10 for i in range(n)],
+            "cost": [1.0] * n,
+        }
+    )
+    caps = pl.DataFrame({"host": [f"h{i}.example" for i in range(500)], "capacity": [30] * 500})
+    plan = build_plan(df, caps, now=NOW, budget=10_000)
+    assert plan["selected"].sum() == 10_000
+
+
+# ----------------------------------------------------------------------- property-based
+
+
+_STATUSES = ["new", "active", "gone", "blocked", "error"]
+
+
+@st.composite
+def _scenarios(draw):
+    n = draw(st.integers(0, 40))
+    hosts = [f"h{i}.example" for i in range(draw(st.integers(1, 4)))]
+    rows = []
+    for i in range(n):
+        status = draw(st.sampled_from(_STATUSES))
+        age = (
+            None
+            if status == "new" and draw(st.booleans())
+            else draw(
+                st.one_of(st.floats(-2, 80), st.sampled_from([0.0, 1 / 48, 1 / 24, 30.0, 31.0]))
+            )
+        )
+        rows.append(
+            {
+                "url": f"http://x/{i}",
+                "host": draw(st.sampled_from(hosts)),
+                "status": status,
+                "age": age,
+                "value": draw(st.floats(0, 100)),
+                "rate": draw(st.one_of(st.none(), st.floats(0, 200))),
+                "cost": draw(st.floats(0, 10)),
+            }
+        )
+    caps = {h.replace(".", "_"): draw(st.integers(0, 10)) for h in hosts if draw(st.booleans())}
+    budget = draw(st.one_of(st.none(), st.integers(0, 50)))
+    config = PlanConfig(
+        new_share=draw(st.sampled_from([0.0, 0.1, 0.3])),
+        reestimate_share=draw(st.sampled_from([0.0, 0.05, 0.3])),
+        verify_share=draw(st.sampled_from([0.0, 0.02, 0.3])),
+        objective=draw(st.sampled_from(["freshness", "capture"])),
+        seed=draw(st.integers(0, 3)),
+    )
+    return rows, caps, budget, config
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_scenarios())
+def test_plan_guarantees(scenario) -> None:
+    rows, caps, budget, config = scenario
+    cands = _cands(rows)
+    capacity = _caps(**caps)
+    plan = build_plan(cands, capacity, now=NOW, budget=budget, config=config)
+    assert plan.height == cands.height
+    chosen = plan.filter("selected")
+    if budget is not None:
+        assert chosen.height <= budget
+    cap_of = dict(capacity.iter_rows())
+    for host, count in chosen.group_by("host").len().iter_rows():
+        assert count <= cap_of.get(host, 0)
+    assert not (chosen["status"] == "blocked").any()
+    gone = chosen.filter(pl.col("status") == "gone")
+    assert (gone["reason"] == "reestimate").all()
+    assert (gone["age_days"].fill_null(math.inf) >= config.gone_recheck_days).all()
+    assert (chosen["age_days"].fill_null(math.inf) >= config.min_interval_days).all()
+    assert set(chosen["reason"].to_list()) <= set(REASONS)
+    assert sorted(chosen["rank"].to_list()) == list(range(1, chosen.height + 1))
+    assert plan.filter(~pl.col("selected"))["rank"].null_count() == plan.height - chosen.height
+    # the floor is served before anything else
+    ranks = chosen.sort("rank")["reason"].to_list()
+    tiers = [REASONS.index(r) for r in ranks]
+    assert tiers == sorted(tiers)
+    again = build_plan(cands, capacity, now=NOW, budget=budget, config=config)
+    assert again.equals(plan)

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import polars as pl
+
+from freshness_pipeline import tables
+from freshness_pipeline.seeds import merge_seeds, parse_seeds
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def test_csv_with_bad_rows_keeps_the_good_ones():
+    data = (
+        b"url,value,url_class\n"
+        b"https://A.example/x?utm_source=n,2.5,article\n"
+        b"ftp://a.example/file,1,\n"
+        b"not a url,1,\n"
+        b"https://b.example/y,abc,\n"
+        b"https://b.example/z,-1,\n"
+        b"https://b.example/ok,,listing\n"
+        b"https://a.example/x,3,article\n"
+        b"https://c.example/\xff\xfe,1,\n"
+    )
+    parsed = parse_seeds(data)
+    assert parsed.fatal is None
+    assert sorted(parsed.rows["url"].to_list()) == ["https://a.example/x", "https://b.example/ok"]
+    lines = {line for line, _ in parsed.errors}
+    assert lines == {3, 4, 5, 6, 9}
+    reasons = dict(parsed.errors)
+    assert "scheme" in reasons[3]
+    assert "not a number" in reasons[5]
+    assert ">= 0" in reasons[6]
+    assert "UTF-8" in reasons[9]
+    assert parsed.duplicates == 1
+    row = parsed.rows.filter(pl.col("url") == "https://a.example/x").row(0, named=True)
+    assert row["value"] == 3.0 and row["host"] == "a.example" and row["url_class"] == "article"
+
+
+def test_plain_text_and_fatal_cases():
+    parsed = parse_seeds(b"https://a.example/\n\n# comment\nhttp://b.example:80/p#frag\n")
+    assert parsed.rows["url"].to_list() == ["https://a.example/", "http://b.example/p"]
+    assert parse_seeds(b"").fatal == "the seed file has no URLs"
+    assert "no 'url' column" in parse_seeds(b"link,value\nhttps://a.example/,1\n").fatal
+    assert parse_seeds(b"nope\n").fatal == "no valid URL in the seed file"
+    long_line = b"https://a.example/" + b"a" * 1_000_000 + b"\nhttps://b.example/\n"
+    parsed = parse_seeds(long_line)
+    assert parsed.rows["url"].to_list() == ["https://b.example/"]
+    assert parsed.errors[0][0] == 1 and "long" in parsed.errors[0][1]
+
+
+def test_merge_is_idempotent_and_keeps_first_added():
+    rows = parse_seeds(b"url,value\nhttps://a.example/1,1\nhttps://a.example/2,2\n").rows
+    first = merge_seeds(tables.empty("seeds"), rows, added_at=T0)
+    again = merge_seeds(first, rows, added_at=T0.replace(day=5))
+    assert again.equals(first)
+    updated_rows = parse_seeds(b"url,value\nhttps://a.example/1,9\n").rows
+    updated = merge_seeds(first, updated_rows, added_at=T0.replace(day=9))
+    row = updated.filter(pl.col("url") == "https://a.example/1").row(0, named=True)
+    assert row["value"] == 9.0 and row["added_at"] == T0

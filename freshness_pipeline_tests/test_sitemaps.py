@@ -1,0 +1,363 @@
+"""Sitemaps and feeds: formats, dates, bounds, hostile input, and the breadth-first walk."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import ipaddress
+import time
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from aiohttp import web
+
+from freshness_pipeline.web.client import FetchSettings, open_session
+from freshness_pipeline.web.sitemaps import (
+    MAX_URLS_PER_FILE,
+    SitemapEntry,
+    fetch_sitemap_entries,
+    parse_sitemap,
+    parse_w3c_datetime,
+)
+
+LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
+UA = FetchSettings().user_agent
+SRC = "https://example.com/sitemap.xml"
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+URLSET = b"""<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"
+        xmlns:image="http://www.google.com/schemas/sitemap-image/1.1">
+  <url><loc> https://example.com/a </loc><lastmod>2024-05-01</lastmod></url>
+  <url>
+    <loc>https://example.com/b</loc>
+    <lastmod>2024-05-01T10:30:00+02:00</lastmod>
+    <image:image><image:loc>https://example.com/b.jpg</image:loc></image:image>
+  </url>
+  <url><loc>https://example.com/c</loc></url>
+  <url><loc>/relative</loc><lastmod>not a date</lastmod></url>
+  <url><loc>javascript:alert(1)</loc></url>
+</urlset>"""
+
+INDEX = b"""<?xml version="1.0" encoding="UTF-8"?>
+<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
+  <sitemap><loc>https://example.com/s1.xml.gz</loc><lastmod>2024-01-01</lastmod></sitemap>
+  <sitemap><loc>https://example.com/s2.xml</loc></sitemap>
+</sitemapindex>"""
+
+RSS = b"""<?xml version="1.0"?>
+<rss version="2.0" xmlns:atom="http://www.w3.org/2005/Atom">
+<channel><title>Feed</title><link>https://example.com/</link>
+  <atom:link href="https://example.com/feed" rel="self"/>
+  <item><title>One</title><link>https://example.com/posts/1</link>
+        <pubDate>Tue, 10 Jun 2003 04:00:00 GMT</pubDate></item>
+  <item><title>Two</title><guid isPermaLink="true">https://example.com/posts/2</guid>
+        <pubDate>Wed, 11 Jun 2003 09:30:00 +0200</pubDate></item>
+  <item><title>No link</title></item>
+</channel></rss>"""
+
+ATOM = b"""<?xml version="1.0" encoding="utf-8"?>
+<feed xmlns="http://www.w3.org/2005/Atom">
+  <title>Example</title><link href="https://example.com/"/>
+  <updated>2003-12-13T18:30:02Z</updated>
+  <entry><title>A</title>
+    <link rel="edit" href="https://example.com/edit/1"/>
+    <link rel="alternate" href="https://example.com/2003/12/13/atom03"/>
+    <updated>2003-12-13T18:30:02.25Z</updated></entry>
+  <entry><title>B</title><link href="/b"/><published>2003-12-14T10:00:00-05:00</published></entry>
+</feed>"""
+
+
+def utc(*args: int) -> datetime:
+    return datetime(*args, tzinfo=UTC)
+
+
+# ------------------------------------------------------------------ dates
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2024", utc(2024, 1, 1)),
+        ("2024-05", utc(2024, 5, 1)),
+        ("2024-05-01", utc(2024, 5, 1)),
+        ("2024-05-01T10:30Z", utc(2024, 5, 1, 10, 30)),
+        ("2024-05-01T10:30:15+02:00", utc(2024, 5, 1, 8, 30, 15)),
+        ("2024-05-01T10:30:15.5-01:30", datetime(2024, 5, 1, 12, 0, 15, 500000, tzinfo=UTC)),
+        ("2024-05-01T10:30:15", utc(2024, 5, 1, 10, 30, 15)),  # no zone: UTC
+        ("2024-05-01 10:30:15+0000", utc(2024, 5, 1, 10, 30, 15)),
+        (" 2024-05-01T10:30:15Z ", utc(2024, 5, 1, 10, 30, 15)),
+        ("Tue, 10 Jun 2003 04:00:00 GMT", utc(2003, 6, 10, 4)),
+        ("Wed, 11 Jun 2003 09:30:00 +0200", utc(2003, 6, 11, 7, 30)),
+        ("2024-13-01", None),
+        ("2024-02-30", None),
+        ("yesterday", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_parse_w3c_datetime(text: str | None, expected: datetime | None) -> None:
+    got = parse_w3c_datetime(text)
+    assert got == expected
+    if got is not None:
+        assert got.tzinfo is not None and got.utcoffset() == timedelta(0)
+        assert got.tzinfo is UTC
+
+
+# ------------------------------------------------------------------ parsing
+
+
+def test_urlset_with_namespaces_and_extensions() -> None:
+    entries, children = parse_sitemap(URLSET, SRC)
+    assert children == []
+    assert [e.loc for e in entries] == [
+        "https://example.com/a",
+        "https://example.com/b",  # image:loc is not mistaken for a page
+        "https://example.com/c",
+        "https://example.com/relative",
+    ]
+    assert entries[0].lastmod == utc(2024, 5, 1)
+    assert entries[1].lastmod == utc(2024, 5, 1, 8, 30)
+    assert entries[2].lastmod is None and entries[3].lastmod is None
+    assert all(e.source_url == SRC for e in entries)
+
+
+def test_sitemapindex_and_gzip_by_magic() -> None:
+    entries, children = parse_sitemap(gzip.compress(INDEX), SRC)
+    assert entries == []
+    assert children == ["https://example.com/s1.xml.gz", "https://example.com/s2.xml"]
+    assert parse_sitemap(gzip.compress(URLSET), SRC)[0] == parse_sitemap(URLSET, SRC)[0]
+
+
+def test_rss_and_atom_feeds() -> None:
+    rss, _ = parse_sitemap(RSS, "https://example.com/feed")
+    assert [(e.loc, e.lastmod) for e in rss] == [
+        ("https://example.com/posts/1", utc(2003, 6, 10, 4)),
+        ("https://example.com/posts/2", utc(2003, 6, 11, 7, 30)),
+    ]
+    atom, _ = parse_sitemap(ATOM, "https://example.com/atom")
+    assert [(e.loc, e.lastmod) for e in atom] == [
+        (
+            "https://example.com/2003/12/13/atom03",
+            datetime(2003, 12, 13, 18, 30, 2, 250000, tzinfo=UTC),
+        ),
+        ("https://example.com/b", utc(2003, 12, 14, 15)),
+    ]
+    rdf = b"""<?xml version="1.0"?>
+    <rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns="http://purl.org/rss/1.0/"
+             xmlns:dc="http://purl.org/dc/elements/1.1/">
+      <item rdf:about="https://example.com/r1"><link>https://example.com/r1</link>
+        <dc:date>2020-01-02T03:04:05Z</dc:date></item>
+    </rdf:RDF>"""
+    assert [(e.loc, e.lastmod) for e in parse_sitemap(rdf, SRC)[0]] == [
+        ("https://example.com/r1", utc(2020, 1, 2, 3, 4, 5))
+    ]
+
+
+def test_plain_text_sitemap() -> None:
+    body = b"https://example.com/1\n\nhttps://example.com/2\r\nnot a url\nftp://x/y\n"
+    entries, _ = parse_sitemap(body, SRC)
+    assert [e.loc for e in entries] == ["https://example.com/1", "https://example.com/2"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"\x00\xff\xfe garbage \x89PNG\r\n",
+        b"<html><body><p>not a sitemap<br></body></html>",
+        b"<?xml version='1.0'?><urlset><url><loc>",  # truncated before any record
+        b"\x1f\x8b\x08\x00garbage",  # corrupt gzip
+        b"<" * 1000,
+        b'{"json": true}',
+    ],
+)
+def test_garbage_yields_nothing(body: bytes) -> None:
+    assert parse_sitemap(body, SRC) == ([], [])
+
+
+def test_truncated_file_keeps_complete_records() -> None:
+    entries, _ = parse_sitemap(URLSET[: URLSET.index(b"<url><loc>https://example.com/c")], SRC)
+    assert [e.loc for e in entries] == ["https://example.com/a", "https://example.com/b"]
+
+
+def test_entities_and_doctypes_are_not_expanded() -> None:
+    laughs = b"""<?xml version="1.0"?>
+<!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+<!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">
+<!ENTITY lol9 "&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;">]>
+<urlset><url><loc>https://example.com/&lol9;</loc></url></urlset>"""
+    xxe = b"""<?xml version="1.0"?>
+<!DOCTYPE urlset [<!ENTITY xxe SYSTEM "file:///etc/passwd">]>
+<urlset><url><loc>https://example.com/&xxe;</loc></url></urlset>"""
+    started = time.perf_counter()
+    assert parse_sitemap(laughs, SRC) == ([], [])
+    assert parse_sitemap(xxe, SRC) == ([], [])
+    assert time.perf_counter() - started < 1.0
+    # An old-style RSS DOCTYPE without an internal subset is tolerated.
+    rss091 = RSS.replace(
+        b'<rss version="2.0"',
+        b'<!DOCTYPE rss PUBLIC "-//Netscape Communications//DTD RSS 0.91//EN" '
+        b'"http://my.netscape.com/publish/formats/rss-0.91.dtd">\n<rss version="2.0"',
+    )
+    assert len(parse_sitemap(rss091, SRC)[0]) == 2
+
+
+def test_url_cap_per_file() -> None:
+    body = (
+        b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        + b"".join(b"<url><loc>https://example.com/p%d</loc></url>" % i for i in range(60_000))
+        + b"</urlset>"
+    )
+    entries, _ = parse_sitemap(body, SRC)
+    assert len(entries) == MAX_URLS_PER_FILE == 50_000
+    assert entries[-1].loc == "https://example.com/p49999"
+    assert len(parse_sitemap(body, SRC, max_urls=10)[0]) == 10
+
+
+def test_gzip_bomb_costs_nothing() -> None:
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    zeros = b"\0" * (1 << 20)
+    bomb = b"".join(comp.compress(zeros) for _ in range(200)) + comp.flush()  # 200 MiB of zeros
+    started = time.perf_counter()
+    assert parse_sitemap(bomb, SRC, max_bytes=8 << 20) == ([], [])
+    assert time.perf_counter() - started < 2.0
+    # A sitemap whose real content fits the cap still parses.
+    assert len(parse_sitemap(gzip.compress(URLSET), SRC, max_bytes=8 << 20)[0]) == 4
+
+
+# ------------------------------------------------------------------ fetching
+
+
+@contextlib.asynccontextmanager
+async def serve(routes: dict[str, Handler]) -> AsyncIterator[tuple[str, list[str]]]:
+    """Routes are looked up per request, so they may be filled in once the port is known."""
+    seen: list[str] = []
+
+    async def dispatch(request: web.Request) -> web.StreamResponse:
+        seen.append(request.path)
+        handler = routes.get(request.path)
+        if handler is None:
+            return web.Response(status=404)
+        return await handler(request)
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", dispatch)
+    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}", seen
+    finally:
+        await runner.cleanup()
+
+
+def reply(body: bytes, code: int = 200, **headers: str) -> Handler:
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(body=body, status=code, headers=headers)
+
+    return handler
+
+
+def urlset(*pairs: tuple[str, str | None]) -> bytes:
+    parts = []
+    for loc, lastmod in pairs:
+        lm = f"<lastmod>{lastmod}</lastmod>" if lastmod else ""
+        parts.append(f"<url><loc>{loc}</loc>{lm}</url>")
+    return (
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        + "".join(parts)
+        + "</urlset>"
+    ).encode()
+
+
+def index(*locs: str) -> bytes:
+    return (
+        '<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        + "".join(f"<sitemap><loc>{loc}</loc></sitemap>" for loc in locs)
+        + "</sitemapindex>"
+    ).encode()
+
+
+def test_fetch_walks_indexes_breadth_first() -> None:
+    async def scenario() -> None:
+        routes: dict[str, Handler] = {}
+        async with serve(routes) as (base, seen):
+            routes.update(
+                {
+                    "/index.xml": reply(
+                        index(
+                            f"{base}/s1.xml.gz",
+                            f"{base}/nested.xml",
+                            f"{base}/s2.xml",
+                            f"{base}/missing.xml",
+                        )
+                    ),
+                    "/s1.xml.gz": reply(
+                        gzip.compress(urlset((f"{base}/a", "2024-01-01"), (f"{base}/b", None))),
+                        **{"Content-Type": "application/gzip"},
+                    ),
+                    "/nested.xml": reply(index(f"{base}/s3.xml", f"{base}/index.xml")),
+                    "/s2.xml": reply(
+                        gzip.compress(urlset((f"{base}/a", "2024-02-01T00:00:00Z"))),
+                        **{"Content-Encoding": "gzip"},
+                    ),
+                    "/s3.xml": reply(code=301, body=b"", Location="/s3-moved.xml"),
+                    "/s3-moved.xml": reply(urlset((f"{base}/c", "2024-03-01"))),
+                    "/missing.xml": reply(b"", code=404),
+                }
+            )
+            async with open_session(FetchSettings(), allow=LOOPBACK) as session:
+                entries, errors = await fetch_sitemap_entries(
+                    session, [f"{base}/index.xml", f"{base}/index.xml"], user_agent=UA, timeout=5
+                )
+                assert seen == [
+                    "/index.xml",
+                    "/s1.xml.gz",
+                    "/nested.xml",
+                    "/s2.xml",
+                    "/missing.xml",
+                    "/s3.xml",
+                    "/s3-moved.xml",
+                ]
+                assert [(e.loc, e.lastmod) for e in entries] == [
+                    (f"{base}/a", datetime(2024, 2, 1, tzinfo=UTC)),  # newest lastmod wins
+                    (f"{base}/b", None),
+                    (f"{base}/c", datetime(2024, 3, 1, tzinfo=UTC)),
+                ]
+                assert entries[0].source_url == f"{base}/s2.xml"
+                assert len(errors) == 1 and "missing.xml" in errors[0] and "404" in errors[0]
+
+                seen.clear()
+                entries, errors = await fetch_sitemap_entries(
+                    session, [f"{base}/index.xml"], user_agent=UA, max_sitemaps=2, timeout=5
+                )
+                assert seen == ["/index.xml", "/s1.xml.gz"]
+                assert [e.loc for e in entries] == [f"{base}/a", f"{base}/b"]
+                assert any("sitemap limit 2" in e for e in errors)
+
+                seen.clear()
+                entries, errors = await fetch_sitemap_entries(
+                    session, [f"{base}/index.xml"], user_agent=UA, max_urls=1, timeout=5
+                )
+                assert [e.loc for e in entries] == [f"{base}/a"]
+                assert any("URL limit 1" in e for e in errors)
+
+                entries, errors = await fetch_sitemap_entries(
+                    session,
+                    ["file:///etc/passwd", "http://10.0.0.1/sitemap.xml"],
+                    user_agent=UA,
+                    timeout=5,
+                )
+                assert entries == [] and len(errors) == 2
+                assert "blocked" in errors[1]
+
+    asyncio.run(scenario())
+
+
+def test_sitemap_entry_is_plain_data() -> None:
+    entry = SitemapEntry("https://example.com/", None, SRC)
+    assert entry == SitemapEntry(loc="https://example.com/", lastmod=None, source_url=SRC)

@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+
+import duckdb
+import polars as pl
+import pytest
+
+from freshness_pipeline import tables
+from freshness_pipeline.storage import Warehouse, escape_host_key, resolve_home
+
+NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
+
+
+def state_rows(host: str, n: int) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"url": [f"http://{host}/{i}" for i in range(n)], "host": host, "status": "new"}
+    )
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["..", ".", "a/../../b", "a\\b", "x\x00y", "%2E%2E", "", "h" * 5000, "[::1]:8080", "/etc"],
+)
+def test_escaped_host_keys_stay_in_their_folder(tmp_path, host):
+    wh = Warehouse(tmp_path)
+    key = escape_host_key(host)
+    assert "/" not in key and "\\" not in key and "\x00" not in key
+    assert key not in (".", "..") and not key.startswith(".")
+    assert len(key) <= 120
+    path = wh.partition_file("url_state", host).resolve()
+    assert path.parent.parent == (tmp_path / "warehouse" / "url_state").resolve()
+
+
+def test_distinct_hosts_get_distinct_keys():
+    hosts = ["a.example", "A.example:80", "a.example:8080", "a%2Fb", "a/b", "h" * 300, "h" * 301]
+    keys = {escape_host_key(h.lower()) for h in hosts}
+    assert len(keys) == len({h.lower() for h in hosts})
+
+
+def test_home_resolution_order(tmp_path, monkeypatch):
+    monkeypatch.setenv("FRESHNESS_HOME", str(tmp_path / "env"))
+    assert resolve_home(tmp_path / "flag") == (tmp_path / "flag").resolve()
+    assert resolve_home(None) == (tmp_path / "env").resolve()
+    monkeypatch.delenv("FRESHNESS_HOME")
+    monkeypatch.chdir(tmp_path)
+    assert resolve_home(None) == (tmp_path / "data").resolve()
+
+
+def test_write_read_roundtrip_and_empty_hosts_get_empty_files(tmp_path):
+    wh = Warehouse(tmp_path)
+    wh.write_partitions("url_state", ["a.example", "b.example"], state_rows("a.example", 3))
+    assert wh.read("url_state", ["a.example"]).height == 3
+    assert wh.read("url_state", ["b.example"]).height == 0
+    assert wh.partition_file("url_state", "b.example").exists()
+    assert wh.read("url_state").schema == pl.Schema(tables.URL_STATE)
+
+
+def test_rows_for_hosts_outside_the_run_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="outside the run"):
+        Warehouse(tmp_path).write_partitions("url_state", ["b.example"], state_rows("a.example", 1))
+
+
+def test_failed_write_leaves_previous_file_and_no_temp(tmp_path, monkeypatch):
+    wh = Warehouse(tmp_path)
+    wh.write_partition("url_state", "a.example", state_rows("a.example", 2))
+
+    def broken(self, path, **kwargs):
+        with open(path, "wb") as handle:
+            handle.write(b"PAR1 half a file")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", broken)
+    with pytest.raises(OSError, match="No space"):
+        wh.write_partition("url_state", "a.example", state_rows("a.example", 5))
+    monkeypatch.undo()
+    folder = wh.partition_dir("url_state", "a.example")
+    assert os.listdir(folder) == ["data.parquet"]
+    assert wh.read("url_state", ["a.example"]).height == 2
+
+
+def test_fetch_log_rerun_of_a_cycle_replaces_its_file(tmp_path):
+    wh = Warehouse(tmp_path)
+    rows = pl.DataFrame({"url": ["http://a.example/"], "host": "a.example", "fetched_at": NOW})
+    wh.append_fetch_log("a.example", NOW, rows)
+    wh.append_fetch_log("a.example", NOW, rows)
+    assert wh.read("fetch_log", ["a.example"]).height == 1
+    later = NOW.replace(hour=18)
+    wh.append_fetch_log("a.example", later, rows.with_columns(fetched_at=pl.lit(later)))
+    assert wh.read("fetch_log", ["a.example"]).height == 2
+
+
+def test_views_cover_all_tables_and_use_parameters(tmp_path):
+    wh = Warehouse(tmp_path)
+    assert wh.ensure_views() is None
+    con = duckdb.connect(str(wh.duckdb_path), read_only=True)
+    views = {
+        r[0] for r in con.sql("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
+    }
+    con.close()
+    assert set(tables.VIEW_TABLES) <= views
+    assert wh.query("SELECT count(*) AS n FROM url_state")["n"][0] == 0
+    wh.write_partitions("url_state", ["a.example"], state_rows("a.example", 2))
+    hostile = "a.example' OR '1'='1"
+    assert wh.query("SELECT count(*) AS n FROM url_state WHERE host = ?", [hostile])["n"][0] == 0
+    assert (
+        wh.query("SELECT count(*) AS n FROM url_state WHERE host = ?", ["a.example"])["n"][0] == 2
+    )
+
+
+def test_views_refresh_reports_a_lock_held_by_another_process(tmp_path):
+    wh = Warehouse(tmp_path)
+    wh.ensure_views()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_READ_WRITE, str(wh.duckdb_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        note = wh.ensure_views(force=True)
+        assert note is not None and "not refreshed" in note
+        wh.write_partition("url_state", "a.example", state_rows("a.example", 1))
+        assert wh.read("url_state").height == 1
+    finally:
+        holder.kill()
+        holder.wait()
+    assert wh.ensure_views(force=True) is None
+
+
+HOLD_READ_WRITE = """
+import sys, time, duckdb
+con = duckdb.connect(sys.argv[1])
+print("holding", flush=True)
+time.sleep(60)
+"""
+
+
+def test_schema_drift_new_column_shows_with_nulls(tmp_path):
+    wh = Warehouse(tmp_path)
+    wh.ensure_views()
+    wh.write_partition("url_state", "a.example", state_rows("a.example", 1))
+    newer = wh.partition_file("url_state", "b.example")  # a file from a newer release
+    newer.parent.mkdir(parents=True)
+    state_rows("b.example", 1).with_columns(extra=pl.lit(7)).write_parquet(newer)
+    frame = wh.query("SELECT host, extra FROM url_state ORDER BY host")
+    assert frame["extra"].to_list() == [None, 7]
