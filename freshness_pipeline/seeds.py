@@ -148,7 +148,7 @@ def _empty_rows() -> pl.DataFrame:
 
 
 def merge_seeds(
-    existing: pl.DataFrame, new_rows: pl.DataFrame, *, added_at: datetime
+    existing: pl.DataFrame, new_rows: pl.DataFrame, *, added_at: datetime, source: str = "seed"
 ) -> pl.DataFrame:
     """Union of known and new seeds for one host: the newest value and class win, the first
     ``added_at`` is kept, so seeding the same file twice changes nothing."""
@@ -157,7 +157,7 @@ def merge_seeds(
         "host",
         "value",
         "url_class",
-        pl.lit("seed").alias("source"),
+        pl.lit(source).alias("source"),
         pl.lit(added_at).cast(pl.Datetime("us", "UTC")).alias("added_at"),
     )
     combined = pl.concat([existing.select(incoming.columns), incoming], how="vertical_relaxed")

@@ -136,6 +136,7 @@ URL_STATE = {
     "gone_at": pl.Datetime("us", "UTC"),
     "n_fetches": pl.Int64,
     "n_changes": pl.Int64,
+    "n_obs": pl.Int64,
     "n_not_modified": pl.Int64,
     "consecutive_errors": pl.Int64,
     "obs_interval_days": pl.List(pl.Float64),

@@ -4,6 +4,7 @@ loopback, then SQL on the DuckDB views. Real HTTP, real Dagster runs, real DuckD
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from datetime import timedelta
@@ -250,3 +251,19 @@ def test_dry_run_plans_without_fetching_and_report_runs(crawled):
     report = freshness("report", env=env)
     assert report.returncode == 0, report.stderr
     assert "By host" in report.stdout and "share_304" in report.stdout
+
+
+def readme_sql_blocks() -> list[str]:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    return re.findall(r"```sql\n(.*?)```", readme, flags=re.S)
+
+
+def test_readme_queries_run_on_the_views(crawled):
+    """The README's example queries are part of the contract users copy from."""
+    blocks = readme_sql_blocks()
+    assert len(blocks) >= 5
+    for query in blocks:
+        frame = sql(crawled["home"], query)
+        assert frame.width > 0
+    gone = sql(crawled["home"], next(b for b in blocks if "status = 'gone'" in b))
+    assert gone.height > 0

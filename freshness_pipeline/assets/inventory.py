@@ -14,6 +14,7 @@ from freshness_pipeline import tables
 from freshness_pipeline.assets.common import ASSET_KWARGS
 from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
 from freshness_pipeline.science.normalize import normalize_url_column
+from freshness_pipeline.seeds import merge_seeds
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.web.discovery import DiscoveryTarget, discover_hosts
 
@@ -56,21 +57,43 @@ def merge_inventory(previous: pl.DataFrame, found: pl.DataFrame, now: datetime) 
     )
 
 
-def redirect_discoveries(results: pl.DataFrame, now: datetime) -> pl.DataFrame:
-    """Redirect targets from the previous cycle, keyed to the host they point to."""
+def redirect_discoveries(results: pl.DataFrame, state: pl.DataFrame, now: datetime) -> pl.DataFrame:
+    """Redirect targets from the previous cycle, keyed to the host they point to; a target
+    inherits the value and class of the URL that pointed to it."""
     moved = results.filter((pl.col("outcome") == "redirect") & pl.col("location").is_not_null())
     if moved.is_empty():
         return tables.empty("url_inventory")
     norm = normalize_url_column(moved["location"])
-    return pl.DataFrame(
-        {
-            "url": moved["location"],
-            "host": norm["host"],
-            "source": "redirect",
-            "value": moved.get_column("value") if "value" in moved.columns else None,
-            "first_seen_at": now,
-        }
-    ).filter(pl.col("host").is_not_null())
+    return (
+        moved.select("url")
+        .with_columns(target=norm["url"], target_host=norm["host"])
+        .join(state.select("url", "value", "url_class"), on="url", how="left")
+        .select(
+            pl.col("target").alias("url"),
+            pl.col("target_host").alias("host"),
+            pl.lit("redirect").alias("source"),
+            "value",
+            "url_class",
+            pl.lit(now).cast(tables.UTC_TIME).alias("first_seen_at"),
+        )
+        .filter(pl.col("url").is_not_null())
+        .unique(subset="url", keep="first", maintain_order=True)
+    )
+
+
+def hand_over_to_other_hosts(wh: Warehouse, found: pl.DataFrame, now: datetime) -> int:
+    """URLs found here that belong to hosts outside this run become seeds of their own host,
+    where the next cycle (and the new-hosts sensor) picks them up."""
+    handed = 0
+    for (host,), rows in found.partition_by("host", as_dict=True).items():
+        known = wh.read("seeds", [host])
+        fresh = rows.join(known.select("url"), on="url", how="anti")  # a user's seed row wins
+        if fresh.height:
+            wh.write_partition(
+                "seeds", host, merge_seeds(known, fresh, added_at=now, source="redirect")
+            )
+            handed += fresh.height
+    return handed
 
 
 def _seed_rows(seeds: pl.DataFrame) -> pl.DataFrame:
@@ -133,9 +156,11 @@ def url_inventory(
     wh = warehouse.warehouse()
     previous = wh.read("url_inventory", hosts)
     seeds = wh.read("seeds", hosts)
-    redirects = redirect_discoveries(wh.read("fetch_results", hosts), now)
-    same_host = redirects.filter(pl.col("host").is_in(hosts))
-    found = [_seed_rows(seeds), same_host]
+    redirects = redirect_discoveries(
+        wh.read("fetch_results", hosts), wh.read("url_state", hosts), now
+    )
+    handed_over = hand_over_to_other_hosts(wh, redirects.filter(~pl.col("host").is_in(hosts)), now)
+    found = [_seed_rows(seeds), redirects.filter(pl.col("host").is_in(hosts))]
     if not cycle.dry_run:
         known = pl.concat([previous.select("url", "host"), seeds.select("url", "host")])
         found.append(refresh_robots_and_sitemaps(wh, hosts, known, now, http, context.log))
@@ -149,6 +174,7 @@ def url_inventory(
         metadata={
             "urls": dg.MetadataValue.int(inventory.height),
             "hosts": dg.MetadataValue.int(len(hosts)),
+            "urls_handed_to_other_hosts": dg.MetadataValue.int(handed_over),
             **{f"urls_from_{s}": dg.MetadataValue.int(n) for s, n in by_source.iter_rows()},
         },
     )

@@ -16,6 +16,7 @@ from freshness_pipeline.science.schedule import PlanConfig, build_plan
 # Without a Crawl-delay we still keep to a few requests a second per host.
 DEFAULT_HOST_RATE_PER_S = 4.0
 ERROR_COST_WEIGHT = 3.0
+PERMANENT_REDIRECT_COST = 8.0
 
 
 def host_health(results: pl.DataFrame, hosts: list[str]) -> pl.DataFrame:
@@ -63,6 +64,7 @@ def plan_inputs(
         pl.col("status").alias("state_status"),
         "last_fetched_at",
         "change_rate",
+        "n_obs",
         "etag",
         "last_modified",
         # A fingerprint from an older extractor cannot be compared: the next fetch re-extracts
@@ -71,6 +73,11 @@ def plan_inputs(
         .then(pl.col("fingerprint"))
         .alias("fingerprint"),
         "consecutive_errors",
+        "redirect_to",
+        "last_http_status",
+    )
+    permanent_redirect = pl.col("redirect_to").is_not_null() & pl.col("last_http_status").is_in(
+        [301, 308]
     )
     return (
         candidates.join(known, on="url", how="left")
@@ -79,9 +86,12 @@ def plan_inputs(
             status=pl.when(~pl.col("allowed"))
             .then(pl.lit("blocked"))
             .otherwise(pl.col("state_status").fill_null("new")),
-            # A URL failing again and again costs more, up to 16x, so it yields to healthy ones.
+            # A URL failing again and again costs more, up to 16x, so it yields to healthy ones;
+            # a permanently moved URL is only re-checked now and then (its target is a URL of
+            # its own).
             cost=pl.col("cost_multiplier").fill_null(1.0)
-            * (2.0 ** pl.col("consecutive_errors").fill_null(0).clip(0, 4)),
+            * (2.0 ** pl.col("consecutive_errors").fill_null(0).clip(0, 4))
+            * pl.when(permanent_redirect).then(PERMANENT_REDIRECT_COST).otherwise(1.0),
         )
     )
 

@@ -132,7 +132,6 @@ def merge_state(
         .then(None)
         .otherwise("gone_at"),
         n_fetches=pl.col("n_fetches").fill_null(0) + fresh_fetch.cast(pl.Int64),
-        n_changes=pl.col("n_changes").fill_null(0) + (fresh_fetch & changed).cast(pl.Int64),
         n_not_modified=pl.col("n_not_modified").fill_null(0)
         + (fresh_fetch & (outcome == "not_modified")).cast(pl.Int64),
         consecutive_errors=pl.when(fresh_fetch & is_error)
@@ -151,7 +150,11 @@ def update_state(
     now: datetime,
     config: PlanConfig | None = None,
 ) -> pl.DataFrame:
-    """The whole state update: merge, add observations, re-estimate rates, set next checks."""
+    """The whole state update: merge, add observations, re-estimate rates, set next checks.
+
+    ``n_obs`` and ``n_changes`` count the observations the estimate rests on (the kept history
+    window); lifetime counts are in fetch_log.
+    """
     config = config or PlanConfig()
     merged = merge_state(previous, candidates, results, now)
     observations = merged.filter(pl.col("observed_interval").is_not_null()).select(

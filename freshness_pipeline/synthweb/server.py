@@ -372,6 +372,8 @@ class SyntheticWeb:
     # ------------------------------------------------------------------ HTTP
     def _make_handler(self, spec: SiteSpec) -> Any:
         async def handle(request: web.Request) -> web.StreamResponse:
+            # Arrival time, before rendering: politeness gaps are between request starts.
+            arrived = time.monotonic()
             now = self.clock.now_ts()
             resp = await self._respond(spec, request, now)
             resp.headers.setdefault("Date", http_date(now))
@@ -379,7 +381,7 @@ class SyntheticWeb:
             sent = 0 if request.method == "HEAD" or resp.status == 304 else len(body)
             self.request_log.append(
                 RequestRecord(
-                    real_time=time.monotonic(),
+                    real_time=arrived,
                     sim_now=to_dt(now),
                     site=spec.name,
                     host=request.host,

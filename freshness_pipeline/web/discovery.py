@@ -94,6 +94,7 @@ async def _discover_one(
             user_agent=settings.user_agent,
             timeout=settings.total_timeout,
         )
+        LEDGER.note_start(target.host)  # the gap also counts from the answer
     result = HostDiscovery(host=target.host, robots_row=robots_row(record, target.host))
     if record.error:
         result.errors.append(f"robots.txt: {record.error}")

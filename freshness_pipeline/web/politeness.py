@@ -2,7 +2,9 @@
 
 Robots, sitemap and page fetches run in different stages of one in-process run, each with its
 own session; Crawl-delay is about the host, not the stage, so the gap is kept across them.
-Real (monotonic) time only: this is politeness, never a scheduling decision.
+Real (monotonic) time only: this is politeness, never a scheduling decision. Callers note a
+request both when it leaves and when its answer arrives, so the gap the server sees between two
+requests is at least the delay whatever the server's own processing time.
 """
 
 from __future__ import annotations

@@ -332,6 +332,8 @@ async def _fetch_body(
                 timeout=aiohttp.ClientTimeout(total=timeout),
                 auto_decompress=False,
             ) as resp:
+                # Count the gap from the answer too: the server saw the request before this.
+                LEDGER.note_start(host)
                 status = resp.status
                 location = resp.headers.get("Location")
                 if status in (301, 302, 303, 307, 308) and location:
