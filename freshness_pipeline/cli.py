@@ -34,6 +34,9 @@ errors = Console(stderr=True)
 # Reports are wide tables; piped output (CI logs, files) should not squeeze their headers.
 wide = Console(width=None if console.is_terminal else 220)
 
+# EX_TEMPFAIL: the home is busy with another cycle; trying again later will work.
+BUSY_EXIT = 75
+
 HomeOption = Annotated[
     Path | None,
     typer.Option("--home", help="Home folder (default: $FRESHNESS_HOME, else ./data)."),
@@ -66,6 +69,7 @@ def seed(
 ) -> None:
     """Add seed URLs. Idempotent; bad rows are reported with their line number and skipped."""
     from freshness_pipeline.runner import load_seeds
+    from freshness_pipeline.storage import HomeBusy
 
     moment = _now(now)
     if not path.exists() or not path.is_file():
@@ -76,7 +80,11 @@ def seed(
     except OSError as exc:
         errors.print(f"[red]error:[/] cannot read {str(path)!r}: {exc.strerror}")
         raise typer.Exit(2) from exc
-    result = load_seeds(home, data, added_at=moment)
+    try:
+        result = load_seeds(home, data, added_at=moment)
+    except HomeBusy as exc:
+        errors.print(f"[red]seed refused:[/] {exc}")
+        raise typer.Exit(BUSY_EXIT) from exc
     for line, reason in result.parse.errors:
         errors.print(f"{path}:{line}: skipped: {reason}")
     if result.parse.fatal:
@@ -112,6 +120,7 @@ def cycle(
 ) -> None:
     """Run one cycle of the whole graph as of --now."""
     from freshness_pipeline.runner import CycleFailed, run_cycle
+    from freshness_pipeline.storage import HomeBusy
 
     moment = _now(now)
     try:
@@ -121,6 +130,9 @@ def cycle(
     except CycleFailed as exc:
         errors.print(f"[red]cycle failed:[/] {exc}")
         raise typer.Exit(1) from exc
+    except HomeBusy as exc:
+        errors.print(f"[red]cycle refused:[/] {exc}")
+        raise typer.Exit(BUSY_EXIT) from exc
     verb = "planned" if dry_run else "fetched"
     counts = ", ".join(f"{k} {v}" for k, v in sorted(outcome.outcomes.items()))
     console.print(

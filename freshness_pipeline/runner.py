@@ -102,8 +102,25 @@ def run_cycle(
     log_level: str = "WARNING",
 ) -> CycleOutcome:
     """One cycle of the whole graph as of ``now``, as few runs as the host selection allows
-    (one, unless --host picks a non-contiguous set). The budget is shared across those runs."""
+    (one, unless --host picks a non-contiguous set). The budget is shared across those runs.
+    Raises HomeBusy when another cycle or seed load holds the home."""
     warehouse = Warehouse(home)
+    with warehouse.exclusive(f"cycle {now.isoformat()}"):
+        return _run_cycle_locked(
+            warehouse, now, budget, hosts, dry_run, fetch_time_limit_s, instance, log_level
+        )
+
+
+def _run_cycle_locked(
+    warehouse: Warehouse,
+    now: datetime,
+    budget: int | None,
+    hosts: list[str] | None,
+    dry_run: bool,
+    fetch_time_limit_s: float,
+    instance: dg.DagsterInstance | None,
+    log_level: str,
+) -> CycleOutcome:
     instance = instance or open_instance(warehouse.home)
     register_seeded_hosts(warehouse, instance)
     known = registered_hosts(instance)
@@ -188,9 +205,10 @@ def load_seeds(home: str | Path | None, data: bytes, *, added_at: datetime) -> S
         return load
     warehouse = Warehouse(home)
     by_host = parsed.rows.partition_by("host", as_dict=True)
-    for (host,), rows in by_host.items():
-        merged = merge_seeds(warehouse.read("seeds", [host]), rows, added_at=added_at)
-        warehouse.write_partition("seeds", host, merged)
+    with warehouse.exclusive("seed load"):
+        for (host,), rows in by_host.items():
+            merged = merge_seeds(warehouse.read("seeds", [host]), rows, added_at=added_at)
+            warehouse.write_partition("seeds", host, merged)
     load.hosts = len(by_host)
     load.new_hosts = register_hosts(open_instance(warehouse.home), [h for (h,) in by_host])
     note = warehouse.ensure_views()

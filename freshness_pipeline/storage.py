@@ -11,12 +11,13 @@ kept open while a cycle runs, so a user can query during a cycle.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -60,6 +61,10 @@ def escape_host_key(host: str) -> str:
     return escaped
 
 
+class HomeBusy(RuntimeError):
+    """Another cycle or seed load holds this home."""
+
+
 def _stamp(moment: datetime) -> str:
     return moment.strftime("%Y%m%dT%H%M%S%fZ")
 
@@ -71,6 +76,36 @@ class Warehouse:
         self.home = resolve_home(home)
         self.root = self.home / "warehouse"
         self.duckdb_path = self.home / "freshness.duckdb"
+
+    # ---- one writer at a time --------------------------------------------------------------
+    @contextlib.contextmanager
+    def exclusive(self, what: str) -> Iterator[None]:
+        """Hold the home's writer lock for the duration; refuse at once if someone else holds it.
+
+        Two cycles on one home would plan from the same state and append the same fetches
+        twice. An OS file lock (not a marker file) is released by the kernel when its holder
+        dies, even by kill -9, so a crashed cycle never leaves the home locked.
+        """
+        self.home.mkdir(parents=True, exist_ok=True)
+        path = self.home / "writer.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+                raise HomeBusy(
+                    f"{self.home} is busy: {holder} holds it; wait for it to finish"
+                ) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{what} (pid {os.getpid()})".encode(), 0)
+            try:
+                yield
+            finally:
+                os.ftruncate(fd, 0)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
 
     # ---- paths -------------------------------------------------------------------------------
     def table_dir(self, table: str) -> Path:

@@ -1,0 +1,79 @@
+"""Two writers on one home: the second refuses with a clear message, and a holder killed with
+SIGKILL leaves no stale lock behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from freshness_pipeline.storage import HomeBusy, Warehouse
+
+HOLD = """
+import sys, time
+from freshness_pipeline.storage import Warehouse
+with Warehouse(sys.argv[1]).exclusive("cycle 2026-11-30T12:00:00+00:00"):
+    print("holding", flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.fixture
+def holder(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "holding"
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def test_second_writer_is_refused_naming_the_holder(tmp_path, holder):
+    with pytest.raises(HomeBusy, match=rf"cycle 2026-11-30T12:00:00\+00:00 \(pid {holder.pid}\)"):
+        with Warehouse(tmp_path).exclusive("cycle B"):
+            pass
+
+
+def test_cli_cycle_refuses_with_exit_75_and_kill_9_frees_the_home(tmp_path, holder):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("https://a.example/\n")
+    script = Path(sys.executable).with_name("freshness")
+    env = {**os.environ, "FRESHNESS_HOME": str(tmp_path)}
+    env.pop("DAGSTER_HOME", None)
+    refused = subprocess.run(
+        [str(script), "cycle", "--dry-run", "--now", "2026-11-30T12:00:00Z"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert refused.returncode == 75, refused.stderr
+    assert "busy" in refused.stderr and str(holder.pid) in refused.stderr
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    seeded = subprocess.run(
+        [str(script), "seed", str(seeds)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert seeded.returncode == 0, seeded.stderr
+    planned = subprocess.run(
+        [str(script), "cycle", "--dry-run", "--now", "2026-11-30T12:00:00Z"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert planned.returncode == 0, planned.stderr
+    assert "1 planned" in planned.stdout
