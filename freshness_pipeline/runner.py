@@ -106,6 +106,7 @@ def run_cycle(
     Raises HomeBusy when another cycle or seed load holds the home."""
     warehouse = Warehouse(home)
     with warehouse.exclusive(f"cycle {now.isoformat()}"):
+        warehouse.sweep_temp_files()
         return _run_cycle_locked(
             warehouse, now, budget, hosts, dry_run, fetch_time_limit_s, instance, log_level
         )

@@ -25,6 +25,7 @@ import duckdb
 import polars as pl
 
 from freshness_pipeline import tables
+from freshness_pipeline.crashpoints import crash_point
 
 HOME_ENV = "FRESHNESS_HOME"
 _SAFE_KEY_CHARS = re.compile(r"[^a-z0-9.\-_:\[\]]")
@@ -107,6 +108,17 @@ class Warehouse:
         finally:
             os.close(fd)
 
+    def sweep_temp_files(self) -> int:
+        """Remove temp files a killed writer left behind. Only safe under ``exclusive``: with the
+        writer lock held, no temp file can belong to a live writer."""
+        removed = 0
+        if self.root.exists():
+            for leftover in self.root.glob("*/host=*/*.tmp-*"):
+                with contextlib.suppress(FileNotFoundError):
+                    leftover.unlink()
+                    removed += 1
+        return removed
+
     # ---- paths -------------------------------------------------------------------------------
     def table_dir(self, table: str) -> Path:
         if table not in tables.SCHEMAS:
@@ -126,6 +138,7 @@ class Warehouse:
     def _atomic_write(self, df: pl.DataFrame, target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.parent / f"{target.name}.tmp-{uuid.uuid4().hex}"
+        table = target.parent.parent.name
         try:
             df.write_parquet(tmp, compression="zstd", statistics=True)
             fd = os.open(tmp, os.O_RDONLY)
@@ -133,7 +146,9 @@ class Warehouse:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+            crash_point(f"write:{table}:temp_written")
             os.replace(tmp, target)
+            crash_point(f"write:{table}:replaced")
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
@@ -160,17 +175,20 @@ class Warehouse:
         return len(hosts)
 
     def append_fetch_log(self, host: str, cycle_now: datetime, df: pl.DataFrame) -> Path | None:
-        """Write one cycle's requests for one host; re-running the same cycle replaces its file.
+        """Add one cycle's requests for one host to the history: one file per cycle and host.
 
-        Naming the file after the cycle's ``now`` is what keeps a resumed cycle from counting
-        its requests twice.
+        The file is named after the cycle's ``now`` and keyed by URL within it: a resumed or
+        re-run cycle replaces its earlier rows for the URLs it fetched again and keeps the
+        others, so no fetch is counted twice and none is lost.
         """
-        target = self.partition_dir("fetch_log", host) / f"cycle-{_stamp(cycle_now)}.parquet"
         if df.is_empty():
-            with contextlib.suppress(FileNotFoundError):
-                target.unlink()
             return None
-        self._atomic_write(tables.conform("fetch_log", df), target)
+        target = self.partition_dir("fetch_log", host) / f"cycle-{_stamp(cycle_now)}.parquet"
+        rows = tables.conform("fetch_log", df)
+        if target.exists():
+            earlier = tables.conform("fetch_log", pl.read_parquet(target))
+            rows = pl.concat([earlier.join(rows.select("url"), on="url", how="anti"), rows])
+        self._atomic_write(rows, target)
         return target
 
     # ---- reads -------------------------------------------------------------------------------

@@ -82,15 +82,26 @@ def test_failed_write_leaves_previous_file_and_no_temp(tmp_path, monkeypatch):
     assert wh.read("url_state", ["a.example"]).height == 2
 
 
-def test_fetch_log_rerun_of_a_cycle_replaces_its_file(tmp_path):
+def test_fetch_log_rerun_of_a_cycle_replaces_its_rows_and_keeps_the_others(tmp_path):
     wh = Warehouse(tmp_path)
-    rows = pl.DataFrame({"url": ["http://a.example/"], "host": "a.example", "fetched_at": NOW})
-    wh.append_fetch_log("a.example", NOW, rows)
-    wh.append_fetch_log("a.example", NOW, rows)
-    assert wh.read("fetch_log", ["a.example"]).height == 1
+    first = pl.DataFrame(
+        {
+            "url": ["http://a.example/1", "http://a.example/2"],
+            "host": "a.example",
+            "fetched_at": NOW,
+            "bytes": [1, 2],
+        }
+    )
+    wh.append_fetch_log("a.example", NOW, first)
+    again = pl.DataFrame(
+        {"url": ["http://a.example/2"], "host": "a.example", "fetched_at": NOW, "bytes": [5]}
+    )
+    wh.append_fetch_log("a.example", NOW, again)
+    log = wh.read("fetch_log", ["a.example"]).sort("url")
+    assert log["bytes"].to_list() == [1, 5]
     later = NOW.replace(hour=18)
-    wh.append_fetch_log("a.example", later, rows.with_columns(fetched_at=pl.lit(later)))
-    assert wh.read("fetch_log", ["a.example"]).height == 2
+    wh.append_fetch_log("a.example", later, again.with_columns(fetched_at=pl.lit(later)))
+    assert wh.read("fetch_log", ["a.example"]).height == 3
 
 
 def test_views_cover_all_tables_and_use_parameters(tmp_path):

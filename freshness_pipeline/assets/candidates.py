@@ -10,6 +10,7 @@ import polars as pl
 
 from freshness_pipeline import tables
 from freshness_pipeline.assets.common import ASSET_KWARGS
+from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import WarehouseResource
 from freshness_pipeline.science.normalize import normalize_url_column
 from freshness_pipeline.web.discovery import record_from_row
@@ -73,6 +74,7 @@ def url_candidates(
     warehouse: WarehouseResource,
 ) -> dg.Output[pl.DataFrame]:
     """One row per canonical URL, with whether robots.txt lets us fetch it."""
+    crash_point("asset:url_candidates:start")
     hosts = list(context.partition_keys)
     candidates, invalid = canonical_candidates(url_inventory, hosts)
     candidates = apply_robots(candidates, warehouse.warehouse().read("robots", hosts))

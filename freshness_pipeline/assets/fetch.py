@@ -12,6 +12,7 @@ import polars as pl
 
 from freshness_pipeline import tables
 from freshness_pipeline.assets.common import ASSET_KWARGS
+from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
 from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION
 from freshness_pipeline.web.client import FetchRequest, fetch_all_sync
@@ -57,6 +58,7 @@ def fetch_results(
     http: HttpClientResource,
 ) -> dg.Output[pl.DataFrame]:
     """What each planned fetch found: 304, same content, changed content, gone, or an error."""
+    crash_point("asset:fetch_results:start")
     hosts = list(context.partition_keys)
     now = cycle.cycle_now(context)
     wh = warehouse.warehouse()

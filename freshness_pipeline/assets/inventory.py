@@ -12,6 +12,7 @@ import polars as pl
 
 from freshness_pipeline import tables
 from freshness_pipeline.assets.common import ASSET_KWARGS
+from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
 from freshness_pipeline.science.normalize import normalize_url_column
 from freshness_pipeline.seeds import merge_seeds
@@ -151,6 +152,7 @@ def url_inventory(
     http: HttpClientResource,
 ) -> dg.Output[pl.DataFrame]:
     """Everything known about which URLs exist, per host, with its source and sitemap lastmod."""
+    crash_point("asset:url_inventory:start")
     hosts = list(context.partition_keys)
     now = cycle.cycle_now(context)
     wh = warehouse.warehouse()

@@ -9,6 +9,7 @@ import polars as pl
 
 from freshness_pipeline import tables
 from freshness_pipeline.assets.common import ASSET_KWARGS
+from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, WarehouseResource
 from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
@@ -104,6 +105,7 @@ def revisit_plan(
     cycle: CycleResource,
 ) -> dg.Output[pl.DataFrame]:
     """Which URLs to fetch this cycle, in order, and why."""
+    crash_point("asset:revisit_plan:start")
     hosts = list(context.partition_keys)
     now = cycle.cycle_now(context)
     wh = warehouse.warehouse()

@@ -15,6 +15,7 @@ import polars as pl
 
 from freshness_pipeline import tables
 from freshness_pipeline.assets.common import ASSET_KWARGS
+from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, WarehouseResource
 from freshness_pipeline.science.estimate import append_observations, estimate_rates, prior_columns
 from freshness_pipeline.science.intervals import due_age_days
@@ -203,6 +204,7 @@ def url_state(
     cycle: CycleResource,
 ) -> dg.Output[pl.DataFrame]:
     """Per-URL status, change rate (changes/day, posterior mean) and when to look again."""
+    crash_point("asset:url_state:start")
     hosts = list(context.partition_keys)
     now = cycle.cycle_now(context)
     wh = warehouse.warehouse()
