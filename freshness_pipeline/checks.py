@@ -5,7 +5,8 @@ import polars as pl
 
 from freshness_pipeline.assets.candidates import url_candidates
 from freshness_pipeline.assets.fetch import fetch_results
-from freshness_pipeline.assets.plan import revisit_plan
+from freshness_pipeline.assets.plan import polite_capacity, revisit_plan
+from freshness_pipeline.assets.state import url_state
 from freshness_pipeline.partitions import hosts_partitions
 from freshness_pipeline.resources import CycleResource
 
@@ -26,18 +27,46 @@ def plan_over_budget(plan: pl.DataFrame, budget: int | None) -> int:
     return max(0, selected - budget) if budget is not None else 0
 
 
+def hosts_over_capacity(plan: pl.DataFrame, window_s: float) -> dict[str, int]:
+    """Fetches selected beyond what each host's Crawl-delay allows in one fetch window.
+
+    The plan keeps no capacity column, but it keeps each host's crawl_delay, and the planner's
+    capacity never exceeds the window over that delay (it only shrinks for unhealthy hosts).
+    So this bound holds for every correct plan, and breaking it means the plan would hammer a
+    host harder than its robots.txt asks.
+    """
+    if not plan.height:
+        return {}
+    bound = polite_capacity(window_s).cast(pl.Int64)
+    per_host = (
+        plan.group_by("host")
+        .agg(pl.col("selected").sum().alias("n"), bound.max().alias("bound"))
+        .filter(pl.col("n") > pl.col("bound"))
+    )
+    return {h: int(n - b) for h, n, b in per_host.select("host", "n", "bound").iter_rows()}
+
+
 @dg.asset_check(asset=revisit_plan, blocking=True, partitions_def=hosts_partitions)
 def plan_within_budget(revisit_plan: pl.DataFrame, cycle: CycleResource) -> dg.AssetCheckResult:
-    """The budget is what the user pays for: the plan may never select more.
+    """The budget is what the user pays for and the crawl-delay is what each host asked for:
+    the plan may exceed neither.
 
-    A range run checks the whole run's plan against the budget; per-host capacity is enforced by
-    the planner and checked in its tests.
+    A range run checks the whole run's plan against the budget. The per-host check is an upper
+    bound (window / crawl-delay); the exact capacity, which also halves for failing hosts, is
+    enforced by the planner and checked in its tests.
     """
     over = plan_over_budget(revisit_plan, cycle.budget_or_none())
+    crowded = hosts_over_capacity(revisit_plan, cycle.fetch_window_s)
     selected = int(revisit_plan["selected"].sum() or 0) if revisit_plan.height else 0
-    return dg.AssetCheckResult(
-        passed=over == 0, metadata={"selected": selected, "over_budget": over}
-    )
+    metadata: dict[str, int | str] = {
+        "selected": selected,
+        "over_budget": over,
+        "hosts_over_capacity": len(crowded),
+    }
+    if crowded:
+        worst = max(crowded, key=lambda h: crowded[h])
+        metadata["worst_host"] = f"{worst} (+{crowded[worst]})"
+    return dg.AssetCheckResult(passed=over == 0 and not crowded, metadata=metadata)
 
 
 def unaccounted_urls(plan: pl.DataFrame, results: pl.DataFrame) -> int:
@@ -58,4 +87,32 @@ def results_account_for_plan(
     return dg.AssetCheckResult(passed=missing == 0, metadata={"planned_without_result": missing})
 
 
-ALL_CHECKS = [candidates_have_unique_urls, plan_within_budget, results_account_for_plan]
+def candidates_missing_from_state(candidates: pl.DataFrame, state: pl.DataFrame) -> int:
+    return candidates.select("url").join(state.select("url"), on="url", how="anti").height
+
+
+@dg.asset_check(
+    asset=url_state,
+    partitions_def=hosts_partitions,
+    additional_ins={"url_candidates": dg.AssetIn(key=url_candidates.key)},
+)
+def state_keeps_every_candidate(
+    url_state: pl.DataFrame, url_candidates: pl.DataFrame
+) -> dg.AssetCheckResult:
+    """No URL may drop out of url_state: a URL that vanishes comes back as 'new' and loses its
+    change history. url_state replaces the previous file, so the previous state is gone by the
+    time this runs; this cycle's candidates are what the state must still cover.
+
+    Not blocking: url_state is the last asset, so there is nothing downstream to hold back, and
+    a red check in the UI is more useful than a failed run whose fetches already happened.
+    """
+    missing = candidates_missing_from_state(url_candidates, url_state)
+    return dg.AssetCheckResult(passed=missing == 0, metadata={"candidates_missing": missing})
+
+
+ALL_CHECKS = [
+    candidates_have_unique_urls,
+    plan_within_budget,
+    results_account_for_plan,
+    state_keeps_every_candidate,
+]

@@ -86,7 +86,8 @@ def test_sensor_registers_seeded_hosts(tmp_path, monkeypatch):
     context = dg.build_sensor_context(instance=instance, repository_def=defs.get_repository_def())
     # Called directly: a tick's resolution validates keys the daemon adds in the same tick.
     result = new_hosts_sensor(context)
-    assert [r.partition_key for r in result.run_requests] == ["new.example"]
+    (request,) = result.run_requests
+    assert request.tags[RANGE_START_TAG] == request.tags[RANGE_END_TAG] == "new.example"
     added = result.dynamic_partitions_requests[0]
     assert list(added.partition_keys) == ["new.example"]
     register_hosts(instance, ["new.example"])

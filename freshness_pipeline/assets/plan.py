@@ -33,18 +33,23 @@ def host_health(results: pl.DataFrame, hosts: list[str]) -> pl.DataFrame:
     )
 
 
+def polite_capacity(window_s: float) -> pl.Expr:
+    """The most fetches a host's Crawl-delay (column ``crawl_delay``) allows in one window."""
+    return (
+        pl.when(pl.col("crawl_delay") > 0)
+        .then(window_s / pl.col("crawl_delay"))
+        .otherwise(window_s * DEFAULT_HOST_RATE_PER_S)
+        .floor()
+    )
+
+
 def host_capacity(robots: pl.DataFrame, health: pl.DataFrame, window_s: float) -> pl.DataFrame:
     """How many fetches a host can take in one cycle's fetch window: the window over its
     Crawl-delay, halved when most of its requests failed last cycle."""
     delays = robots.select("host", "crawl_delay")
     return (
         health.join(delays, on="host", how="left")
-        .with_columns(
-            pl.when(pl.col("crawl_delay") > 0)
-            .then(window_s / pl.col("crawl_delay"))
-            .otherwise(window_s * DEFAULT_HOST_RATE_PER_S)
-            .alias("raw_capacity")
-        )
+        .with_columns(polite_capacity(window_s).alias("raw_capacity"))
         .with_columns(
             (pl.col("raw_capacity") * pl.when(pl.col("error_share") > 0.5).then(0.5).otherwise(1.0))
             .floor()

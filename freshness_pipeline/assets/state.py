@@ -16,6 +16,7 @@ import polars as pl
 from freshness_pipeline import tables
 from freshness_pipeline.assets.common import ASSET_KWARGS
 from freshness_pipeline.crashpoints import crash_point
+from freshness_pipeline.plots import state_plots
 from freshness_pipeline.resources import CycleResource, WarehouseResource
 from freshness_pipeline.science.estimate import append_observations, estimate_rates, prior_columns
 from freshness_pipeline.science.intervals import due_age_days
@@ -231,5 +232,17 @@ def url_state(
             "median_change_rate_per_day": dg.MetadataValue.float(
                 float(live["change_rate"].median() or 0.0)
             ),
+            **plot_metadata(state, now, len(hosts)),
         },
     )
+
+
+# Dagster copies a range run's metadata onto every host's materialization: pictures (~3 KB
+# each) are attached only to runs over a few hosts.
+MAX_HOSTS_FOR_PLOTS = 20
+
+
+def plot_metadata(state: pl.DataFrame, now: datetime, n_hosts: int) -> dict[str, dg.MetadataValue]:
+    if n_hosts > MAX_HOSTS_FOR_PLOTS:
+        return {}
+    return {k: dg.MetadataValue.md(v) for k, v in state_plots(state, now).items()}
