@@ -30,7 +30,7 @@ app = typer.Typer(
     help="Keep a crawled copy of many web pages fresh for the least fetching.",
 )
 console = Console()
-errors = Console(stderr=True)
+errors = Console(stderr=True, soft_wrap=True)  # one message, one line: easy to grep
 # Reports are wide tables; piped output (CI logs, files) should not squeeze their headers.
 wide = Console(width=None if console.is_terminal else 220)
 
@@ -133,6 +133,18 @@ def cycle(
     except HomeBusy as exc:
         errors.print(f"[red]cycle refused:[/] {exc}")
         raise typer.Exit(BUSY_EXIT) from exc
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        errors.print(
+            f"[red]cycle failed:[/] cannot write the home folder{where}: {exc.strerror or exc}; "
+            "the previous tables are intact"
+        )
+        raise typer.Exit(1) from exc
+    except Exception as exc:  # the pipeline itself failed: say what, keep the tables
+        errors.print(
+            f"[red]cycle failed:[/] {type(exc).__name__}: {exc}; the previous tables are intact"
+        )
+        raise typer.Exit(1) from exc
     verb = "planned" if dry_run else "fetched"
     counts = ", ".join(f"{k} {v}" for k, v in sorted(outcome.outcomes.items()))
     console.print(

@@ -35,9 +35,9 @@ def holder(tmp_path):
 
 
 def test_second_writer_is_refused_naming_the_holder(tmp_path, holder):
-    with pytest.raises(HomeBusy, match=rf"cycle 2026-11-30T12:00:00\+00:00 \(pid {holder.pid}\)"):
-        with Warehouse(tmp_path).exclusive("cycle B"):
-            pass
+    expected = rf"cycle 2026-11-30T12:00:00\+00:00 \(pid {holder.pid}\)"
+    with pytest.raises(HomeBusy, match=expected), Warehouse(tmp_path).exclusive("cycle B"):
+        pass
 
 
 def test_cli_cycle_refuses_with_exit_75_and_kill_9_frees_the_home(tmp_path, holder):

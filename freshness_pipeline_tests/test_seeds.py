@@ -58,3 +58,36 @@ def test_merge_is_idempotent_and_keeps_first_added():
     updated = merge_seeds(first, updated_rows, added_at=T0.replace(day=9))
     row = updated.filter(pl.col("url") == "https://a.example/1").row(0, named=True)
     assert row["value"] == 9.0 and row["added_at"] == T0
+
+
+def test_seed_command_exit_codes_and_messages(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from freshness_pipeline.cli import app
+    from freshness_pipeline.storage import Warehouse
+
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    home = tmp_path / "home"
+    runner = CliRunner()
+
+    def seed(content: bytes | None, name: str = "seeds.csv"):
+        path = tmp_path / name
+        if content is not None:
+            path.write_bytes(content)
+        return runner.invoke(app, ["seed", str(path), "--home", str(home)])
+
+    missing = seed(None, "nope.csv")
+    assert missing.exit_code == 2 and "does not exist" in missing.output
+    empty = seed(b"")
+    assert empty.exit_code == 1, empty.output
+    no_column = seed(b"link,value\nhttps://a.example/,1\n", "nocol.csv")
+    assert no_column.exit_code == 1 and "no 'url' column" in no_column.output
+    mixed = seed(
+        b"url,value\nhttps://a.example/,1\nmailto:x@y,1\nhttps://b.example/,-2\n", "mixed.csv"
+    )
+    assert mixed.exit_code == 0, mixed.output
+    assert ":3: skipped" in mixed.output and ":4: skipped" in mixed.output
+    assert Warehouse(home).read("seeds")["url"].to_list() == ["https://a.example/"]
+    again = seed(b"url,value\nhttps://a.example/,1\n", "again.csv")
+    assert again.exit_code == 0 and "0 new partitions" in again.output
+    assert Warehouse(home).read("seeds").height == 1
