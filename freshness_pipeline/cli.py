@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from freshness_pipeline.resources import parse_now
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.storage import DEFAULT_RETENTION_DAYS, Warehouse
 
 # Dagster flags the beta/preview APIs we rely on (single-run backfills, partitioned checks)
 # on every import; a command-line user can do nothing about them.
@@ -117,6 +117,12 @@ def cycle(
         float,
         typer.Option("--time-limit", min=0, help="Seconds for fetching; the rest is deferred."),
     ] = 0.0,
+    retention_days: Annotated[
+        float,
+        typer.Option(
+            "--retention-days", min=0, help="Prune fetch_log cycles older than this (0: keep all)."
+        ),
+    ] = DEFAULT_RETENTION_DAYS,
 ) -> None:
     """Run one cycle of the whole graph as of --now."""
     from freshness_pipeline.runner import CycleFailed, run_cycle
@@ -125,7 +131,13 @@ def cycle(
     moment = _now(now)
     try:
         outcome = run_cycle(
-            home, moment, budget=budget, hosts=host, dry_run=dry_run, fetch_time_limit_s=time_limit
+            home,
+            moment,
+            budget=budget,
+            hosts=host,
+            dry_run=dry_run,
+            fetch_time_limit_s=time_limit,
+            retention_days=retention_days,
         )
     except CycleFailed as exc:
         errors.print(f"[red]cycle failed:[/] {exc}")

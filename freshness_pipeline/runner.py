@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -23,7 +23,7 @@ from freshness_pipeline.partitions import (
 )
 from freshness_pipeline.resources import CycleResource
 from freshness_pipeline.seeds import SeedParse, merge_seeds, parse_seeds
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.storage import DEFAULT_RETENTION_DAYS, Warehouse
 
 DAGSTER_YAML = """\
 # Written by freshness-pipeline for this home folder; edit freely.
@@ -100,6 +100,7 @@ def run_cycle(
     fetch_time_limit_s: float = 0.0,
     instance: dg.DagsterInstance | None = None,
     log_level: str = "WARNING",
+    retention_days: float | None = DEFAULT_RETENTION_DAYS,
 ) -> CycleOutcome:
     """One cycle of the whole graph as of ``now``, as few runs as the host selection allows
     (one, unless --host picks a non-contiguous set). The budget is shared across those runs.
@@ -107,9 +108,16 @@ def run_cycle(
     warehouse = Warehouse(home)
     with warehouse.exclusive(f"cycle {now.isoformat()}"):
         warehouse.sweep_temp_files()
-        return _run_cycle_locked(
+        outcome = _run_cycle_locked(
             warehouse, now, budget, hosts, dry_run, fetch_time_limit_s, instance, log_level
         )
+        if retention_days and not dry_run:
+            pruned = warehouse.prune_fetch_log(now - timedelta(days=retention_days))
+            if pruned:
+                outcome.notes.append(
+                    f"pruned {pruned} fetch_log files older than {retention_days:g} days"
+                )
+        return outcome
 
 
 def _run_cycle_locked(

@@ -32,6 +32,8 @@ _SAFE_KEY_CHARS = re.compile(r"[^a-z0-9.\-_:\[\]]")
 _MAX_KEY_LEN = 120
 # '%' alone never appears in an escaped key (escapes are always %XX), so no host can collide.
 _SCHEMA_DIR = "host=%schema"
+# fetch_log history kept by default; url_state keeps its own observation window regardless.
+DEFAULT_RETENTION_DAYS = 365.0
 
 
 def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
@@ -190,6 +192,18 @@ class Warehouse:
             rows = pl.concat([earlier.join(rows.select("url"), on="url", how="anti"), rows])
         self._atomic_write(rows, target)
         return target
+
+    def prune_fetch_log(self, before: datetime) -> int:
+        """Delete fetch_log files of cycles older than ``before``; returns how many. Rate
+        estimates live in url_state's own observation window, so pruning history never changes
+        them; it only bounds what is kept about past requests."""
+        cutoff = f"cycle-{_stamp(before)}"
+        removed = 0
+        for path in self.table_dir("fetch_log").glob("host=*/cycle-*.parquet"):
+            if path.name < cutoff:
+                path.unlink(missing_ok=True)
+                removed += 1
+        return removed
 
     # ---- reads -------------------------------------------------------------------------------
     def _files(self, table: str, hosts: Iterable[str] | None) -> list[Path]:

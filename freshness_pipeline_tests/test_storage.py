@@ -159,3 +159,14 @@ def test_schema_drift_new_column_shows_with_nulls(tmp_path):
     state_rows("b.example", 1).with_columns(extra=pl.lit(7)).write_parquet(newer)
     frame = wh.query("SELECT host, extra FROM url_state ORDER BY host")
     assert frame["extra"].to_list() == [None, 7]
+
+
+def test_retention_prunes_only_old_fetch_log_cycles(tmp_path):
+    wh = Warehouse(tmp_path)
+    rows = pl.DataFrame({"url": ["http://a.example/"], "host": "a.example"})
+    for day in (1, 10, 20):
+        moment = NOW.replace(day=day)
+        wh.append_fetch_log("a.example", moment, rows.with_columns(fetched_at=pl.lit(moment)))
+    assert wh.prune_fetch_log(NOW.replace(day=10)) == 1
+    kept = wh.read("fetch_log")["fetched_at"].dt.day().sort().to_list()
+    assert kept == [10, 20]
