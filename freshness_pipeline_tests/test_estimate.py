@@ -285,3 +285,38 @@ def test_comparison_estimators() -> None:
     assert out["cho_improved_rate"][1] == pytest.approx(math.log(9) / 2.0)  # X = n: ln(2n+1)/I
     assert out["cho_improved_rate"][2] is None
     assert out["exposure_rate"].to_list() == pytest.approx([3.5 / 13.5, 4.5 / 11.5, 0.5 / 3.5])
+
+
+# ------------------------------------------------------------------------------- forgetting
+
+
+def test_forgetting_follows_a_change_of_regime() -> None:
+    """30 daily fetches that always saw a change, then 30 that never did: with forgetting
+    the estimate follows the recent quiet; without it the busy past still dominates."""
+    intervals = [[1.0] * 60]
+    changed = [[True] * 30 + [False] * 30]
+    state = _state(intervals, changed)
+    plain = estimate_rates(state)["change_rate"].item()
+    forget = estimate_rates(state.with_columns(obs_half_life_days=pl.lit(5.0)))
+    assert forget["change_rate"].item() < plain / 5
+    # counts stay raw: they describe the history, not the weights
+    assert forget["n_obs"].item() == 60 and forget["n_changes"].item() == 30
+
+
+def test_forgetting_off_or_huge_half_life_changes_nothing() -> None:
+    st = _simulate(0.7, np.random.default_rng(3).uniform(0.5, 2.0, (20, 30)), 0.5, 3.5, 1)
+    base = estimate_rates(st)["change_rate"].to_numpy()
+    for h in (None, 0.0, -1.0, 1e12):
+        col = pl.lit(h, dtype=pl.Float64)
+        got = estimate_rates(st.with_columns(obs_half_life_days=col))["change_rate"].to_numpy()
+        np.testing.assert_allclose(got, base, rtol=1e-9)
+
+
+def test_forgetting_weights_by_age_within_each_row() -> None:
+    """Rows are independent: a row's weights depend only on its own intervals."""
+    a = _state([[1.0, 2.0, 3.0]], [[True, False, True]])
+    b = _state([[5.0], [1.0, 2.0, 3.0]], [[False], [True, False, True]])
+    h = pl.lit(2.0)
+    ra = estimate_rates(a.with_columns(obs_half_life_days=h))["change_rate"].item()
+    rb = estimate_rates(b.with_columns(obs_half_life_days=h))["change_rate"][1]
+    assert ra == pytest.approx(rb, rel=1e-12)

@@ -13,6 +13,7 @@ from freshness_pipeline.science.schedule import (
     build_plan,
     capture_gain,
     freshness_index,
+    posterior_freshness_index,
 )
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -446,3 +447,69 @@ def test_plan_guarantees(scenario) -> None:
     assert tiers == sorted(tiers)
     again = build_plan(cands, capacity, now=NOW, budget=budget, config=config)
     assert again.equals(plan)
+
+
+# ------------------------------------------------------------------ posterior-aware index
+
+
+@pytest.mark.parametrize(
+    ("k", "mean", "age"), [(0.5, 0.2, 3.0), (1.0, 0.5, 2.0), (3.0, 1.0, 1.0), (40.0, 2.0, 0.5)]
+)
+def test_posterior_index_is_the_expectation_over_the_gamma(k, mean, age) -> None:
+    import numpy as np
+
+    from freshness_pipeline.science.schedule import posterior_capture_gain
+
+    lam = np.random.default_rng(1).gamma(k, mean / k, 400_000)
+    w_mc = ((1 - (1 + lam * age) * np.exp(-lam * age)) / lam).mean()
+    c_mc = (1 - np.exp(-lam * age)).mean()
+    df = pl.DataFrame({"r": [mean], "a": [age], "k": [k]})
+    assert df.select(posterior_freshness_index("r", "a", "k")).item() == pytest.approx(
+        w_mc, rel=0.02
+    )
+    assert df.select(posterior_capture_gain("r", "a", "k")).item() == pytest.approx(c_mc, rel=0.01)
+
+
+def test_posterior_index_limits() -> None:
+    df = pl.DataFrame(
+        {
+            "r": [0.5, 0.5, 0.5, 0.5, 0.5],
+            "a": [2.0, 2.0, math.inf, 0.0, 2.0],
+            "k": [1e7, None, 0.5, 0.5, 1.0 + 1e-12],
+        }
+    )
+    got = df.select(posterior_freshness_index("r", "a", "k"))["freshness_index"].to_list()
+    point = df.select(freshness_index("r", "a"))["freshness_index"].to_list()
+    assert got[0] == pytest.approx(point[0])  # a sure rate is the point index
+    assert got[1] == pytest.approx(point[1])  # unknown shape: point index
+    assert got[2] == pytest.approx(1 / 0.5)  # never fetched: the cap, as before
+    assert got[3] == 0.0
+    # k = 1 exactly: θ log(1 + a/θ) − a/(1 + a/θ) with θ = 2
+    assert got[4] == pytest.approx(2 * math.log(2.0) - 2.0 / 2.0, rel=1e-9)
+
+
+def test_uncertainty_moves_priority_both_ways() -> None:
+    """Same estimate, thin evidence vs plenty. Early on the thin one is worth less (much of its
+    posterior says "barely changes"); long unvisited it is worth more (it may change weekly and
+    W ~ 1/λ is large there), which is what keeps thinly observed pages from being starved."""
+    rows = [{"rate": 0.05, "age": 20.0}, {"rate": 0.05, "age": 20.0}]
+    rows += [{"rate": 0.05, "age": 400.0}, {"rate": 0.05, "age": 400.0}]
+    cands = _cands(rows).with_columns(n_changes=pl.Series([0, 200, 0, 200]))
+    plan = build_plan(cands, BIG, now=NOW, budget=1, config=PlanConfig(verify_share=0.0))
+    gain = plan["expected_gain"].to_list()
+    assert gain[0] < gain[1]
+    assert gain[2] > gain[3]
+    assert _selected(plan) == [cands["url"][2]]
+    off = build_plan(cands, BIG, now=NOW, budget=1, config=PlanConfig(posterior_index=False))
+    assert off["expected_gain"][0] == pytest.approx(off["expected_gain"][1])
+
+
+def test_rate_shape_column_overrides_n_changes() -> None:
+    cands = _cands([{"rate": 0.5, "age": 2.0}]).with_columns(
+        rate_shape=pl.lit(3.0), n_changes=pl.lit(0)
+    )
+    gain = build_plan(cands, BIG, now=NOW, budget=1)["expected_gain"].item()
+    expect = pl.DataFrame({"r": [0.5], "a": [2.0], "k": [3.0]}).select(
+        posterior_freshness_index("r", "a", "k")
+    )
+    assert gain == pytest.approx(expect.item())

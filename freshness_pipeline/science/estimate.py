@@ -23,6 +23,12 @@ climbs monotonically to it in a handful of steps.
 When every observed interval saw a change, the data only say "at least as fast as we sample":
 the likelihood has no maximum, the estimate is capped at min(max_rate_per_day, ln(2n + 1) /
 median interval) (the largest finite value of Cho's estimator at n regular visits) and flagged.
+
+Old observations can be discounted (exponential forgetting, ``obs_half_life_days`` column or
+``HALF_LIFE_DAYS``): each observation then counts 2^(−age/h) in both sums. Off by default: on
+the benchmark's bursty web it bought under 0.5 % of freshness and on the periodic web it cost
+up to 2 % (docs/scheduling.md), because it throws away evidence that stationary pages need; it
+is there for page types known to change behaviour.
 """
 
 from __future__ import annotations
@@ -44,22 +50,29 @@ __all__ = [
 
 DEFAULT_CLASS = "default"
 
-#: (alpha, beta in days) per URL class: prior mean alpha/beta changes per day. alpha = 0.5 keeps
-#: every prior weak (half a pseudo change): science.md §3 measured that a Gamma(1, 7) prior
-#: still biases a daily-changing page −15 % after 50 daily fetches, while alpha ~ 0.5 costs a
-#: few percent; freshness barely depends on it (≤ 0.005), rate reports do. Seed intervals by
-#: page type follow seed doc 004 (index 6 h, listing 1 d, detail 3 d, archive 30 d).
+#: (alpha, beta in days) per URL class: prior mean alpha/beta changes per day. The
+#: pseudo-exposure beta is at most one day: it weighs like a day of observation, so a few
+#: fetches override it. science.md §3 measured that beta = 7 days still biases a daily page
+#: −15 % after 50 daily fetches; the benchmark (docs/scheduling.md) measured the median
+#: |log error| at 20 fetches over pages within 10x of the sampling rate at 0.44 with
+#: (0.5, 3.5) and 0.32 with (1/7, 1), at no cost in freshness (freshness barely depends on
+#: the prior, rate reports do). Means by page type follow seed doc 004 (index 6 h, listing
+#: 1 d, detail 3 d, archive 30 d).
 PRIORS_BY_CLASS: dict[str, tuple[float, float]] = {
     "index": (0.5, 0.125),  # home pages, section fronts: ~4 changes/day
     "feed": (0.5, 0.125),  # RSS/Atom, JSON feeds: ~4/day
     "listing": (0.5, 0.5),  # hubs, category and search listings: ~1/day
-    "product": (0.5, 1.5),  # price / stock pages: ~1 per 3 days
-    "detail": (0.5, 1.5),  # generic detail pages: ~1 per 3 days
-    "article": (0.5, 3.5),  # news or blog posts: ~1/week (corrections, comments)
-    "archive": (0.5, 15.0),  # dated archives: ~1/month
-    "static": (0.5, 45.0),  # about, legal, docs: ~1 per 90 days
-    DEFAULT_CLASS: (0.5, 3.5),  # unknown: ~1/week
+    "product": (1 / 3, 1.0),  # price / stock pages: ~1 per 3 days
+    "detail": (1 / 3, 1.0),  # generic detail pages: ~1 per 3 days
+    "article": (1 / 7, 1.0),  # news or blog posts: ~1/week (corrections, comments)
+    "archive": (1 / 30, 1.0),  # dated archives: ~1/month
+    "static": (1 / 90, 1.0),  # about, legal, docs: ~1 per 90 days
+    DEFAULT_CLASS: (1 / 7, 1.0),  # unknown: ~1/week
 }
+
+#: Half-life (days) of the exponential forgetting of old observations; None keeps the whole
+#: window at full weight. Overridden per row by an ``obs_half_life_days`` column.
+HALF_LIFE_DAYS: float | None = None
 
 _MIN_BETA = 1e-12
 _SMALL_X = 1e-4
@@ -210,8 +223,12 @@ def _solve_censored(
     c_len: np.ndarray,
     stop_at: np.ndarray,
     iterations: int,
+    c_weight: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Root of λ(β + S_u) = α + Σ_changed φ(λΔ) per row, by monotone Newton from below.
+    """Root of λ(β + S_u) = α + Σ_changed w φ(λΔ) per row, by monotone Newton from below.
+
+    ``c_weight`` (default 1) discounts old changed intervals; S_u and the change count are then
+    the caller's discounted sums, and the equation keeps its shape (and its unique root).
 
     Rows whose iterate passes ``stop_at`` stop there: the caller caps them anyway, and for the
     all-changed rows with a weak prior the root may be astronomically large.
@@ -229,8 +246,9 @@ def _solve_censored(
             break
         rows_e = c_row[entries]
         phi, slope = _phi_and_slope(lam[rows_e] * c_len[entries])
-        sum_phi = np.bincount(rows_e, weights=phi, minlength=n)
-        sum_slope = np.bincount(rows_e, weights=c_len[entries] * slope, minlength=n)
+        cw = 1.0 if c_weight is None else c_weight[entries]
+        sum_phi = np.bincount(rows_e, weights=cw * phi, minlength=n)
+        sum_slope = np.bincount(rows_e, weights=cw * c_len[entries] * slope, minlength=n)
         h = lam * slope_const - alpha - sum_phi
         h_prime = slope_const - sum_slope  # > 0: φ is decreasing
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -243,6 +261,32 @@ def _solve_censored(
         active = active & ~converged & (lam < stop_at)
         entries = entries[active[c_row[entries]]]
     return lam
+
+
+def _forgetting_weights(state: pl.DataFrame, row: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Weight 2^{−age/h} of each observation, age = days from its end to the latest fetch.
+
+    h comes from an ``obs_half_life_days`` column when the state has one (null or
+    non-positive: no forgetting for that row), else from ``HALF_LIFE_DAYS``. Why forget:
+    a page whose behaviour changes (bursts, a site redesign, a section going quiet) would
+    otherwise be judged by the average of its whole window for as long as the window lasts.
+    """
+    if "obs_half_life_days" in state.columns:
+        h = state["obs_half_life_days"].cast(pl.Float64).fill_null(np.inf).to_numpy()
+        h = np.where(np.isfinite(h) & (h > 0), h, np.inf)
+    elif HALF_LIFE_DAYS is not None and HALF_LIFE_DAYS > 0:
+        h = np.full(state.height, float(HALF_LIFE_DAYS))
+    else:
+        return np.ones(d.shape[0])
+    if d.shape[0] == 0:
+        return np.ones(0)
+    # rows are contiguous and in list order after the explode: age = what follows in the row
+    cs = np.cumsum(d)
+    first = np.searchsorted(row, row, side="left")
+    within = cs - (cs[first] - d[first])
+    total = np.bincount(row, weights=d, minlength=state.height)
+    age = total[row] - within
+    return np.exp2(-age / h[row])
 
 
 def estimate_rates(
@@ -263,8 +307,10 @@ def estimate_rates(
     row, d, c = _flatten(state)
     n_obs = np.bincount(row, minlength=n)
     n_changes = np.bincount(row[c], minlength=n)
-    s_unchanged = np.bincount(row[~c], weights=d[~c], minlength=n)
-    s_changed = np.bincount(row[c], weights=d[c], minlength=n)
+    wt = _forgetting_weights(state, row, d)
+    x_w = np.bincount(row[c], weights=wt[c], minlength=n)
+    s_unchanged = np.bincount(row[~c], weights=wt[~c] * d[~c], minlength=n)
+    s_changed = np.bincount(row[c], weights=wt[c] * d[c], minlength=n)
     lower_bound = (n_obs > 0) & (n_changes == n_obs)
 
     cap = np.full(n, float(max_rate_per_day))
@@ -282,7 +328,7 @@ def estimate_rates(
         cap = np.where(lower_bound, np.minimum(cap, sampling_cap), cap)
 
     lam = _solve_censored(
-        alpha, beta, s_unchanged, n_changes, s_changed, row[c], d[c], cap, iterations
+        alpha, beta, s_unchanged, x_w, s_changed, row[c], d[c], cap, iterations, wt[c]
     )
     lam = np.minimum(np.where(np.isfinite(lam), lam, cap), cap)
     return state.with_columns(

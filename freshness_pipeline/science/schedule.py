@@ -18,6 +18,16 @@ Two objectives:
   probability that at least one change happened since the last fetch, 1 − e^{−λa}; fast pages
   get *more* fetches. Use it when missing an event costs, not when a stale copy costs.
 
+Uncertainty: when the candidates say how sure each rate is (``n_changes`` with the class
+prior's α, or ``rate_shape``), both gains are averaged over the Gamma posterior of λ instead of
+taken at its mean (:func:`posterior_freshness_index`). After one or two fetches a rate is known
+only within decades; the averaged index ranks a thinly observed page below a well known one of
+the same estimate early on and above it once it has gone unvisited long, so thin evidence gets
+re-checked instead of being trusted or starved. With ``posterior_index=False`` or without those
+columns the point index is used. A trusted sitemap hint (``hinted_change``, see
+:mod:`freshness_pipeline.science.hints`) overrides the guess: True = certainly stale, False = a
+fetch buys nothing now.
+
 The plan is filled in this order, each step capped per host by ``host_capacity`` and globally by
 ``budget``:
 
@@ -62,6 +72,7 @@ _SERIES_R = 0.05  # below this, g(r) from its Taylor series (1 − (1+r)e^{−r}
 # g(r) = Σ_{k>=2} (−1)^k (k − 1)/k! r^k; eight terms reach double precision for r < 0.05
 _G_SERIES = [(-1) ** k * (k - 1) / math.factorial(k) for k in range(2, 10)]
 _SATURATED_R = 40.0  # above this, (1 + r)e^{−r} < 2e-16: g(r) = 1 to double precision
+_CERTAIN_SHAPE = 1e6  # a posterior this sharp is a point: use the exact point formulas
 
 
 def _as_expr(x: str | pl.Expr | pl.Series | float | None) -> pl.Expr:
@@ -108,6 +119,64 @@ def freshness_index(
     )
 
 
+def posterior_freshness_index(
+    rate: str | pl.Expr | pl.Series | float | None,
+    age_days: str | pl.Expr | pl.Series | float | None,
+    shape: str | pl.Expr | pl.Series | float | None,
+) -> pl.Expr:
+    """E[W(a)] when λ ~ Gamma(shape k, mean ``rate``): the index averaged over what we believe.
+
+    A few fetches leave the rate uncertain over decades. The index of the posterior mean
+    then misleads both ways: a page seen changed once looks "moderately fast" although it may
+    be a slow page worth a lot (W ~ 1/λ is large there), and an unobserved page looks like the
+    prior mean. The expectation weighs those possibilities. With θ = k/rate,
+
+        E[(1 − e^{−λa})/λ] = ∫_0^a E[e^{−λs}] ds = θ (1 − (1 + a/θ)^{1−k}) / (k − 1)
+        E[a e^{−λa}]       = a (1 + a/θ)^{−k}
+
+    and E[W(a)] is their difference; it tends to W(a) at the mean as k → ∞ (a certain rate).
+    For k <= 1 it grows without bound in a (E[1/λ] = ∞): a page nobody has seen change for a
+    long time, on thin evidence, eventually earns a look, which is the exploration a point
+    estimate never does. Non-finite or non-positive shapes fall back to the point index.
+    """
+    lam = _as_expr(rate).cast(pl.Float64)
+    age = _as_expr(age_days).cast(pl.Float64)
+    k = _as_expr(shape).cast(pl.Float64)
+    point = freshness_index(lam, age)
+    theta = k / lam
+    big_l = (age / theta).log1p()  # log(1 + a/θ)
+    x = (k - 1.0) * big_l
+    # θ (1 − e^{−x}) / (k − 1) = θ L (1 − e^{−x})/x, with (1 − e^{−x})/x → 1 as x → 0
+    ratio = pl.when(x.abs() < 1e-8).then(1.0 - x / 2.0).otherwise(-((-x).exp() - 1.0) / x)
+    first = theta * big_l * ratio
+    second = age * (-k * big_l).exp()
+    expected = (first - second).clip(lower_bound=0.0)
+    usable = k.is_finite() & (k > 0) & lam.is_finite() & (lam > 0) & age.is_finite() & (age > 0)
+    return (
+        pl.when(usable & (k < _CERTAIN_SHAPE))
+        .then(expected)
+        .otherwise(point)
+        .alias("freshness_index")
+    )
+
+
+def posterior_capture_gain(
+    rate: str | pl.Expr | pl.Series | float | None,
+    age_days: str | pl.Expr | pl.Series | float | None,
+    shape: str | pl.Expr | pl.Series | float | None,
+) -> pl.Expr:
+    """E[1 − e^{−λa}] = 1 − (1 + a/θ)^{−k} for λ ~ Gamma(k, mean ``rate``), θ = k/rate."""
+    lam = _as_expr(rate).cast(pl.Float64)
+    age = _as_expr(age_days).cast(pl.Float64)
+    k = _as_expr(shape).cast(pl.Float64)
+    point = capture_gain(lam, age)
+    expected = -((-k * (age * lam / k).log1p()).exp() - 1.0)
+    usable = k.is_finite() & (k > 0) & lam.is_finite() & (lam > 0) & age.is_finite() & (age > 0)
+    return (
+        pl.when(usable & (k < _CERTAIN_SHAPE)).then(expected).otherwise(point).alias("capture_gain")
+    )
+
+
 def capture_gain(
     rate: str | pl.Expr | pl.Series | float | None,
     age_days: str | pl.Expr | pl.Series | float | None,
@@ -150,6 +219,9 @@ class PlanConfig:
     seed: int = 0
     #: costs are clipped to at least this, so a zero cost cannot make a priority infinite
     min_cost: float = 1e-6
+    #: rank by the index averaged over the rate's posterior when the candidates say how sure
+    #: the estimate is (``rate_shape``, or ``n_changes`` with the class prior); else the point
+    posterior_index: bool = True
 
     def __post_init__(self) -> None:
         if self.objective not in ("freshness", "capture"):
@@ -186,14 +258,21 @@ def _utc_column(df: pl.DataFrame, name: str) -> pl.Expr:
     return col.cast(pl.Datetime("us", "UTC"))
 
 
-def _prior_mean_expr(class_col: pl.Expr) -> pl.Expr:
-    means = {k: a / b for k, (a, b) in PRIORS_BY_CLASS.items()}
+def _by_class(class_col: pl.Expr, table: dict[str, float]) -> pl.Expr:
     return (
         class_col.cast(pl.String)
         .str.strip_chars()
         .str.to_lowercase()
-        .replace_strict(means, default=means[DEFAULT_CLASS], return_dtype=pl.Float64)
+        .replace_strict(table, default=table[DEFAULT_CLASS], return_dtype=pl.Float64)
     )
+
+
+def _prior_mean_expr(class_col: pl.Expr) -> pl.Expr:
+    return _by_class(class_col, {k: a / b for k, (a, b) in PRIORS_BY_CLASS.items()})
+
+
+def _prior_alpha_expr(class_col: pl.Expr) -> pl.Expr:
+    return _by_class(class_col, {k: a for k, (a, _) in PRIORS_BY_CLASS.items()})
 
 
 def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.DataFrame:
@@ -217,6 +296,24 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
     value_in = opt("value", pl.lit(1.0)).cast(pl.Float64)
     cost_in = opt("cost", pl.lit(1.0)).cast(pl.Float64)
     n_obs = opt("n_obs", pl.lit(None, dtype=pl.Int64)).cast(pl.Int64)
+    # Posterior shape: given directly, or the class prior's α plus the changes seen (the
+    # Gamma that estimate_rates' EM fixed point is the mean of). Absent: point estimates.
+    if "rate_shape" in cols:
+        shape = pl.col("rate_shape").cast(pl.Float64)
+    elif "n_changes" in cols:
+        shape = _prior_alpha_expr(url_class) + pl.col("n_changes").cast(pl.Float64)
+    else:
+        shape = None
+    if not config.posterior_index:
+        shape = None
+    # an estimate that was not ours (null/invalid rate -> prior mean) has the prior's shape
+    shape = (
+        pl.lit(None, dtype=pl.Float64)
+        if shape is None
+        else pl.when(rate_in.is_finite() & (rate_in >= 0))
+        .then(shape)
+        .otherwise(_prior_alpha_expr(url_class))
+    )
 
     work = candidates.select(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("_idx"),
@@ -237,6 +334,8 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
         .otherwise(1.0)
         .alias("_cost"),
         n_obs.alias("_n_obs"),
+        shape.alias("_shape"),
+        opt("hinted_change", pl.lit(None, dtype=pl.Boolean)).cast(pl.Boolean).alias("_hint"),
     ).with_columns(
         pl.col("_status").fill_null(
             pl.when(pl.col("age_days").is_null()).then(pl.lit("new")).otherwise(pl.lit("active"))
@@ -244,11 +343,18 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
     )
     # A never-fetched page is infinitely stale: its index is the cap 1/λ (capture: 1).
     age_eff = pl.col("age_days").clip(lower_bound=0.0).fill_null(math.inf)
+    # A trusted sitemap hint (science.hints) replaces the guess: "changed" means certainly
+    # stale (the index at infinite age), "unchanged" means a fetch buys nothing yet.
+    hint = pl.col("_hint") if "hinted_change" in cols else None
+    if hint is not None:
+        age_eff = pl.when(hint.fill_null(False)).then(pl.lit(math.inf)).otherwise(age_eff)
     gain = (
-        freshness_index(pl.col("_rate"), age_eff)
+        posterior_freshness_index(pl.col("_rate"), age_eff, pl.col("_shape"))
         if config.objective == "freshness"
-        else capture_gain(pl.col("_rate"), age_eff)
+        else posterior_capture_gain(pl.col("_rate"), age_eff, pl.col("_shape"))
     )
+    if hint is not None:
+        gain = pl.when(hint.not_().fill_null(False)).then(pl.lit(0.0)).otherwise(gain)
     return work.with_columns(expected_gain=gain).with_columns(
         priority=pl.col("_value") * pl.col("expected_gain") / pl.col("_cost")
     )
@@ -320,7 +426,9 @@ def build_plan(
 
     ``candidates``: url, host, status ('new'|'active'|'gone'|'blocked'|'error') required;
     value (default 1), url_class, last_fetched_at (null = never), change_rate (null = prior mean
-    of the class), cost (default 1, clipped to ``min_cost``), optional n_obs. ``host_capacity``:
+    of the class), cost (default 1, clipped to ``min_cost``); optional n_obs, n_changes or
+    rate_shape (how sure the rate is: see :func:`posterior_freshness_index`) and hinted_change
+    (a trusted sitemap hint from :func:`freshness_pipeline.science.hints.lastmod_hints`). ``host_capacity``:
     host, capacity (most fetches that host can take this cycle). ``budget=None``: no global
     limit; the reserved shares are then taken of the total usable capacity.
     """

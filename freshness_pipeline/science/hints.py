@@ -1,0 +1,204 @@
+"""Sitemap ``<lastmod>`` as a change hint, trusted per host only while it proves accurate.
+
+A lastmod newer than our last fetch says "changed since you looked" without a fetch; a lastmod
+older than it says "unchanged". Either saves budget, but only on hosts whose lastmod tells the
+truth: many sites stamp every URL with the sitemap's build time, bump it for a new footer, or
+never update it. So every hint is checked against what our fetches saw, per host:
+
+* *precision* P(changed | lastmod said changed): how often a "changed" hint was right. A host
+  with low precision wastes fetches on its hints; a "changed" hint is acted on only above
+  ``min_precision``.
+* *recall* P(lastmod said changed | changed): how often lastmod moved when the content did. A
+  host with low recall hides changes; an "unchanged" hint is acted on only above
+  ``min_recall`` (set higher: believing a wrong "unchanged" leaves a stale copy unnoticed).
+
+Both are Beta-smoothed, recency-weighted counts (half-life ``half_life_days``), so a host that
+starts lying loses trust within weeks and a host that mends its sitemap earns it back; with
+fewer than ``min_evidence`` weighted checks a host is not trusted at all.
+
+Lastmod values are compared with care: a date-only lastmod (midnight exactly, the common
+``YYYY-MM-DD`` form) means "some time that day", so a fetch made on that day cannot be ordered
+against it and gives no hint; a lastmod in the future (clock skew, placeholder dates) is not
+evidence of anything.
+
+Pure functions over polars frames; no I/O and no clock (``now`` is passed in).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+import polars as pl
+
+__all__ = ["HOST_TRUST_SCHEMA", "hint_evidence", "host_trust", "lastmod_hints", "lastmod_says"]
+
+_US_PER_DAY = 86_400_000_000
+_UTC = pl.Datetime("us", "UTC")
+
+HOST_TRUST_SCHEMA = {
+    "host": pl.String,
+    "evidence": pl.Float64,
+    "precision": pl.Float64,
+    "recall": pl.Float64,
+    "trust": pl.Float64,
+}
+
+
+def _utc(df: pl.DataFrame, name: str) -> pl.Expr:
+    dtype = df.schema[name]
+    col = pl.col(name)
+    if dtype == pl.Null:
+        return pl.lit(None, dtype=_UTC)
+    if isinstance(dtype, pl.Datetime):
+        col = (
+            col.dt.replace_time_zone("UTC")
+            if dtype.time_zone is None
+            else col.dt.convert_time_zone("UTC")
+        )
+        return col.dt.cast_time_unit("us")
+    if dtype == pl.Date:
+        return col.cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+    return col.cast(_UTC)
+
+
+def _now(now: datetime) -> pl.Expr:
+    now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+    return pl.lit(now).cast(_UTC)
+
+
+def lastmod_says(lastmod: pl.Expr, since: pl.Expr, now: pl.Expr) -> pl.Expr:
+    """'changed' / 'unchanged' / null: what a lastmod claims about the time after ``since``.
+
+    Null when there is no lastmod or no ``since``, when the lastmod lies in the future, and when
+    a date-only lastmod falls on the same day as ``since`` (the order is unknown).
+    """
+    date_only = lastmod.dt.time() == pl.time(0, 0, 0)
+    # a date-only stamp covers [lastmod, lastmod + 1 day): its latest possible instant
+    latest = pl.when(date_only).then(lastmod + pl.duration(days=1)).otherwise(lastmod)
+    return (
+        pl.when(lastmod.is_null() | since.is_null() | (lastmod > now))
+        .then(pl.lit(None, dtype=pl.String))
+        .when(lastmod > since)
+        .then(pl.lit("changed"))
+        .when(latest <= since)
+        .then(pl.lit("unchanged"))
+        .otherwise(pl.lit(None, dtype=pl.String))
+    )
+
+
+def hint_evidence(observations: pl.DataFrame) -> pl.DataFrame:
+    """One row per fetch that can grade a hint: host, observed_at, hint_changed, changed.
+
+    ``observations``: url, host, fetched_at, prev_fetched_at (the fetch before it), changed
+    (what our fingerprints saw between the two) and lastmod (the sitemap lastmod as known *at*
+    fetched_at; a lastmod read afterwards would grade the hint with hindsight). Fetches whose
+    lastmod gives no hint are dropped.
+    """
+    says = lastmod_says(
+        _utc(observations, "lastmod"),
+        _utc(observations, "prev_fetched_at"),
+        _utc(observations, "fetched_at"),
+    )
+    return (
+        observations.select(
+            pl.col("host").cast(pl.String),
+            _utc(observations, "fetched_at").alias("observed_at"),
+            says.alias("_says"),
+            pl.col("changed").cast(pl.Boolean),
+        )
+        .filter(pl.col("_says").is_not_null() & pl.col("changed").is_not_null())
+        .drop_nulls("observed_at")
+        .select(
+            "host", "observed_at", (pl.col("_says") == "changed").alias("hint_changed"), "changed"
+        )
+    )
+
+
+def host_trust(
+    evidence: pl.DataFrame,
+    *,
+    now: datetime,
+    half_life_days: float = 30.0,
+    prior_right: float = 1.0,
+    prior_wrong: float = 1.0,
+) -> pl.DataFrame:
+    """Per host: weighted evidence count, precision, recall and trust = min(precision, recall).
+
+    ``evidence`` as from :func:`hint_evidence` (possibly accumulated over many cycles). Each row
+    weighs 2^(−age/half_life); precision and recall are Beta(prior_right, prior_wrong) posterior
+    means of the weighted counts, so a host with no evidence sits at the prior, not at 1.
+    """
+    if half_life_days <= 0 or prior_right < 0 or prior_wrong < 0:
+        raise ValueError("need half_life_days > 0 and non-negative priors")
+    if evidence.height == 0:
+        return pl.DataFrame(schema=HOST_TRUST_SCHEMA)
+    age = (_now(now) - _utc(evidence, "observed_at")).dt.total_microseconds() / _US_PER_DAY
+    weight = (2.0 ** (-(age.clip(lower_bound=0.0)) / half_life_days)).alias("_w")
+    hinted, changed = pl.col("hint_changed"), pl.col("changed")
+    a, b = prior_right, prior_wrong
+    return (
+        evidence.with_columns(weight)
+        .group_by("host")
+        .agg(
+            pl.col("_w").sum().alias("evidence"),
+            pl.col("_w").filter(hinted & changed).sum().alias("_tp"),
+            pl.col("_w").filter(hinted & ~changed).sum().alias("_fp"),
+            pl.col("_w").filter(~hinted & changed).sum().alias("_fn"),
+        )
+        .select(
+            pl.col("host").cast(pl.String),
+            "evidence",
+            ((pl.col("_tp") + a) / (pl.col("_tp") + pl.col("_fp") + a + b)).alias("precision"),
+            ((pl.col("_tp") + a) / (pl.col("_tp") + pl.col("_fn") + a + b)).alias("recall"),
+        )
+        .with_columns(pl.min_horizontal("precision", "recall").alias("trust"))
+        .sort("host")
+    )
+
+
+def lastmod_hints(
+    pages: pl.DataFrame,
+    trust: pl.DataFrame,
+    *,
+    now: datetime,
+    min_precision: float = 0.8,
+    min_recall: float = 0.9,
+    min_evidence: float = 5.0,
+) -> pl.DataFrame:
+    """``pages`` plus ``lastmod_says``, ``host_trust`` and ``hinted_change``.
+
+    ``pages``: host, lastmod (sitemap lastmod, null if none), last_fetched_at (null if never).
+    ``trust``: as from :func:`host_trust`. ``hinted_change`` is True (trusted "changed since our
+    last fetch"), False (trusted "unchanged") or null (no hint, or the host has not earned
+    trust for this kind of hint). ``host_trust`` is the host's trust score (null: no evidence).
+    """
+    if not (0 <= min_precision <= 1 and 0 <= min_recall <= 1) or min_evidence < 0:
+        raise ValueError("min_precision and min_recall in [0, 1], min_evidence >= 0")
+    if math.isnan(min_evidence):
+        raise ValueError("min_evidence must be a number")
+    t = trust.select(
+        pl.col("host").cast(pl.String).alias("_host"),
+        pl.col("evidence").cast(pl.Float64).alias("_ev"),
+        pl.col("precision").cast(pl.Float64).alias("_prec"),
+        pl.col("recall").cast(pl.Float64).alias("_rec"),
+        pl.col("trust").cast(pl.Float64).alias("host_trust"),
+    ).unique("_host", keep="first")
+    says = lastmod_says(_utc(pages, "lastmod"), _utc(pages, "last_fetched_at"), _now(now))
+    base = pages.drop([c for c in ("lastmod_says", "host_trust", "hinted_change") if c in pages])
+    enough = pl.col("_ev").fill_null(0.0) >= min_evidence
+    return (
+        base.with_columns(says.alias("lastmod_says"), pl.col("host").cast(pl.String).alias("_host"))
+        .join(t, on="_host", how="left", maintain_order="left")
+        .with_columns(
+            pl.when(
+                enough & (pl.col("lastmod_says") == "changed") & (pl.col("_prec") >= min_precision)
+            )
+            .then(pl.lit(True))
+            .when(enough & (pl.col("lastmod_says") == "unchanged") & (pl.col("_rec") >= min_recall))
+            .then(pl.lit(False))
+            .otherwise(pl.lit(None, dtype=pl.Boolean))
+            .alias("hinted_change")
+        )
+        .drop("_host", "_ev", "_prec", "_rec")
+    )

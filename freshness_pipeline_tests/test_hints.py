@@ -1,0 +1,174 @@
+from datetime import UTC, datetime, timedelta
+
+import polars as pl
+import pytest
+
+from freshness_pipeline.science.hints import (
+    HOST_TRUST_SCHEMA,
+    hint_evidence,
+    host_trust,
+    lastmod_hints,
+    lastmod_says,
+)
+from freshness_pipeline.science.schedule import build_plan
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+DAY = timedelta(days=1)
+
+
+def _says(lastmod, since) -> str | None:
+    df = pl.DataFrame(
+        {"lastmod": [lastmod], "since": [since]},
+        schema={"lastmod": pl.Datetime("us", "UTC"), "since": pl.Datetime("us", "UTC")},
+    )
+    return df.select(lastmod_says(pl.col("lastmod"), pl.col("since"), pl.lit(NOW))).item()
+
+
+def test_lastmod_says() -> None:
+    fetched = NOW - 2 * DAY
+    assert _says(NOW - DAY, fetched) == "changed"
+    assert _says(NOW - 3 * DAY, fetched) == "unchanged"
+    assert _says(None, fetched) is None
+    assert _says(NOW - DAY, None) is None
+    assert _says(NOW + DAY, fetched) is None  # future lastmod: clock skew or placeholder
+    # a date-only lastmod on the day of our fetch cannot be ordered against it
+    midnight = datetime(2026, 2, 27, tzinfo=UTC)
+    assert _says(midnight, midnight + timedelta(hours=10)) is None
+    assert _says(midnight, midnight + timedelta(hours=30)) == "unchanged"
+    assert _says(midnight, midnight - timedelta(hours=1)) == "changed"
+
+
+def _history(host: str, kind: str, n: int = 40, start: datetime = NOW - 60 * DAY) -> list[dict]:
+    """Fetches every day; the page changes every other day. ``kind`` says what lastmod does."""
+    rows = []
+    for i in range(1, n + 1):
+        prev, at = start + (i - 1) * DAY, start + i * DAY
+        changed = i % 2 == 0
+        change_at = prev + timedelta(hours=5)
+        if kind == "accurate":
+            lastmod = change_at if changed else prev - timedelta(hours=20)
+        elif kind == "build-time":  # every URL stamped with the sitemap build time
+            lastmod = at - timedelta(hours=1)
+        elif kind == "frozen":  # never updated
+            lastmod = start - 100 * DAY
+        else:
+            raise ValueError(kind)
+        rows.append(
+            {
+                "url": f"http://{host}/p",
+                "host": host,
+                "fetched_at": at,
+                "prev_fetched_at": prev,
+                "changed": changed,
+                "lastmod": lastmod,
+            }
+        )
+    return rows
+
+
+def _evidence(*histories: list[dict]) -> pl.DataFrame:
+    rows = [r for h in histories for r in h]
+    return hint_evidence(pl.DataFrame(rows))
+
+
+def test_host_trust_separates_accurate_from_lying_hosts() -> None:
+    ev = _evidence(
+        _history("good.example", "accurate"),
+        _history("stamp.example", "build-time"),
+        _history("frozen.example", "frozen"),
+    )
+    trust = {r["host"]: r for r in host_trust(ev, now=NOW).iter_rows(named=True)}
+    good, stamp, frozen = trust["good.example"], trust["stamp.example"], trust["frozen.example"]
+    assert good["precision"] > 0.9 and good["recall"] > 0.9 and good["trust"] > 0.9
+    # "changed" every time: right only half the time
+    assert stamp["precision"] == pytest.approx(0.5, abs=0.05) and stamp["recall"] > 0.9
+    # never moves: misses every change
+    assert frozen["recall"] < 0.1 and frozen["trust"] < 0.1
+
+
+def test_trust_decays_when_a_host_starts_lying() -> None:
+    old_good = _history("h.example", "accurate", n=40, start=NOW - 200 * DAY)
+    recent_bad = _history("h.example", "build-time", n=30, start=NOW - 31 * DAY)
+    trust = host_trust(_evidence(old_good, recent_bad), now=NOW, half_life_days=14.0)
+    assert trust["precision"].item() < 0.6
+    # without forgetting the old record would still carry it
+    long_memory = host_trust(_evidence(old_good, recent_bad), now=NOW, half_life_days=1e6)
+    assert long_memory["precision"].item() > trust["precision"].item()
+
+
+def test_empty_evidence_and_validation() -> None:
+    empty = host_trust(hint_evidence(pl.DataFrame(_history("x", "accurate")).head(0)), now=NOW)
+    assert empty.schema == pl.Schema(HOST_TRUST_SCHEMA)
+    with pytest.raises(ValueError):
+        host_trust(empty, now=NOW, half_life_days=0)
+    with pytest.raises(ValueError):
+        lastmod_hints(pl.DataFrame(), empty, now=NOW, min_precision=2.0)
+
+
+def _pages() -> pl.DataFrame:
+    fetched = NOW - 2 * DAY
+    rows = [
+        ("http://good.example/a", "good.example", NOW - DAY, fetched),  # changed since
+        ("http://good.example/b", "good.example", NOW - 5 * DAY, fetched),  # unchanged
+        ("http://good.example/c", "good.example", None, fetched),  # no lastmod
+        ("http://stamp.example/a", "stamp.example", NOW - DAY, fetched),
+        ("http://stamp.example/b", "stamp.example", NOW - 5 * DAY, fetched),
+        ("http://frozen.example/a", "frozen.example", NOW - 5 * DAY, fetched),
+        ("http://new.example/a", "new.example", NOW - DAY, fetched),  # no evidence yet
+        ("http://good.example/d", "good.example", NOW - DAY, None),  # never fetched
+    ]
+    return pl.DataFrame(
+        rows,
+        schema={
+            "url": pl.String,
+            "host": pl.String,
+            "lastmod": pl.Datetime("us", "UTC"),
+            "last_fetched_at": pl.Datetime("us", "UTC"),
+        },
+        orient="row",
+    )
+
+
+def test_lastmod_hints_trusts_only_proven_hosts() -> None:
+    ev = _evidence(
+        _history("good.example", "accurate"),
+        _history("stamp.example", "build-time"),
+        _history("frozen.example", "frozen"),
+    )
+    trust = host_trust(ev, now=NOW)
+    out = lastmod_hints(_pages(), trust, now=NOW)
+    got = dict(zip(out["url"], out["hinted_change"], strict=True))
+    assert got["http://good.example/a"] is True
+    assert got["http://good.example/b"] is False
+    assert got["http://good.example/c"] is None
+    assert got["http://stamp.example/a"] is None  # its "changed" is right half the time
+    # ... but it never missed a change, so a lastmod that did not move is believable
+    assert got["http://stamp.example/b"] is False
+    assert got["http://frozen.example/a"] is None  # its "unchanged" hides changes
+    assert got["http://new.example/a"] is None
+    assert got["http://good.example/d"] is None
+    assert out.columns[:4] == _pages().columns
+    assert out["host_trust"].null_count() == 1  # new.example: no evidence yet
+    # too little evidence: nothing trusted
+    few = lastmod_hints(_pages(), trust, now=NOW, min_evidence=1e9)
+    assert few["hinted_change"].null_count() == few.height
+
+
+def test_planner_acts_on_hints() -> None:
+    cands = pl.DataFrame(
+        {
+            "url": ["u1", "u2", "u3"],
+            "host": ["h"] * 3,
+            "status": ["active"] * 3,
+            "last_fetched_at": [NOW - timedelta(hours=6)] * 3,
+            "change_rate": [0.1] * 3,
+            "hinted_change": [True, False, None],
+        }
+    )
+    caps = pl.DataFrame({"host": ["h"], "capacity": [10]})
+    plan = build_plan(cands, caps, now=NOW, budget=1)
+    assert plan.filter("selected")["url"].to_list() == ["u1"]
+    gain = dict(zip(plan["url"], plan["expected_gain"], strict=True))
+    assert gain["u1"] == pytest.approx(1 / 0.1)  # certainly stale: the whole index
+    assert gain["u2"] == 0.0
+    assert 0 < gain["u3"] < gain["u1"]
