@@ -77,6 +77,8 @@ REVISIT_PLAN = {
     "last_modified": pl.String,
     "fingerprint": pl.String,
     "crawl_delay": pl.Float64,
+    "lastmod": UTC_TIME,
+    "hinted_change": pl.Boolean,
 }
 
 FETCH_RESULTS = {
@@ -143,6 +145,14 @@ URL_STATE = {
     "obs_changed": pl.List(pl.Boolean),
 }
 
+# One row per fetch that graded a sitemap lastmod (did it say "changed" when the page had?).
+LASTMOD_EVIDENCE = {
+    "host": pl.String,
+    "observed_at": UTC_TIME,
+    "hint_changed": pl.Boolean,
+    "changed": pl.Boolean,
+}
+
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "seeds": SEEDS,
     "robots": ROBOTS,
@@ -152,6 +162,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "fetch_results": FETCH_RESULTS,
     "fetch_log": FETCH_LOG,
     "url_state": URL_STATE,
+    "lastmod_evidence": LASTMOD_EVIDENCE,
 }
 
 # Tables exposed as DuckDB views; seeds and robots are internal but handy, so they are views too.

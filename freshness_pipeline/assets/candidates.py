@@ -5,19 +5,23 @@ canonical row. URLs robots.txt forbids stay in the table, marked not allowed, so
 can say 'blocked' instead of silently forgetting them.
 """
 
+from datetime import datetime
+
 import dagster as dg
 import polars as pl
 
 from freshness_pipeline import tables
 from freshness_pipeline.assets.common import ASSET_KWARGS
 from freshness_pipeline.crashpoints import crash_point
-from freshness_pipeline.resources import WarehouseResource
+from freshness_pipeline.resources import CycleResource, WarehouseResource
 from freshness_pipeline.science.normalize import normalize_url_column
 from freshness_pipeline.web.discovery import record_from_row
 from freshness_pipeline.web.robots import allowed_mask, robots_policy
 
 
-def canonical_candidates(inventory: pl.DataFrame, hosts: list[str]) -> tuple[pl.DataFrame, int]:
+def canonical_candidates(
+    inventory: pl.DataFrame, hosts: list[str], now: datetime
+) -> tuple[pl.DataFrame, int]:
     """Collapse the inventory to one row per canonical URL; returns (rows, invalid count)."""
     norm = normalize_url_column(inventory["url"])
     rows = inventory.drop("host").with_columns(
@@ -25,6 +29,13 @@ def canonical_candidates(inventory: pl.DataFrame, hosts: list[str]) -> tuple[pl.
     )
     invalid = rows.filter(pl.col("error").is_not_null()).height
     rows = rows.filter(pl.col("error").is_null() & pl.col("canonical_host").is_in(hosts))
+    # Only a lastmod from a sitemap read in this cycle counts: an older listing says nothing
+    # about changes since it was read, and a URL dropped from the sitemap may be gone while its
+    # old lastmod would claim "unchanged" forever.
+    listed_now = (pl.col("source") == "sitemap") & (
+        pl.col("last_seen_at") == pl.lit(now).cast(tables.UTC_TIME)
+    )
+    rows = rows.with_columns(lastmod=pl.when(listed_now).then("lastmod"))
     grouped = (
         rows.group_by("canonical")
         .agg(
@@ -72,11 +83,12 @@ def url_candidates(
     context: dg.AssetExecutionContext,
     url_inventory: pl.DataFrame,
     warehouse: WarehouseResource,
+    cycle: CycleResource,
 ) -> dg.Output[pl.DataFrame]:
     """One row per canonical URL, with whether robots.txt lets us fetch it."""
     crash_point("asset:url_candidates:start")
     hosts = list(context.partition_keys)
-    candidates, invalid = canonical_candidates(url_inventory, hosts)
+    candidates, invalid = canonical_candidates(url_inventory, hosts, cycle.cycle_now(context))
     candidates = apply_robots(candidates, warehouse.warehouse().read("robots", hosts))
     candidates = tables.conform("url_candidates", candidates).sort(["host", "url"])
     if invalid:

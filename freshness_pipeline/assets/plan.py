@@ -4,6 +4,8 @@ The scoring is the pure planner in science.schedule; this asset only joins what 
 previous url_state, robots crawl-delays, last cycle's host health) and passes the cycle's now.
 """
 
+from datetime import datetime
+
 import dagster as dg
 import polars as pl
 
@@ -12,6 +14,7 @@ from freshness_pipeline.assets.common import ASSET_KWARGS
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, WarehouseResource
 from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION
+from freshness_pipeline.science.hints import host_trust, lastmod_hints
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
 
 # Without a Crawl-delay we still keep to a few requests a second per host.
@@ -69,8 +72,10 @@ def plan_inputs(
         "url",
         pl.col("status").alias("state_status"),
         "last_fetched_at",
+        "last_seen_at",
         "change_rate",
         "n_obs",
+        "n_changes",
         "etag",
         "last_modified",
         # A fingerprint from an older extractor cannot be compared: the next fetch re-extracts
@@ -102,6 +107,15 @@ def plan_inputs(
     )
 
 
+def with_lastmod_hints(inputs: pl.DataFrame, evidence: pl.DataFrame, now: datetime) -> pl.DataFrame:
+    """Add ``hinted_change``: what a host's sitemap lastmod says about each page since we last
+    saw it, only on hosts whose lastmod has proven accurate against our own fetches."""
+    trust = host_trust(evidence, now=now)
+    pages = inputs.select("host", "lastmod", pl.col("last_seen_at").alias("last_fetched_at"))
+    hinted = lastmod_hints(pages, trust, now=now)["hinted_change"]
+    return inputs.with_columns(hinted_change=hinted)
+
+
 @dg.asset(**ASSET_KWARGS)
 def revisit_plan(
     context: dg.AssetExecutionContext,
@@ -116,7 +130,11 @@ def revisit_plan(
     wh = warehouse.warehouse()
     health = host_health(wh.read("fetch_results", hosts), hosts)
     capacity = host_capacity(wh.read("robots", hosts), health, cycle.fetch_window_s)
-    inputs = plan_inputs(url_candidates, wh.read("url_state", hosts), capacity)
+    inputs = with_lastmod_hints(
+        plan_inputs(url_candidates, wh.read("url_state", hosts), capacity),
+        wh.read("lastmod_evidence", hosts),
+        now,
+    )
     config = PlanConfig(objective=cycle.objective)  # type: ignore[arg-type]
     plan = build_plan(
         inputs,
@@ -135,6 +153,9 @@ def revisit_plan(
             "selected": dg.MetadataValue.int(selected.height),
             "budget": dg.MetadataValue.int(cycle.budget),
             **{f"selected_{r}": dg.MetadataValue.int(n) for r, n in reasons.iter_rows() if r},
+            "lastmod_hints_used": dg.MetadataValue.int(
+                int(plan["hinted_change"].is_not_null().sum())
+            ),
             "expected_gain": dg.MetadataValue.float(float(selected["expected_gain"].sum() or 0.0)),
         },
     )

@@ -19,6 +19,7 @@ from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.plots import state_plots
 from freshness_pipeline.resources import CycleResource, WarehouseResource
 from freshness_pipeline.science.estimate import append_observations, estimate_rates, prior_columns
+from freshness_pipeline.science.hints import hint_evidence
 from freshness_pipeline.science.intervals import due_age_days
 from freshness_pipeline.science.schedule import PlanConfig
 
@@ -54,6 +55,7 @@ def merge_state(
         pl.col("url_class").alias("c_class"),
         pl.col("first_seen_at").alias("c_first_seen"),
         pl.col("allowed").alias("c_allowed"),
+        pl.col("lastmod").alias("c_lastmod"),
     )
     sent = results.filter(pl.col("sent")).select(
         "url",
@@ -106,6 +108,7 @@ def merge_state(
         status=new_status,
         observed_interval=pl.when(observed).then(_days(pl.col("r_at") - pl.col("last_seen_at"))),
         observed_changed=pl.when(observed).then(changed),
+        observed_since=pl.when(observed).then(pl.col("last_seen_at")),
         last_fetched_at=pl.when(fresh_fetch).then("r_at").otherwise("last_fetched_at"),
         last_seen_at=pl.when(fresh_fetch & success).then("r_at").otherwise("last_seen_at"),
         last_changed_at=pl.when(fresh_fetch & changed).then("r_at").otherwise("last_changed_at"),
@@ -151,8 +154,9 @@ def update_state(
     plan: pl.DataFrame,
     now: datetime,
     config: PlanConfig | None = None,
-) -> pl.DataFrame:
-    """The whole state update: merge, add observations, re-estimate rates, set next checks.
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The whole state update: merge, add observations, re-estimate rates, set next checks;
+    also returns this cycle's grading of sitemap lastmod hints.
 
     ``n_obs`` and ``n_changes`` count the observations the estimate rests on (the kept history
     window); lifetime counts are in fetch_log.
@@ -192,7 +196,35 @@ def update_state(
     )
     return tables.conform("url_state", estimated.with_columns(next_check_at=next_check)).sort(
         ["host", "url"]
+    ), lastmod_grades(merged)
+
+
+def lastmod_grades(merged: pl.DataFrame) -> pl.DataFrame:
+    """This cycle's grading of sitemap lastmod: for each observed interval, whether the lastmod
+    known now claimed a change after the previous fetch, next to what the fingerprints saw."""
+    observed = merged.filter(pl.col("observed_interval").is_not_null()).select(
+        "url",
+        "host",
+        pl.col("r_at").alias("fetched_at"),
+        pl.col("observed_since").alias("prev_fetched_at"),
+        pl.col("observed_changed").alias("changed"),
+        pl.col("c_lastmod").alias("lastmod"),
     )
+    return hint_evidence(observed)
+
+
+EVIDENCE_KEPT_DAYS = 180
+
+
+def updated_evidence(previous: pl.DataFrame, grades: pl.DataFrame, now: datetime) -> pl.DataFrame:
+    """Accumulated lastmod evidence: a re-run of this cycle replaces its own rows, and rows past
+    EVIDENCE_KEPT_DAYS (weightless under the trust half-life anyway) are dropped."""
+    now_lit = pl.lit(now).cast(tables.UTC_TIME)
+    kept = tables.conform("lastmod_evidence", previous).filter(
+        (pl.col("observed_at") != now_lit)
+        & (pl.col("observed_at") >= now_lit - timedelta(days=EVIDENCE_KEPT_DAYS))
+    )
+    return pl.concat([kept, tables.conform("lastmod_evidence", grades)])
 
 
 @dg.asset(**ASSET_KWARGS)
@@ -209,7 +241,7 @@ def url_state(
     hosts = list(context.partition_keys)
     now = cycle.cycle_now(context)
     wh = warehouse.warehouse()
-    state = update_state(
+    state, grades = update_state(
         wh.read("url_state", hosts),
         url_candidates,
         fetch_results,
@@ -217,6 +249,8 @@ def url_state(
         now,
         PlanConfig(objective=cycle.objective),  # type: ignore[arg-type]
     )
+    evidence = updated_evidence(wh.read("lastmod_evidence", hosts), grades, now)
+    wh.write_partitions("lastmod_evidence", hosts, evidence)
     by_status = dict(state.group_by("status").len().iter_rows())
     live = state.filter(pl.col("status") == "active")
     age_days = _days(pl.lit(now).cast(tables.UTC_TIME) - pl.col("last_seen_at"))
