@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 from freshness_pipeline.runner import load_seeds, run_cycle
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
+from freshness_pipeline_tests.support import run_freshness
 
 T1 = DEFAULT_START + timedelta(hours=6)
 
@@ -53,16 +53,7 @@ def crawled_home(web, home: Path) -> pl.DataFrame:
 
 
 def cycle_cli(home: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "FRESHNESS_HOME": str(home)}
-    env.pop("DAGSTER_HOME", None)
-    return subprocess.run(
-        [str(Path(sys.executable).with_name("freshness")), "cycle", "--now", T1.isoformat()],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    return run_freshness("cycle", "--now", T1.isoformat(), home=home, timeout=180)
 
 
 def test_read_only_home_fails_clearly_and_keeps_the_tables(web, tmp_path):

@@ -7,11 +7,11 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from freshness_pipeline.storage import HomeBusy, Warehouse
+from freshness_pipeline_tests.support import run_freshness
 
 HOLD = """
 import sys, time
@@ -43,37 +43,14 @@ def test_second_writer_is_refused_naming_the_holder(tmp_path, holder):
 def test_cli_cycle_refuses_with_exit_75_and_kill_9_frees_the_home(tmp_path, holder):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("https://a.example/\n")
-    script = Path(sys.executable).with_name("freshness")
-    env = {**os.environ, "FRESHNESS_HOME": str(tmp_path)}
-    env.pop("DAGSTER_HOME", None)
-    refused = subprocess.run(
-        [str(script), "cycle", "--dry-run", "--now", "2026-11-30T12:00:00Z"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    plan = ("cycle", "--dry-run", "--now", "2026-11-30T12:00:00Z")
+    refused = run_freshness(*plan, home=tmp_path)
     assert refused.returncode == 75, refused.stderr
     assert "busy" in refused.stderr and str(holder.pid) in refused.stderr
     os.kill(holder.pid, signal.SIGKILL)
     holder.wait()
-    seeded = subprocess.run(
-        [str(script), "seed", str(seeds)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    seeded = run_freshness("seed", str(seeds), home=tmp_path)
     assert seeded.returncode == 0, seeded.stderr
-    planned = subprocess.run(
-        [str(script), "cycle", "--dry-run", "--now", "2026-11-30T12:00:00Z"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    planned = run_freshness(*plan, home=tmp_path)
     assert planned.returncode == 0, planned.stderr
     assert "1 planned" in planned.stdout

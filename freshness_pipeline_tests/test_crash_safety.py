@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from freshness_pipeline.crashpoints import ENV, POINTS
 from freshness_pipeline.runner import load_seeds, run_cycle
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
+from freshness_pipeline_tests.support import run_freshness
 
 T0 = DEFAULT_START
 T1 = DEFAULT_START + timedelta(hours=6)
@@ -62,19 +62,7 @@ def world(tmp_path_factory):
 
 
 def freshness_cycle(home: Path, crash: str | None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "FRESHNESS_HOME": str(home), "FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8"}
-    env.pop("DAGSTER_HOME", None)
-    env.pop(ENV, None)
-    if crash:
-        env[ENV] = crash
-    return subprocess.run(
-        [str(Path(sys.executable).with_name("freshness")), "cycle", "--now", T1.isoformat()],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    return run_freshness("cycle", "--now", T1.isoformat(), home=home, env={ENV: crash or ""})
 
 
 def all_tables_read(wh: Warehouse) -> None:

@@ -3,10 +3,7 @@ loopback, then SQL on the DuckDB views. Real HTTP, real Dagster runs, real DuckD
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,40 +13,27 @@ import pytest
 
 from freshness_pipeline.science.normalize import normalize_url
 from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb, build_world
+from freshness_pipeline_tests.support import run_freshness
 
 CYCLES = 4
 STEP = timedelta(hours=6)
-
-
-def freshness(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    script = Path(sys.executable).with_name("freshness")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "freshness_pipeline.cli"]
-    return subprocess.run(
-        [*command, *args], env=env, capture_output=True, text=True, timeout=240, check=False
-    )
 
 
 @pytest.fixture(scope="module")
 def crawled(tmp_path_factory):
     """Seed through the CLI, then run CYCLES cycles through the CLI, 6 simulated hours apart."""
     home = tmp_path_factory.mktemp("home")
-    env = {
-        **os.environ,
-        "FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8",
-        "FRESHNESS_HOME": str(home),
-    }
-    env.pop("DAGSTER_HOME", None)
     world = build_world(7, start=DEFAULT_START, horizon_days=CYCLES * STEP / timedelta(days=1))
     with SyntheticWeb(world) as web:
         web.set_now(DEFAULT_START)
         seeds = web.seeds_csv(home / "seeds.csv", variants=True, invalid_rows=True)
-        seeded = freshness("seed", str(seeds), "--now", DEFAULT_START.isoformat(), env=env)
+        seeded = run_freshness("seed", str(seeds), "--now", DEFAULT_START.isoformat(), home=home)
         log_sizes = []
         cycle_outputs = []
         for i in range(CYCLES):
             now = DEFAULT_START + i * STEP
             web.set_now(now)
-            done = freshness("cycle", "--now", now.isoformat(), env=env)
+            done = run_freshness("cycle", "--now", now.isoformat(), home=home)
             cycle_outputs.append(done)
             assert done.returncode == 0, done.stderr
             con = duckdb.connect(str(home / "freshness.duckdb"), read_only=True)
@@ -64,7 +48,6 @@ def crawled(tmp_path_factory):
             "log_sizes": log_sizes,
             "requests": web.request_log.snapshot(),
             "end": DEFAULT_START + (CYCLES - 1) * STEP,
-            "env": env,
         }
 
 
@@ -238,17 +221,17 @@ def test_every_outcome_agrees_with_the_truth(crawled):
 
 
 def test_dry_run_plans_without_fetching_and_report_runs(crawled):
-    home, env, web = crawled["home"], crawled["env"], crawled["web"]
+    home, web = crawled["home"], crawled["web"]
     before = len(web.request_log.snapshot())
     later = (crawled["end"] + STEP).isoformat()
-    done = freshness("cycle", "--now", later, "--dry-run", "--budget", "7", env=env)
+    done = run_freshness("cycle", "--now", later, "--dry-run", "--budget", "7", home=home)
     assert done.returncode == 0, done.stderr
     assert len(web.request_log.snapshot()) == before
     plan = sql(
         home, "SELECT count(*) FILTER (WHERE selected) AS n, max(planned_at) AS t FROM revisit_plan"
     )
     assert plan["n"][0] == 7
-    report = freshness("report", env=env)
+    report = run_freshness("report", home=home)
     assert report.returncode == 0, report.stderr
     assert "By host" in report.stdout and "share_304" in report.stdout
 

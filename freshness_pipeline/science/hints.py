@@ -27,14 +27,15 @@ Pure functions over polars frames; no I/O and no clock (``now`` is passed in).
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from datetime import datetime
 
 import polars as pl
+
+from freshness_pipeline.science.timecols import utc_column, utc_literal
 
 __all__ = ["HOST_TRUST_SCHEMA", "hint_evidence", "host_trust", "lastmod_hints", "lastmod_says"]
 
 _US_PER_DAY = 86_400_000_000
-_UTC = pl.Datetime("us", "UTC")
 
 HOST_TRUST_SCHEMA = {
     "host": pl.String,
@@ -43,28 +44,6 @@ HOST_TRUST_SCHEMA = {
     "recall": pl.Float64,
     "trust": pl.Float64,
 }
-
-
-def _utc(df: pl.DataFrame, name: str) -> pl.Expr:
-    dtype = df.schema[name]
-    col = pl.col(name)
-    if dtype == pl.Null:
-        return pl.lit(None, dtype=_UTC)
-    if isinstance(dtype, pl.Datetime):
-        col = (
-            col.dt.replace_time_zone("UTC")
-            if dtype.time_zone is None
-            else col.dt.convert_time_zone("UTC")
-        )
-        return col.dt.cast_time_unit("us")
-    if dtype == pl.Date:
-        return col.cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
-    return col.cast(_UTC)
-
-
-def _now(now: datetime) -> pl.Expr:
-    now = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
-    return pl.lit(now).cast(_UTC)
 
 
 def lastmod_says(lastmod: pl.Expr, since: pl.Expr, now: pl.Expr) -> pl.Expr:
@@ -96,14 +75,14 @@ def hint_evidence(observations: pl.DataFrame) -> pl.DataFrame:
     lastmod gives no hint are dropped.
     """
     says = lastmod_says(
-        _utc(observations, "lastmod"),
-        _utc(observations, "prev_fetched_at"),
-        _utc(observations, "fetched_at"),
+        utc_column(observations, "lastmod"),
+        utc_column(observations, "prev_fetched_at"),
+        utc_column(observations, "fetched_at"),
     )
     return (
         observations.select(
             pl.col("host").cast(pl.String),
-            _utc(observations, "fetched_at").alias("observed_at"),
+            utc_column(observations, "fetched_at").alias("observed_at"),
             says.alias("_says"),
             pl.col("changed").cast(pl.Boolean),
         )
@@ -133,7 +112,9 @@ def host_trust(
         raise ValueError("need half_life_days > 0 and non-negative priors")
     if evidence.height == 0:
         return pl.DataFrame(schema=HOST_TRUST_SCHEMA)
-    age = (_now(now) - _utc(evidence, "observed_at")).dt.total_microseconds() / _US_PER_DAY
+    age = (
+        utc_literal(now) - utc_column(evidence, "observed_at")
+    ).dt.total_microseconds() / _US_PER_DAY
     weight = (2.0 ** (-(age.clip(lower_bound=0.0)) / half_life_days)).alias("_w")
     hinted, changed = pl.col("hint_changed"), pl.col("changed")
     a, b = prior_right, prior_wrong
@@ -184,7 +165,9 @@ def lastmod_hints(
         pl.col("recall").cast(pl.Float64).alias("_rec"),
         pl.col("trust").cast(pl.Float64).alias("host_trust"),
     ).unique("_host", keep="first")
-    says = lastmod_says(_utc(pages, "lastmod"), _utc(pages, "last_fetched_at"), _now(now))
+    says = lastmod_says(
+        utc_column(pages, "lastmod"), utc_column(pages, "last_fetched_at"), utc_literal(now)
+    )
     base = pages.drop([c for c in ("lastmod_says", "host_trust", "hinted_change") if c in pages])
     enough = pl.col("_ev").fill_null(0.0) >= min_evidence
     return (

@@ -49,13 +49,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Literal
 
 import numpy as np
 import polars as pl
 
 from freshness_pipeline.science.estimate import DEFAULT_CLASS, PRIORS_BY_CLASS
+from freshness_pipeline.science.timecols import as_utc, utc_column
 
 __all__ = [
     "PlanConfig",
@@ -237,27 +238,6 @@ class PlanConfig:
             raise ValueError("min_cost must be positive")
 
 
-def _utc(now: datetime) -> datetime:
-    if now.tzinfo is None:
-        return now.replace(tzinfo=UTC)
-    return now.astimezone(UTC)
-
-
-def _utc_column(df: pl.DataFrame, name: str) -> pl.Expr:
-    dtype = df.schema[name]
-    col = pl.col(name)
-    if dtype == pl.Null:
-        return pl.lit(None, dtype=pl.Datetime("us", "UTC"))
-    if isinstance(dtype, pl.Datetime):
-        col = (
-            col.dt.replace_time_zone("UTC")
-            if dtype.time_zone is None
-            else col.dt.convert_time_zone("UTC")
-        )
-        return col.dt.cast_time_unit("us")
-    return col.cast(pl.Datetime("us", "UTC"))
-
-
 def _by_class(class_col: pl.Expr, table: dict[str, float]) -> pl.Expr:
     return (
         class_col.cast(pl.String)
@@ -281,13 +261,13 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
     missing = {"url", "host", "status"} - cols
     if missing:
         raise ValueError(f"candidates lack columns: {sorted(missing)}")
-    now_lit = pl.lit(_utc(now)).dt.cast_time_unit("us")
+    now_lit = pl.lit(as_utc(now)).dt.cast_time_unit("us")
 
     def opt(name: str, default: pl.Expr) -> pl.Expr:
         return pl.col(name) if name in cols else default
 
     last = (
-        _utc_column(candidates, "last_fetched_at")
+        utc_column(candidates, "last_fetched_at")
         if "last_fetched_at" in cols
         else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
     )
@@ -402,7 +382,7 @@ def _fill(
 
 def _rng(seed: int, now: datetime, *, stream: int) -> np.random.Generator:
     """A generator fixed by (seed, now): the same cycle re-planned draws the same numbers."""
-    stamp = int(_utc(now).timestamp() * 1_000_000)
+    stamp = int(as_utc(now).timestamp() * 1_000_000)
     return np.random.default_rng(np.random.SeedSequence([seed % 2**63, stamp % 2**63, stream]))
 
 
