@@ -180,6 +180,7 @@ def test_conditional_get_not_modified() -> None:
         assert plain.etag == '"v1"' and plain.last_modified == lm
         assert "If-None-Match" not in by_path["/plain"]
         assert (always.outcome, always.conditional) == ("not_modified", False)
+        assert [r.validator for r in results] == ["etag", "last_modified", None, None]
         assert all(r.sent and r.error is None for r in results)
         assert by_path["/plain"]["User-Agent"].startswith("freshness-pipeline/")
         assert by_path["/plain"]["Accept-Encoding"] == ACCEPT_ENCODING
@@ -403,7 +404,8 @@ def test_cycle_time_limit_defers_unstarted_requests() -> None:
         async with serve({"/p": text("p")}) as srv:
             results = await run(
                 [req(srv, f"/p?i={i}", crawl_delay=0.5) for i in range(5)],
-                settings(cycle_time_limit_s=0.75),
+                # the second start falls at 0.5 s plus set-up time, the third after the limit
+                settings(cycle_time_limit_s=0.9),
             )
             assert len(srv.log) == 2
         assert [r.outcome for r in results] == ["new", "new"] + ["deferred"] * 3

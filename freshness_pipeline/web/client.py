@@ -2,7 +2,9 @@
 
 Everything here exists to make a cycle's fetching cheap for the sites and safe for us:
 conditional GETs so unchanged pages cost a 304, per-host queues with crawl-delay and small
-concurrency so no site is hammered and one slow site cannot stall the rest, hard caps on bytes
+concurrency so no site is hammered and one slow site cannot stall the rest, a latency-aware
+throttle per host (:mod:`freshness_pipeline.web.throttle`) that slows down for slow or failing
+sites and gives up on dead ones without eating the cycle, hard caps on bytes
 (on the wire and after decompression) so a hostile page cannot exhaust memory, and the network
 allow-list on every connection. Redirects are *not* followed: the pipeline records the target as
 a discovery so the inventory learns the new URL instead of silently fetching it forever.
@@ -39,6 +41,7 @@ from freshness_pipeline.web.netguard import (
     find_blocked_error,
 )
 from freshness_pipeline.web.politeness import LEDGER
+from freshness_pipeline.web.throttle import Signal, ThrottlePolicy, Throttles, classify_status
 
 __all__ = [
     "ACCEPT_ENCODING",
@@ -51,6 +54,7 @@ __all__ = [
     "FetchSettings",
     "Fingerprinter",
     "Outcome",
+    "Throttles",
     "fetch_all",
     "fetch_all_sync",
     "host_key",
@@ -113,9 +117,24 @@ class FetchSettings:
     host_concurrency: int = 2
     cycle_time_limit_s: float | None = None
     max_retry_after_s: float = 3600
-    # Consecutive transport failures (connect errors, timeouts, resets) after which the rest of
-    # a host's queue is deferred: a dead host must not eat the cycle one timeout at a time.
+    # Unforgiven failures (transport errors, timeouts, 5xx, 429/503; each success forgives one)
+    # after which a host's circuit breaker opens and the rest of its queue is deferred: a dead
+    # host must not eat the cycle one timeout at a time. None disables the breaker.
     host_failure_limit: int | None = 3
+    # Latency-aware pacing (see web/throttle.py). The gap between request starts to a host
+    # follows latency / target concurrency, never below its Crawl-delay, never above
+    # max_delay_s (unless the Crawl-delay is larger).
+    autothrottle: bool = True
+    autothrottle_target_concurrency: float = 1.0
+    autothrottle_start_delay_s: float = 0.0
+    max_delay_s: float = 60.0
+    # Exponential back-off on failures: the gap becomes at least base * 2^(n-1) after n
+    # unforgiven failures (and at least double the previous gap), raised by up to `jitter`.
+    backoff_base_s: float = 1.0
+    backoff_jitter: float = 0.25
+    # How long an open breaker stays open before one probe is let through; matters only when a
+    # Throttles object is reused across fetch_all calls (within one cycle, open means done).
+    breaker_cooldown_s: float = 600.0
 
     def __post_init__(self) -> None:
         if not self.user_agent.startswith(USER_AGENT_PREFIX):
@@ -135,6 +154,19 @@ class FetchSettings:
             raise ValueError("cycle_time_limit_s must not be negative")
         if self.max_retry_after_s < 0:
             raise ValueError("max_retry_after_s must not be negative")
+        self.throttle_policy()  # validates the throttle knobs
+
+    def throttle_policy(self) -> ThrottlePolicy:
+        return ThrottlePolicy(
+            autothrottle=self.autothrottle,
+            target_concurrency=self.autothrottle_target_concurrency,
+            start_delay_s=self.autothrottle_start_delay_s,
+            max_delay_s=self.max_delay_s,
+            backoff_base_s=self.backoff_base_s,
+            backoff_jitter=self.backoff_jitter,
+            failure_limit=self.host_failure_limit,
+            breaker_cooldown_s=self.breaker_cooldown_s,
+        )
 
 
 @dataclass
@@ -175,6 +207,10 @@ class FetchResult:
     retry_after_s: float | None = None
     error: str | None = None
     sent: bool = True
+    # Which conditional header went out: "etag" (If-None-Match), "last_modified"
+    # (If-Modified-Since) or None. Validator trust (science/validators.py) needs to know which
+    # validator a 200 or 304 answered.
+    validator: str | None = None
 
 
 # --------------------------------------------------------------------------- body reading
@@ -451,8 +487,9 @@ def _http_date(text: str | None) -> datetime | None:
 
 async def _on_headers_sent(session: Any, ctx: SimpleNamespace, params: Any) -> None:
     marker = ctx.trace_request_ctx
-    if isinstance(marker, _HostRun):
-        marker.mark_started(time.monotonic())
+    if isinstance(marker, _Attempt):
+        marker.sent_at = time.monotonic()
+        marker.host.mark_started(marker.sent_at)
 
 
 def open_session(
@@ -516,7 +553,8 @@ def _describe(exc: BaseException, settings: FetchSettings) -> str:
 
 
 class _HostRun:
-    """One host's queue: its own workers, gap and stop flag, so hosts never wait on each other."""
+    """One host's queue: its own workers, throttle and stop flag, so hosts never wait on each
+    other (a host waiting out its gap or back-off holds no global slot)."""
 
     def __init__(
         self,
@@ -532,14 +570,14 @@ class _HostRun:
         self.results = results
         self.ctx = ctx
         # One host, one gap: the strictest crawl-delay among its requests wins.
-        self.delay = max((requests[i].crawl_delay or 0.0 for i in indices), default=0.0)
-        self.concurrency = 1 if self.delay > 0 else ctx.settings.host_concurrency
+        self.crawl_delay = max((requests[i].crawl_delay or 0.0 for i in indices), default=0.0)
+        self.concurrency = 1 if self.crawl_delay > 0 else ctx.settings.host_concurrency
+        self.throttle = ctx.throttles.for_host(key, floor=self.crawl_delay)
         self.last_start: float | None = LEDGER.last_start(key)
         self.lock = asyncio.Lock()
         self.stop_outcome: Outcome | None = None
         self.stop_reason: str | None = None
         self.stop_retry_after: float | None = None
-        self.failures = 0
 
     def mark_started(self, at: float) -> None:
         # The gap counts from when the request really left (after DNS and connect), which is
@@ -574,6 +612,39 @@ class _HostRun:
         self._skip(i, self.stop_outcome, self.stop_reason, self.stop_retry_after)
         return True
 
+    async def _wait_turn(self, i: int) -> bool:
+        """Wait until the host's gap allows request ``i``; False when it was deferred instead.
+
+        The gap is re-read after every sleep: a response that arrives meanwhile may have raised
+        it (a failure) or opened the breaker, and that must hold for requests already waiting.
+        """
+        ctx, throttle = self.ctx, self.throttle
+        while True:
+            if self._stopped(i):
+                return False
+            now = time.monotonic()
+            if not throttle.allows(now):
+                self._skip(i, "deferred", throttle.breaker_reason())
+                return False
+            earliest = self._earliest(now)
+            if ctx.deadline is not None and earliest >= ctx.deadline:
+                self._skip(i, "deferred", "cycle time limit reached")
+                return False
+            if earliest <= now:
+                return True
+            await asyncio.sleep(earliest - now)
+
+    def _earliest(self, now: float) -> float:
+        gap = self.throttle.delay
+        if gap > 0 and self.last_start is not None:
+            return max(now, self.last_start + gap + _GAP_SLACK_S)
+        return now
+
+    def _still_clear(self, now: float) -> bool:
+        return (
+            self.stop_outcome is None and self.throttle.allows(now) and self._earliest(now) <= now
+        )
+
     async def _worker(self) -> None:
         ctx = self.ctx
         while self.queue:
@@ -581,47 +652,68 @@ class _HostRun:
             if self._stopped(i):
                 continue
             async with self.lock:
-                if self._stopped(i):
-                    continue
-                if self.delay > 0 and self.last_start is not None:
-                    earliest = self.last_start + self.delay + _GAP_SLACK_S
-                    if ctx.deadline is not None and earliest >= ctx.deadline:
+                while True:
+                    if not await self._wait_turn(i):
+                        break
+                    await ctx.slots.acquire()
+                    now = time.monotonic()
+                    if ctx.deadline is not None and now >= ctx.deadline:
+                        ctx.slots.release()
                         self._skip(i, "deferred", "cycle time limit reached")
-                        continue
-                    wait = earliest - time.monotonic()
-                    if wait > 0:
-                        await asyncio.sleep(wait)
-                await ctx.slots.acquire()
-                if ctx.deadline is not None and time.monotonic() >= ctx.deadline:
+                        break
+                    # Waiting for a global slot may have taken a while: a response that came
+                    # in meanwhile can have raised the gap, opened the breaker or stopped the
+                    # host. Then give the slot back and wait (or defer) again.
+                    if self._still_clear(now):
+                        break
                     ctx.slots.release()
-                    self._skip(i, "deferred", "cycle time limit reached")
-                    continue
-                self.mark_started(time.monotonic())
+                if self.results[i] is not None:
+                    continue  # deferred
+                attempt = _Attempt(self)
+                self.throttle.started(attempt.started_at)
+                self.mark_started(attempt.started_at)
             try:
-                result = await _fetch_one(ctx, self, self.requests[i])
+                result = await _fetch_one(ctx, attempt, self.requests[i])
             finally:
                 ctx.slots.release()
             self.results[i] = result
-            self._learn(result)
+            self._learn(result, attempt)
 
-    def _learn(self, result: FetchResult) -> None:
+    def _learn(self, result: FetchResult, attempt: _Attempt) -> None:
         if result.outcome == "blocked":
             self.stop_outcome = "blocked"
             self.stop_reason = result.error or "blocked by the network allow-list"
             return
-        if result.http_status in _THROTTLE_STATUSES:
+        if attempt.signal is not None:
+            self.throttle.observe(
+                attempt.signal,
+                now=time.monotonic(),
+                latency_s=attempt.latency_s,
+                detail=result.error or f"HTTP {result.http_status}",
+                retry_after_s=result.retry_after_s,
+            )
+        if result.http_status in _THROTTLE_STATUSES and self.stop_outcome is None:
+            # The server asked us to stop: the rest waits for a later cycle, whatever the
+            # breaker says, and carries the server's Retry-After for the planner.
             self.stop_outcome = "deferred"
             self.stop_reason = f"host throttled (HTTP {result.http_status})"
             self.stop_retry_after = result.retry_after_s
-            return
-        if result.http_status is None and result.outcome == "error" and result.sent:
-            self.failures += 1
-            limit = self.ctx.settings.host_failure_limit
-            if limit is not None and self.failures >= limit and self.stop_outcome is None:
-                self.stop_outcome = "deferred"
-                self.stop_reason = f"host failing: {self.failures} consecutive transport errors"
-        elif result.http_status is not None:
-            self.failures = 0
+
+
+class _Attempt:
+    """One request on the wire: its host, when it left, and what it taught the throttle."""
+
+    __slots__ = ("host", "latency_s", "sent_at", "signal", "started_at")
+
+    def __init__(self, host: _HostRun) -> None:
+        self.host = host
+        self.started_at = time.monotonic()
+        self.sent_at: float | None = None
+        self.latency_s: float | None = None
+        self.signal: Signal | None = None
+
+    def since_sent(self) -> float:
+        return time.monotonic() - (self.sent_at if self.sent_at is not None else self.started_at)
 
 
 @dataclass
@@ -631,28 +723,44 @@ class _CycleCtx:
     slots: asyncio.Semaphore
     deadline: float | None
     fingerprint: Fingerprinter | None
+    throttles: Throttles
     default_fp: Callable[[bytes, str | None, tuple[str, ...]], str] | None = None
 
 
-async def _fetch_one(ctx: _CycleCtx, host: _HostRun, req: FetchRequest) -> FetchResult:
+async def _fetch_one(ctx: _CycleCtx, attempt: _Attempt, req: FetchRequest) -> FetchResult:
     settings = ctx.settings
     headers: dict[str, str] = {}
+    validator: str | None = None
     if req.etag:
         headers["If-None-Match"] = req.etag
+        validator = "etag"
     elif req.last_modified:
         headers["If-Modified-Since"] = req.last_modified
+        validator = "last_modified"
     result = FetchResult(
-        url=req.url, host=host.key, http_status=None, outcome="error", conditional=bool(headers)
+        url=req.url,
+        host=attempt.host.key,
+        http_status=None,
+        outcome="error",
+        conditional=bool(headers),
+        validator=validator,
     )
     t0 = time.perf_counter()
     try:
         async with ctx.session.get(
-            req.url, headers=headers, allow_redirects=False, trace_request_ctx=host
+            req.url, headers=headers, allow_redirects=False, trace_request_ctx=attempt
         ) as resp:
+            # Latency as AutoThrottle measures it: request out to response headers in.
+            attempt.latency_s = attempt.since_sent()
+            # The crawl-delay also counts from the answer: the server saw the request before
+            # this moment, so its own processing time can never shorten the gap it sees.
+            attempt.host.mark_started(time.monotonic())
+            attempt.signal = classify_status(resp.status)
             await _classify(ctx, req, resp, result)
     except asyncio.CancelledError:
         raise
     except BodyTooLarge as exc:
+        # The page is hostile or huge, not the server sick: its latency still counts as served.
         result.outcome, result.error, result.bytes = "error", str(exc), exc.raw_bytes
     except BodyDecodeError as exc:
         result.outcome, result.error, result.bytes = "error", str(exc), exc.raw_bytes
@@ -661,13 +769,21 @@ async def _fetch_one(ctx: _CycleCtx, host: _HostRun, req: FetchRequest) -> Fetch
         if blocked is not None:
             result.outcome, result.sent = "blocked", False
             result.error = f"blocked: {blocked}"
+            attempt.signal = None
         elif isinstance(exc, aiohttp.InvalidURL | ValueError) and result.http_status is None:
             result.outcome, result.sent = "error", False
             result.error = f"invalid URL: {exc}"
+            attempt.signal = None
         else:
+            # Transport errors and timeouts, also mid-body: the host is failing or too slow,
+            # and the time it took counts as its latency.
             result.outcome = "error"
             result.error = _describe(exc, settings)
+            attempt.signal = "failure"
+            attempt.latency_s = attempt.since_sent()
     result.duration_ms = (time.perf_counter() - t0) * 1000.0
+    if not result.sent:
+        result.conditional, result.validator = False, None
     return result
 
 
@@ -790,14 +906,18 @@ async def fetch_all(
     allow: Iterable[IPNetwork] | None = None,
     fingerprint: Fingerprinter | None = None,
     resolver: AbstractResolver | None = None,
+    throttles: Throttles | None = None,
 ) -> list[FetchResult]:
     """Fetch a cycle's planned pages politely; one result per request, in request order.
 
     ``allow`` defaults to ``FRESHNESS_ALLOW_NETWORKS``; ``fingerprint(body, content_type)``
     defaults to the science module's extractor with each request's selectors; ``resolver``
     replaces DNS (tests). Robots rules are the caller's job: only planned URLs arrive here.
+    ``throttles`` (default: fresh, built from ``settings``) holds what the per-host throttles
+    learn; pass one to read host health afterwards or to carry it across calls.
     """
     started = time.monotonic()
+    policy = settings.throttle_policy()
     results: list[FetchResult | None] = [None] * len(requests)
     groups: dict[str, list[int]] = {}
     for i, req in enumerate(requests):
@@ -826,6 +946,7 @@ async def fetch_all(
                 slots=asyncio.Semaphore(settings.global_concurrency),
                 deadline=None if limit is None else started + limit,
                 fingerprint=fingerprint,
+                throttles=throttles if throttles is not None else Throttles(policy),
                 default_fp=None if fingerprint is not None else _default_fingerprinter(),
             )
             runs = [_HostRun(key, idx, requests, results, ctx) for key, idx in groups.items()]
@@ -858,8 +979,16 @@ def fetch_all_sync(
     allow: Iterable[IPNetwork] | None = None,
     fingerprint: Fingerprinter | None = None,
     resolver: AbstractResolver | None = None,
+    throttles: Throttles | None = None,
 ) -> list[FetchResult]:
     """:func:`fetch_all` for synchronous callers; see :func:`run_sync`."""
     return run_sync(
-        fetch_all(requests, settings, allow=allow, fingerprint=fingerprint, resolver=resolver)
+        fetch_all(
+            requests,
+            settings,
+            allow=allow,
+            fingerprint=fingerprint,
+            resolver=resolver,
+            throttles=throttles,
+        )
     )

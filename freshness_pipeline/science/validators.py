@@ -1,0 +1,302 @@
+"""Per-host trust in HTTP validators (ETag, Last-Modified), learnt from the fetch history.
+
+A conditional GET is only as good as the server's validators, and servers get them wrong in two
+ways that cost very differently:
+
+* **stuck**: the validator stays the same while the content changes (a Last-Modified frozen at
+  the template's date, an ETag computed from something that does not cover the text). The server
+  then answers 304 to a changed page and we *miss the change*, silently and for as long as we
+  keep asking conditionally. The costliest failure, so a little evidence is enough.
+* **useless**: the validator moves while the content does not (an ETag with a timestamp or a
+  per-backend inode, a Last-Modified of "now"), or the server ignores a matching validator and
+  sends the body anyway. Conditional requests then never save anything; sending the validator
+  is harmless, but dropping a useless ETag lets the client fall back to If-Modified-Since, which
+  may work on that host. Judged on shares, so that one deploy touching every file (new ETags,
+  same content) does not condemn a host whose 304s otherwise work.
+
+The evidence is the sequence of responses per URL: each body (2xx with a fingerprint) is compared
+with the previous body of the same URL, where our content fingerprint is the ground truth of
+"changed", and each conditional request tells whether its validator was honoured (304) or
+ignored (200 with the same validator and the same content). A stuck validator can only show up
+on a body, i.e. on an unconditional fetch, which is why :func:`drop_untrusted_validators` makes
+the plan's verification sample unconditional by default.
+
+Pure polars, no I/O: the caller passes the history window (e.g. the last 30 days of fetch_log)
+and applies the result to the next cycle's requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+import polars as pl
+
+__all__ = [
+    "HISTORY_COLUMNS",
+    "OPTIONAL_HISTORY_COLUMNS",
+    "TRUST_SCHEMA",
+    "TrustRules",
+    "drop_untrusted_validators",
+    "validator_trust",
+]
+
+#: Columns :func:`validator_trust` needs, one row per request sent (fetch_log plus the
+#: validators each response carried, as FetchResult reports them).
+HISTORY_COLUMNS: tuple[str, ...] = (
+    "url",
+    "host",
+    "fetched_at",  # anything sortable; the cycle's `now`
+    "http_status",  # Int, null for transport errors
+    "outcome",  # 'new' | 'changed' | 'unchanged' | 'not_modified' | ...
+    "conditional",  # Bool: a validator was sent
+    "fingerprint",  # content fingerprint of the body (for a 304: the stored one)
+    "etag",  # ETag of the response (for a 304 without one: the one we sent)
+    "last_modified",  # Last-Modified of the response (likewise)
+)
+#: Used when present. ``validator`` ('etag' | 'last_modified' | null) is which conditional
+#: header went out (FetchResult.validator); without it, it is inferred from the previous row
+#: of the URL (If-None-Match when an ETag was known), which is wrong for rows where an
+#: untrusted ETag was dropped. ``fingerprint_version``: bodies are compared only within one
+#: extractor version, so a new extractor is not read as "the content changed".
+OPTIONAL_HISTORY_COLUMNS: tuple[str, ...] = ("validator", "fingerprint_version")
+
+_KINDS = ("honored", "ignored", "stable", "volatile", "tracks", "stuck")
+_VALIDATORS = ("etag", "last_modified")
+
+TRUST_SCHEMA: dict[str, pl.DataType] = {
+    "host": pl.String(),
+    "n_fetches": pl.Int64(),
+    "n_body_pairs": pl.Int64(),
+    **{f"{v}_{k}": pl.Int64() for v in _VALIDATORS for k in _KINDS},
+    "etag_trusted": pl.Boolean(),
+    "etag_reason": pl.String(),
+    "last_modified_trusted": pl.Boolean(),
+    "last_modified_reason": pl.String(),
+}
+
+_BODY_OUTCOMES = ("new", "changed", "unchanged")
+
+
+@dataclass(frozen=True)
+class TrustRules:
+    """When a validator stops being trusted on a host.
+
+    Stuck: at least ``min_stuck`` bodies whose content changed under an unchanged validator,
+    making up at least ``max_stuck_share`` of the changed bodies seen with that validator.
+    Useless: at least ``min_useless`` volatile or ignored observations, making up at least
+    ``max_useless_share`` of all observations of the validator with unchanged content
+    (304s honoured, stable validators on unchanged bodies, volatile, ignored).
+    """
+
+    min_stuck: int = 1
+    max_stuck_share: float = 0.05
+    min_useless: int = 3
+    max_useless_share: float = 0.5
+
+    def __post_init__(self) -> None:
+        # At least one observation: a share of nothing must never condemn a validator.
+        if self.min_stuck < 1 or self.min_useless < 1:
+            raise ValueError("min_stuck and min_useless must be at least 1")
+        for name in ("max_stuck_share", "max_useless_share"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be within [0, 1]")
+
+
+def _norm_etag(expr: pl.Expr) -> pl.Expr:
+    # Weak comparison (RFC 9110 8.8.3.2): W/"x" and "x" are the same validator for a GET;
+    # nginx weakens its ETag whenever it gzips.
+    text = expr.str.strip_chars()
+    return text.str.strip_prefix("W/").str.strip_prefix("w/")
+
+
+def _norm_date(expr: pl.Expr) -> pl.Expr:
+    return expr.str.strip_chars()
+
+
+def _check_columns(frame: pl.DataFrame, needed: Collection[str], what: str) -> None:
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{what} lacks column(s) {missing}")
+
+
+def validator_trust(history: pl.DataFrame, rules: TrustRules | None = None) -> pl.DataFrame:
+    """One row per host of ``history``: evidence counts and whether to trust each validator.
+
+    Counts per validator ``v`` in ('etag', 'last_modified'):
+    ``v_honored`` 304s to a conditional on ``v``; ``v_ignored`` 200s with unchanged content
+    and the very validator we sent; ``v_stable`` bodies with unchanged content whose ``v``
+    stayed, plus 304s to the other validator that carried ``v`` unmoved; ``v_volatile`` bodies
+    with unchanged content whose ``v`` moved; ``v_tracks`` / ``v_stuck`` bodies with changed
+    content whose ``v`` moved / stayed. ``v_trusted`` is False on evidence of a stuck or useless
+    validator, with the reason in ``v_reason``; no evidence means trusted. Schema:
+    :data:`TRUST_SCHEMA`, sorted by host.
+    """
+    rules = rules or TrustRules()
+    _check_columns(history, HISTORY_COLUMNS, "fetch history")
+    if history.height == 0:
+        return pl.DataFrame(schema=TRUST_SCHEMA)
+    has_validator = "validator" in history.columns
+    has_version = "fingerprint_version" in history.columns
+    cols = list(HISTORY_COLUMNS)
+    if has_validator:
+        cols.append("validator")
+    if has_version:
+        cols.append("fingerprint_version")
+
+    df = (
+        history.select(cols)
+        .with_row_index("_row")
+        .with_columns(
+            pl.col("etag").cast(pl.String),
+            pl.col("last_modified").cast(pl.String),
+            pl.col("conditional").cast(pl.Boolean).fill_null(False),
+            pl.col("http_status").cast(pl.Int64),
+        )
+        .sort(["host", "url", "fetched_at", "_row"])
+    )
+    key = ["host", "url"]
+    if has_validator:
+        df = df.with_columns(pl.col("validator").cast(pl.String))
+    else:
+        prev_etag = pl.col("etag").shift(1).over(key)
+        prev_lm = pl.col("last_modified").shift(1).over(key)
+        df = df.with_columns(
+            validator=pl.when(pl.col("conditional") & prev_etag.is_not_null())
+            .then(pl.lit("etag"))
+            .when(pl.col("conditional") & prev_lm.is_not_null())
+            .then(pl.lit("last_modified"))
+            .otherwise(pl.lit(None, pl.String))
+        )
+    df = df.with_columns(
+        _etag=_norm_etag(pl.col("etag")), _last_modified=_norm_date(pl.col("last_modified"))
+    )
+
+    # 304s: honoured for the validator that was sent; for the other one, a 304 that carries it
+    # unmoved is the server agreeing with itself that nothing changed (without this, a
+    # validator we never send would be judged on the rare bodies alone).
+    per_row: dict[str, pl.Expr] = {}
+    for v in _VALIDATORS:
+        is_304 = pl.col("http_status") == 304
+        sent = pl.col("conditional") & (pl.col("validator") == v).fill_null(False)
+        unmoved = (pl.col(f"_{v}") == pl.col(f"_{v}").shift(1).over(key)).fill_null(False)
+        per_row[f"{v}_honored"] = is_304 & sent
+        per_row[f"_{v}_still"] = is_304 & ~sent & unmoved
+    honored = (
+        df.with_columns(**per_row)
+        .group_by("host")
+        .agg(pl.len().alias("n_fetches"), *(pl.col(c).sum() for c in per_row))
+    )
+
+    # Each body against the previous body of the same URL.
+    bodies = df.filter(
+        pl.col("http_status").is_between(200, 299)
+        & pl.col("outcome").is_in(_BODY_OUTCOMES)
+        & pl.col("fingerprint").is_not_null()
+    )
+    shifted = [
+        pl.col(c).shift(1).over(key).alias(f"_prev{c}")
+        for c in ("fingerprint", "_etag", "_last_modified")
+    ]
+    if has_version:
+        shifted.append(pl.col("fingerprint_version").shift(1).over(key).alias("_prevversion"))
+    pairs = bodies.with_columns(shifted).filter(pl.col("_prevfingerprint").is_not_null())
+    if has_version:
+        pairs = pairs.filter(pl.col("fingerprint_version").eq_missing(pl.col("_prevversion")))
+    same_content = pl.col("fingerprint") == pl.col("_prevfingerprint")
+    kinds: dict[str, pl.Expr] = {}
+    for v in _VALIDATORS:
+        now, before = pl.col(f"_{v}"), pl.col(f"_prev_{v}")
+        both = now.is_not_null() & before.is_not_null()
+        kept = both & (now == before)
+        moved = both & (now != before)
+        sent = pl.col("conditional") & (pl.col("validator") == v).fill_null(False)
+        kinds[f"{v}_ignored"] = (kept & same_content & sent).sum()
+        kinds[f"{v}_stable"] = (kept & same_content & ~sent).sum()
+        kinds[f"{v}_volatile"] = (moved & same_content).sum()
+        kinds[f"{v}_tracks"] = (moved & ~same_content).sum()
+        kinds[f"{v}_stuck"] = (kept & ~same_content).sum()
+    compared = pairs.group_by("host").agg(n_body_pairs=pl.len(), **kinds)
+
+    counts = (
+        honored.join(compared, on="host", how="left")
+        .with_columns(pl.exclude("host").fill_null(0).cast(pl.Int64))
+        .with_columns(
+            (pl.col(f"{v}_stable") + pl.col(f"_{v}_still")).alias(f"{v}_stable")
+            for v in _VALIDATORS
+        )
+    )
+    verdicts = []
+    for v in _VALIDATORS:
+        trusted, reason = _verdict(v, rules)
+        verdicts += [trusted.alias(f"{v}_trusted"), reason.alias(f"{v}_reason")]
+    out = counts.with_columns(verdicts)
+    return out.select([pl.col(name).cast(dtype) for name, dtype in TRUST_SCHEMA.items()]).sort(
+        "host"
+    )
+
+
+def _verdict(v: str, rules: TrustRules) -> tuple[pl.Expr, pl.Expr]:
+    stuck, tracks = pl.col(f"{v}_stuck"), pl.col(f"{v}_tracks")
+    useless = pl.col(f"{v}_volatile") + pl.col(f"{v}_ignored")
+    useful = pl.col(f"{v}_honored") + pl.col(f"{v}_stable")
+    is_stuck = (stuck >= rules.min_stuck) & (
+        stuck.cast(pl.Float64) / (stuck + tracks).cast(pl.Float64) >= rules.max_stuck_share
+    )
+    is_useless = (useless >= rules.min_useless) & (
+        useless.cast(pl.Float64) / (useless + useful).cast(pl.Float64) >= rules.max_useless_share
+    )
+    label = "ETag" if v == "etag" else "Last-Modified"
+    reason = (
+        pl.when(is_stuck)
+        .then(
+            pl.format(
+                f"stuck: same {label} on changed content in {{}} of {{}} changes",
+                stuck,
+                stuck + tracks,
+            )
+        )
+        .when(is_useless)
+        .then(
+            pl.format(
+                f"useless: {label} moved without a content change or was ignored "
+                "in {} of {} unchanged checks",
+                useless,
+                useless + useful,
+            )
+        )
+        .otherwise(pl.lit(None, pl.String))
+    )
+    return ~(is_stuck | is_useless), reason
+
+
+def drop_untrusted_validators(
+    requests: pl.DataFrame,
+    trust: pl.DataFrame,
+    *,
+    unconditional_reasons: Collection[str] = ("verify",),
+) -> pl.DataFrame:
+    """``requests`` with the validators a host has not earned set to null, same rows and order.
+
+    ``requests`` needs ``host``, ``etag`` and ``last_modified`` (the revisit plan, just before
+    it becomes FetchRequests); ``trust`` is :func:`validator_trust`'s output, where a missing
+    host means trusted. The client sends If-None-Match when an ETag is left, else
+    If-Modified-Since, else nothing and the fingerprint decides. Rows whose ``reason`` (if the
+    column exists) is in ``unconditional_reasons`` lose both validators: the verification
+    sample must see bodies, or a stuck validator would never be caught.
+    """
+    _check_columns(requests, ("host", "etag", "last_modified"), "requests")
+    _check_columns(trust, ("host", "etag_trusted", "last_modified_trusted"), "trust")
+    bad_etag = trust.filter(pl.col("etag_trusted").not_())["host"]
+    bad_lm = trust.filter(pl.col("last_modified_trusted").not_())["host"]
+    force = pl.lit(False)
+    if unconditional_reasons and "reason" in requests.columns:
+        force = pl.col("reason").is_in(list(unconditional_reasons)).fill_null(False)
+    drop_etag = pl.col("host").is_in(bad_etag.implode()) | force
+    drop_lm = pl.col("host").is_in(bad_lm.implode()) | force
+    return requests.with_columns(
+        etag=pl.when(drop_etag).then(pl.lit(None, pl.String)).otherwise(pl.col("etag")),
+        last_modified=pl.when(drop_lm)
+        .then(pl.lit(None, pl.String))
+        .otherwise(pl.col("last_modified")),
+    )

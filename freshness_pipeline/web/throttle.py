@@ -1,0 +1,278 @@
+"""Per-host pacing that follows the server's own signals, in the spirit of Scrapy's AutoThrottle.
+
+A fixed gap is either too slow for a healthy site or too fast for a struggling one. The server
+tells us which it is: how long it takes to answer (latency), and whether it fails. So each host
+gets a gap between request starts of about ``latency / target_concurrency``: on average
+``target_concurrency`` requests in flight, whatever the site's speed. The gap never goes below
+the host's Crawl-delay (robots.txt is the operator's explicit wish) and never above a cap, so a
+site that stops answering does not park a worker for minutes per page.
+
+Failures (transport errors, timeouts, 5xx, 429) only ever slow us down, exponentially and with
+jitter; error pages are cheap to serve, so their short latency must not speed us up (Scrapy's
+rule). Successes forgive one failure at a time and halve the excess delay, so a hiccup is
+forgotten quickly but a host that fails more often than it succeeds keeps sinking. After
+``failure_limit`` unforgiven failures the circuit breaker opens: the rest of the host's queue
+is deferred instead of spending the cycle one timeout at a time, and after a cool-down one probe
+request decides whether it closes again (only relevant when state outlives one cycle).
+
+Everything here is pure bookkeeping: times are passed in (monotonic seconds) and the jitter
+source is injectable, so the policy is testable without sleeping. The client does the waiting.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "HostThrottle",
+    "Signal",
+    "ThrottlePolicy",
+    "Throttles",
+    "classify_status",
+]
+
+#: What one response says about the host's health.
+#: ``ok``: 2xx or 304, a normal page served (may speed us up).
+#: ``other``: a served answer that is not a page (3xx, 4xx): healthy server, but cheap to make,
+#: so it may slow us down, never speed us up.
+#: ``failure``: transport error, timeout, 5xx: back off.
+#: ``throttled``: 429, or 503 (the server asked us to slow down): back off.
+Signal = Literal["ok", "other", "failure", "throttled"]
+
+_THROTTLE_STATUSES = frozenset({429, 503})
+
+
+def classify_status(http_status: int | None) -> Signal:
+    """The signal of a response that arrived (``None``: no response, a transport failure)."""
+    if http_status is None:
+        return "failure"
+    if http_status in _THROTTLE_STATUSES:
+        return "throttled"
+    if http_status >= 500:
+        return "failure"
+    if 200 <= http_status < 300 or http_status == 304:
+        return "ok"
+    return "other"
+
+
+@dataclass(frozen=True)
+class ThrottlePolicy:
+    """How eagerly hosts are paced; built from ``FetchSettings`` by the client."""
+
+    autothrottle: bool = True
+    target_concurrency: float = 1.0
+    start_delay_s: float = 0.0
+    max_delay_s: float = 60.0
+    backoff_base_s: float = 1.0
+    backoff_jitter: float = 0.25
+    failure_limit: int | None = 3
+    breaker_cooldown_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        if self.target_concurrency <= 0:
+            raise ValueError("target_concurrency must be positive")
+        for name in ("start_delay_s", "max_delay_s", "backoff_base_s", "breaker_cooldown_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative")
+        if not 0 <= self.backoff_jitter <= 1:
+            raise ValueError("backoff_jitter must be within [0, 1]")
+        if self.failure_limit is not None and self.failure_limit < 1:
+            raise ValueError("failure_limit must be at least 1 (or None to disable)")
+
+
+@dataclass
+class HostThrottle:
+    """One host's pacing state: the gap between request starts, failures, the breaker."""
+
+    host: str
+    policy: ThrottlePolicy = field(default_factory=ThrottlePolicy)
+    floor: float = 0.0  # the host's Crawl-delay: a hard minimum, above any cap
+    rng: random.Random = field(default_factory=random.Random, repr=False)
+    delay: float = -1.0  # set from policy/floor in __post_init__
+    failures: int = 0  # failures not yet forgiven by successes
+    tripped_at: float | None = None
+    probing: bool = False
+    last_failure: str | None = None
+    latency_s: float | None = None  # smoothed latency of served responses
+    n_ok: int = 0
+    n_other: int = 0
+    n_failures: int = 0
+    n_trips: int = 0
+    max_delay_seen: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.floor = max(0.0, self.floor)
+        if self.delay < 0:
+            self.delay = self._clamp(self.policy.start_delay_s)
+        self.max_delay_seen = self.delay
+
+    # ------------------------------------------------------------------ the gap
+
+    def raise_floor(self, floor: float | None) -> None:
+        """A Crawl-delay learned later (or a stricter one) applies from now on."""
+        if floor is not None and floor > self.floor:
+            self.floor = floor
+            self.delay = max(self.delay, floor)
+            self.max_delay_seen = max(self.max_delay_seen, self.delay)
+
+    def _cap(self) -> float:
+        # A Crawl-delay above the cap still wins: it is the operator's explicit rule.
+        return max(self.policy.max_delay_s, self.floor)
+
+    def _clamp(self, value: float) -> float:
+        return min(max(value, self.floor), self._cap())
+
+    def _set(self, value: float) -> None:
+        self.delay = value
+        self.max_delay_seen = max(self.max_delay_seen, value)
+
+    # ------------------------------------------------------------------ the breaker
+
+    def allows(self, now: float) -> bool:
+        """Whether a request may start now as far as the breaker is concerned.
+
+        Open: no. After the cool-down (half-open): one probe at a time, claimed with
+        :meth:`started` once the request really goes out.
+        """
+        if self.tripped_at is None:
+            return True
+        return now - self.tripped_at >= self.policy.breaker_cooldown_s and not self.probing
+
+    def started(self, now: float) -> None:
+        """A request is going out; while half-open it is the probe and others must wait."""
+        if self.tripped_at is not None and now - self.tripped_at >= self.policy.breaker_cooldown_s:
+            self.probing = True
+
+    @property
+    def tripped(self) -> bool:
+        return self.tripped_at is not None
+
+    def breaker_reason(self) -> str:
+        last = f" (last: {self.last_failure})" if self.last_failure else ""
+        return f"host failing: circuit breaker open after {self.failures} failures{last}"
+
+    # ------------------------------------------------------------------ learning
+
+    def observe(
+        self,
+        signal: Signal,
+        *,
+        now: float,
+        latency_s: float | None = None,
+        detail: str | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
+        """Learn from one finished request.
+
+        ``latency_s`` is the time from the request leaving to the response headers (for a
+        failure: to the moment it failed, so a timeout counts as very slow).
+        """
+        if signal in ("ok", "other"):
+            self._served(signal, latency_s)
+        else:
+            self._failed(now, latency_s, detail, retry_after_s)
+
+    def _served(self, signal: Signal, latency_s: float | None) -> None:
+        if signal == "ok":
+            self.n_ok += 1
+        else:
+            self.n_other += 1
+        if latency_s is not None and latency_s >= 0:
+            self.latency_s = (
+                latency_s if self.latency_s is None else (self.latency_s + latency_s) / 2.0
+            )
+        self.failures = max(0, self.failures - 1)  # forgiveness: one success, one failure
+        self.probing = False
+        if self.tripped_at is not None:
+            self.tripped_at = None  # a probe got through: the breaker closes
+        if self.policy.autothrottle and latency_s is not None and latency_s >= 0:
+            target = self._clamp(latency_s / self.policy.target_concurrency)
+        else:
+            target = self._clamp(self.policy.start_delay_s)  # the static gap
+        # Scrapy's rule: move halfway to the target, but jump straight up to a larger one.
+        new = max(target, (self.delay + target) / 2.0)
+        if signal == "other" and new <= self.delay:
+            return  # cheap non-page answers never speed us up
+        self._set(new)
+
+    def _failed(
+        self,
+        now: float,
+        latency_s: float | None,
+        detail: str | None,
+        retry_after_s: float | None,
+    ) -> None:
+        policy = self.policy
+        self.n_failures += 1
+        self.failures += 1
+        self.last_failure = detail
+        backoff = policy.backoff_base_s * 2.0 ** (self.failures - 1)
+        target = 0.0
+        if policy.autothrottle and latency_s is not None and latency_s > 0:
+            target = latency_s / policy.target_concurrency
+        raised = max(self.delay * 2.0, backoff, target, retry_after_s or 0.0)
+        if policy.backoff_jitter > 0:
+            # Upward only: jitter spreads retries without ever undercutting the back-off.
+            raised *= 1.0 + policy.backoff_jitter * self.rng.random()
+        self._set(max(self.delay, self._clamp(raised)))  # a failure never lowers the gap
+        self.probing = False
+        limit = policy.failure_limit
+        if limit is not None and self.failures >= limit:
+            if self.tripped_at is None:
+                self.n_trips += 1
+            self.tripped_at = now
+
+    # ------------------------------------------------------------------ reporting
+
+    def snapshot(self) -> dict[str, Any]:
+        """Plain values for logs and asset metadata (a host's health at the end of a cycle)."""
+        return {
+            "host": self.host,
+            "delay_s": self.delay,
+            "max_delay_s": self.max_delay_seen,
+            "crawl_delay_s": self.floor,
+            "latency_s": self.latency_s,
+            "failures": self.failures,
+            "breaker_open": self.tripped_at is not None,
+            "n_ok": self.n_ok,
+            "n_other": self.n_other,
+            "n_failures": self.n_failures,
+            "n_trips": self.n_trips,
+            "last_failure": self.last_failure,
+        }
+
+
+class Throttles:
+    """The per-host throttles of one crawl.
+
+    The client makes a fresh one per ``fetch_all`` call; pass your own to keep what was learnt
+    across calls (a long-running process) or to inspect it afterwards.
+    """
+
+    def __init__(self, policy: ThrottlePolicy | None = None, *, seed: int | None = None) -> None:
+        self.policy = policy or ThrottlePolicy()
+        self._rng = random.Random(seed)
+        self._hosts: dict[str, HostThrottle] = {}
+
+    def for_host(self, host: str, *, floor: float | None = None) -> HostThrottle:
+        throttle = self._hosts.get(host)
+        if throttle is None:
+            throttle = HostThrottle(host, self.policy, floor=floor or 0.0, rng=self._rng)
+            self._hosts[host] = throttle
+        else:
+            throttle.raise_floor(floor)
+        return throttle
+
+    def __contains__(self, host: object) -> bool:
+        return host in self._hosts
+
+    def __getitem__(self, host: str) -> HostThrottle:
+        return self._hosts[host]
+
+    def __len__(self) -> int:
+        return len(self._hosts)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        return [self._hosts[h].snapshot() for h in sorted(self._hosts)]

@@ -1,0 +1,429 @@
+"""Latency-aware throttling: the policy on its own (no sleeping), then the client against real
+loopback servers (slow hosts, failing hosts, the breaker, the cycle limit, isolation)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from freshness_pipeline.web.client import FetchRequest, FetchResult, FetchSettings, fetch_all
+from freshness_pipeline.web.throttle import (
+    HostThrottle,
+    Signal,
+    ThrottlePolicy,
+    Throttles,
+    classify_status,
+)
+from freshness_pipeline_tests.test_client import LOOPBACK, Server, fp, req, serve, text
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def throttle(floor: float = 0.0, **policy: Any) -> HostThrottle:
+    kw: dict[str, Any] = {"backoff_jitter": 0.0, **policy}
+    return HostThrottle("h", ThrottlePolicy(**kw), floor=floor, rng=random.Random(1))
+
+
+# ------------------------------------------------------------------ the policy, no clock
+
+
+def test_classify_status() -> None:
+    assert classify_status(None) == "failure"
+    assert [classify_status(s) for s in (200, 204, 304)] == ["ok"] * 3
+    assert [classify_status(s) for s in (301, 404, 410, 403)] == ["other"] * 4
+    assert [classify_status(s) for s in (429, 503)] == ["throttled"] * 2
+    assert [classify_status(s) for s in (500, 502, 504)] == ["failure"] * 3
+
+
+def test_delay_follows_latency_over_target_concurrency() -> None:
+    one = throttle(target_concurrency=1.0)
+    two = throttle(target_concurrency=2.0)
+    for t in (one, two):
+        for _ in range(12):
+            t.observe("ok", now=0, latency_s=0.8)
+    assert one.delay == pytest.approx(0.8)
+    assert two.delay == pytest.approx(0.4)
+    # A slower answer raises the gap at once (no averaging upwards) ...
+    one.observe("ok", now=0, latency_s=3.0)
+    assert one.delay == pytest.approx(3.0)
+    # ... a faster one lowers it only halfway, so one lucky response does not unleash us.
+    one.observe("ok", now=0, latency_s=0.2)
+    assert one.delay == pytest.approx(1.6)
+
+
+def test_crawl_delay_is_a_floor_even_above_the_cap() -> None:
+    t = throttle(floor=2.0, max_delay_s=1.0)
+    assert t.delay == 2.0
+    for _ in range(5):
+        t.observe("ok", now=0, latency_s=0.001)
+    assert t.delay == 2.0
+    t.observe("failure", now=0, latency_s=0.001)
+    assert t.delay == 2.0  # the cap would say 1 s, but robots.txt asked for 2
+    relaxed = throttle(floor=0.5, max_delay_s=10.0)
+    relaxed.raise_floor(0.1)  # a laxer Crawl-delay never relaxes an earlier, stricter one
+    assert relaxed.floor == 0.5
+    relaxed.raise_floor(1.5)
+    assert relaxed.delay == 1.5
+
+
+def test_cheap_non_page_answers_never_speed_us_up() -> None:
+    t = throttle()
+    t.observe("ok", now=0, latency_s=1.0)
+    for _ in range(5):
+        t.observe("other", now=0, latency_s=0.001)  # fast 404s and redirects
+    assert t.delay == pytest.approx(1.0)
+    t.observe("other", now=0, latency_s=4.0)  # but a slow one still slows us
+    assert t.delay == pytest.approx(4.0)
+
+
+def test_failures_back_off_exponentially_capped_and_never_lower_the_delay() -> None:
+    t = throttle(backoff_base_s=0.5, max_delay_s=5.0, failure_limit=None)
+    delays = []
+    for _ in range(6):
+        before = t.delay
+        t.observe("failure", now=0, latency_s=0.0)
+        assert t.delay >= before
+        delays.append(t.delay)
+    assert delays == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0]
+    # A slow host that then fails is slowed further, not reset to the back-off base.
+    slow = throttle(backoff_base_s=0.5, failure_limit=None)
+    slow.observe("ok", now=0, latency_s=3.0)
+    slow.observe("failure", now=0, latency_s=0.01, detail="HTTP 500")
+    assert slow.delay == pytest.approx(6.0) and slow.last_failure == "HTTP 500"
+    # A timeout's latency is the time it took: it counts as very slow.
+    timed_out = throttle(backoff_base_s=0.1, failure_limit=None)
+    timed_out.observe("failure", now=0, latency_s=7.0)
+    assert timed_out.delay == pytest.approx(7.0)
+    # Retry-After on a 429 is a lower bound for the gap (within the cap).
+    asked = throttle(backoff_base_s=0.1, max_delay_s=60)
+    asked.observe("throttled", now=0, latency_s=0.01, retry_after_s=30)
+    assert asked.delay == pytest.approx(30.0) and asked.failures == 1
+
+
+def test_jitter_only_adds_and_stays_within_its_fraction() -> None:
+    seen = []
+    for seed in range(50):
+        t = HostThrottle(
+            "h", ThrottlePolicy(backoff_base_s=1.0, backoff_jitter=0.25), rng=random.Random(seed)
+        )
+        t.observe("failure", now=0)
+        seen.append(t.delay)
+    assert all(1.0 <= d <= 1.25 for d in seen)
+    assert len(set(seen)) > 40  # actually spread
+
+
+def test_successes_forgive_failures_one_at_a_time() -> None:
+    t = throttle(backoff_base_s=1.0, failure_limit=None)
+    for _ in range(3):
+        t.observe("failure", now=0)
+    assert (t.failures, t.delay) == (3, 4.0)
+    t.observe("ok", now=0, latency_s=0.0)
+    assert (t.failures, t.delay) == (2, 2.0)
+    t.observe("other", now=0, latency_s=0.0)  # a 404 forgives but never lowers the gap
+    assert (t.failures, t.delay) == (1, 2.0)
+    for _ in range(8):
+        t.observe("ok", now=0, latency_s=0.0)
+    assert t.failures == 0 and t.delay < 0.01
+    # Forgiven failures shorten the next back-off too: it restarts low, not at 2^3.
+    t.observe("failure", now=0)
+    assert t.delay == pytest.approx(1.0)
+
+
+def test_breaker_opens_then_lets_one_probe_through_after_the_cool_down() -> None:
+    t = throttle(backoff_base_s=0.1, failure_limit=3, breaker_cooldown_s=100.0)
+    t.observe("failure", now=0)
+    t.observe("ok", now=1, latency_s=0.0)  # 1 - 1 = 0
+    t.observe("failure", now=2)
+    t.observe("failure", now=3)
+    assert t.allows(3) and not t.tripped
+    t.observe("failure", now=4, detail="connect failed")
+    assert t.tripped and t.n_trips == 1
+    assert not t.allows(5) and not t.allows(103.9)
+    assert "circuit breaker" in t.breaker_reason() and "connect failed" in t.breaker_reason()
+    assert t.allows(104)  # half-open
+    t.started(104)
+    assert not t.allows(104.5)  # one probe at a time
+    t.observe("failure", now=105)  # the probe failed: open again, cool-down restarts
+    assert not t.allows(200) and t.allows(205)
+    t.started(205)
+    t.observe("ok", now=206, latency_s=0.01)
+    assert not t.tripped and t.allows(206)
+    assert t.snapshot()["n_trips"] == 1 and t.snapshot()["breaker_open"] is False
+
+
+def test_autothrottle_off_keeps_the_static_gap_but_still_backs_off() -> None:
+    t = throttle(floor=0.2, autothrottle=False, backoff_base_s=1.0)
+    t.observe("ok", now=0, latency_s=5.0)
+    assert t.delay == pytest.approx(0.2)
+    t.observe("failure", now=0, latency_s=0.0)
+    assert t.delay == pytest.approx(1.0)
+    t.observe("ok", now=0, latency_s=5.0)
+    assert t.delay == pytest.approx(0.6)  # halfway back to the static gap (the Crawl-delay)
+
+
+def test_settings_validate_the_throttle_knobs() -> None:
+    policy = FetchSettings().throttle_policy()
+    assert policy.autothrottle and 1.0 <= policy.target_concurrency <= 2.0
+    assert policy.max_delay_s == 60.0 and policy.failure_limit == 3
+    assert FetchSettings(host_failure_limit=None).throttle_policy().failure_limit is None
+    for bad in (
+        {"autothrottle_target_concurrency": 0},
+        {"max_delay_s": -1},
+        {"backoff_jitter": 2},
+        {"host_failure_limit": 0},
+    ):
+        with pytest.raises(ValueError):
+            FetchSettings(**bad)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ against real servers
+
+
+def sleeps(seconds: float, body: str = "page") -> Handler:
+    async def handler(request: web.Request) -> web.Response:
+        await asyncio.sleep(seconds)
+        return web.Response(text=body, content_type="text/html")
+
+    return handler
+
+
+def fails(code: int = 500) -> Handler:
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(status=code, text="oops")
+
+    return handler
+
+
+def starts(server: Server) -> list[float]:
+    return [t for t, _, _ in server.log]
+
+
+def gaps(times: list[float]) -> list[float]:
+    return [b - a for a, b in zip(times, times[1:], strict=False)]
+
+
+def recorded(throttles: Throttles, host: str, floor: float = 0.0) -> list[tuple[Signal, float]]:
+    """Record (signal, delay after it) for every observation of ``host``."""
+    t = throttles.for_host(host, floor=floor)
+    history: list[tuple[Signal, float]] = []
+    observe = t.observe
+
+    def spy(signal: Signal, **kw: Any) -> None:
+        observe(signal, **kw)
+        history.append((signal, t.delay))
+
+    t.observe = spy  # type: ignore[method-assign]
+    return history
+
+
+async def run(
+    requests: list[FetchRequest], cfg: FetchSettings, throttles: Throttles | None = None
+) -> list[FetchResult]:
+    return await fetch_all(requests, cfg, allow=LOOPBACK, fingerprint=fp, throttles=throttles)
+
+
+def test_a_slow_host_gets_its_delay_raised() -> None:
+    latency = 0.25
+
+    async def scenario(autothrottle: bool) -> tuple[list[float], Throttles, list[FetchResult]]:
+        async with serve({"/p": sleeps(latency)}) as srv:
+            cfg = FetchSettings(autothrottle=autothrottle, host_concurrency=2)
+            throttles = Throttles(cfg.throttle_policy())
+            results = await run([req(srv, f"/p?i={i}") for i in range(5)], cfg, throttles)
+            return starts(srv), throttles, results
+
+    async def both() -> Any:
+        return await asyncio.gather(scenario(True), scenario(False))
+
+    (on, on_throttles, on_results), (off, _, off_results) = asyncio.run(both())
+    assert all(r.outcome == "new" for r in on_results + off_results)
+    # Nothing known at first: two go out together. Then one request per latency, i.e. about
+    # target_concurrency (1) in flight instead of host_concurrency (2).
+    assert gaps(on)[0] < latency * 0.6
+    assert min(gaps(on)[1:]) >= latency * 0.9, gaps(on)
+    snap = on_throttles.snapshot()[0]
+    assert snap["delay_s"] >= latency * 0.9 and snap["latency_s"] >= latency * 0.9
+    assert snap["n_ok"] == 5 and snap["failures"] == 0
+    # Without autothrottle the host gets host_concurrency at a time, back to back.
+    assert sum(1 for g in gaps(off) if g < latency * 0.6) >= 2
+
+
+def test_errors_raise_the_delay_and_never_lower_it() -> None:
+    async def scenario() -> tuple[list[float], list[tuple[Signal, float]], list[FetchResult]]:
+        async with serve({"/slow": sleeps(0.1), "/err": fails(500), "/ok": text("ok")}) as srv:
+            cfg = FetchSettings(
+                host_concurrency=1, backoff_base_s=0.05, backoff_jitter=0, host_failure_limit=None
+            )
+            throttles = Throttles(cfg.throttle_policy())
+            history = recorded(throttles, srv.host)
+            paths = ["/slow", "/err", "/err", "/ok", "/ok"]
+            results = await run(
+                [req(srv, f"{p}?i={i}") for i, p in enumerate(paths)], cfg, throttles
+            )
+            return starts(srv), history, results
+
+    times, history, results = asyncio.run(scenario())
+    assert [r.http_status for r in results] == [200, 500, 500, 200, 200]
+    signals = [s for s, _ in history]
+    delays = [d for _, d in history]
+    assert signals == ["ok", "failure", "failure", "ok", "ok"]
+    # 0.1 s latency; two fast 500s double it (they must not pull it towards their ~0 latency);
+    # then fast successes halve it step by step.
+    assert delays[0] == pytest.approx(0.1, abs=0.03)
+    assert delays[1] == pytest.approx(2 * delays[0]) and delays[2] == pytest.approx(4 * delays[0])
+    assert delays[3] == pytest.approx(delays[2] / 2, rel=0.05)
+    assert delays[4] == pytest.approx(delays[3] / 2, rel=0.05)
+    # And the server saw those gaps between request starts.
+    for gap, delay in zip(gaps(times)[1:], delays[1:], strict=False):
+        assert gap >= delay * 0.95, (gaps(times), delays)
+
+
+def test_timeouts_count_as_slow_failures() -> None:
+    async def scenario() -> tuple[list[float], Throttles, list[FetchResult]]:
+        async with serve({"/stall": sleeps(2.0), "/ok": text("ok")}) as srv:
+            cfg = FetchSettings(
+                host_concurrency=2, read_timeout=0.3, backoff_base_s=0.05, backoff_jitter=0
+            )
+            throttles = Throttles(cfg.throttle_policy())
+            requests = [req(srv, "/stall?i=1"), req(srv, "/stall?i=2"), req(srv, "/ok")]
+            results = await run(requests, cfg, throttles)
+            return starts(srv), throttles, results
+
+    times, throttles, results = asyncio.run(scenario())
+    first, second, ok = results
+    for stall in (first, second):
+        assert stall.outcome == "error" and "timeout" in (stall.error or "")
+    assert ok.outcome == "new"
+    # Both stalls went out together and timed out after 0.3 s each: that is their latency, and
+    # the second failure doubles it, so the next request waited 0.6 s, not 0.3 s.
+    assert times[2] - times[1] >= 0.6 * 0.95, gaps(times)
+    assert throttles.snapshot()[0]["max_delay_s"] >= 0.6 * 0.95
+
+
+def test_breaker_trips_and_defers_the_rest_while_other_hosts_carry_on() -> None:
+    async def scenario() -> tuple[Server, Server, Throttles, list[FetchResult]]:
+        async with serve({"/x": fails(502)}) as bad, serve({"/y": text("fine")}) as good:
+            cfg = FetchSettings(host_failure_limit=3, backoff_base_s=0.02, backoff_jitter=0)
+            throttles = Throttles(cfg.throttle_policy())
+            requests = []
+            for i in range(6):
+                requests += [req(bad, f"/x?i={i}"), req(good, f"/y?i={i}")]
+            results = await run(requests, cfg, throttles)
+            return bad, good, throttles, results
+
+    bad, good, throttles, results = asyncio.run(scenario())
+    bad_results = [r for r in results if r.host == bad.host]
+    good_results = [r for r in results if r.host == good.host]
+    assert len(bad.log) == 3
+    assert [r.outcome for r in bad_results[:3]] == ["error"] * 3
+    assert all(r.http_status == 502 and r.sent for r in bad_results[:3])
+    for deferred in bad_results[3:]:
+        assert deferred.outcome == "deferred" and not deferred.sent
+        assert "circuit breaker" in (deferred.error or "") and "502" in (deferred.error or "")
+    assert [r.outcome for r in good_results] == ["new"] * 6
+    assert throttles[bad.host].tripped and not throttles[good.host].tripped
+
+
+def test_a_slow_or_backing_off_host_never_holds_up_a_fast_one() -> None:
+    async def scenario() -> dict[str, Any]:
+        async with (
+            serve({"/s": sleeps(0.6)}) as slow,
+            serve({"/e": fails(500)}) as failing,
+            serve({"/f": text("fast")}) as fast,
+        ):
+            # Two global slots for three hosts: a host waiting out its gap or back-off must
+            # not sit on a slot, or the fast host would starve.
+            cfg = FetchSettings(
+                global_concurrency=2,
+                host_concurrency=1,
+                backoff_base_s=0.5,
+                host_failure_limit=None,
+            )
+            requests = []
+            for i in range(3):  # interleaved, the troubled hosts first
+                requests += [req(slow, f"/s?i={i}")] if i < 2 else []
+                requests += [req(failing, f"/e?i={i}")]
+            requests += [req(fast, f"/f?i={i}") for i in range(4)]
+            started = time.monotonic()
+            results = await run(requests, cfg)
+            return {
+                "results": results,
+                "fast": [t - started for t in starts(fast)],
+                "slow": [t - started for t in starts(slow)],
+                "failing": [t - started for t in starts(failing)],
+            }
+
+    out = asyncio.run(scenario())
+    # Had the failing host kept a slot through its back-off, the slow one would hold the other
+    # for 0.6 s and the fast host could not start before then.
+    assert len(out["fast"]) == 4 and max(out["fast"]) < 0.45, out["fast"]
+    assert len(out["slow"]) == 2 and max(out["slow"]) >= 0.55  # paced at its latency
+    assert len(out["failing"]) == 3 and min(gaps(out["failing"])) >= 0.5
+    assert [r.outcome for r in out["results"] if "/f" in r.url] == ["new"] * 4
+
+
+def test_a_throttled_host_is_deferred_at_the_cycle_limit_instead_of_waited_for() -> None:
+    async def scenario() -> tuple[float, list[FetchResult], Server]:
+        async with serve({"/e": fails(500)}) as failing, serve({"/f": text("f")}) as fast:
+            cfg = FetchSettings(
+                cycle_time_limit_s=2.0,
+                backoff_base_s=5.0,  # the next try would fall after the cycle's end
+                host_concurrency=1,
+                host_failure_limit=None,
+            )
+            started = time.monotonic()
+            results = await run(
+                [req(failing, f"/e?i={i}") for i in range(4)]
+                + [req(fast, f"/f?i={i}") for i in range(3)],
+                cfg,
+            )
+            return time.monotonic() - started, results, failing
+
+    elapsed, results, failing = asyncio.run(scenario())
+    assert elapsed < 1.0  # not parked until the deadline, let alone for the back-off
+    assert len(failing.log) == 1
+    assert results[0].outcome == "error"
+    assert [r.outcome for r in results[1:4]] == ["deferred"] * 3
+    assert all("time limit" in (r.error or "") for r in results[1:4])
+    assert [r.outcome for r in results[4:]] == ["new"] * 3
+
+
+def test_retry_after_stops_the_host_and_raises_its_delay() -> None:
+    async def scenario() -> tuple[list[FetchResult], Throttles]:
+        async def limited(request: web.Request) -> web.Response:
+            return web.Response(status=429, headers={"Retry-After": "7"})
+
+        async with serve({"/l": limited, "/a": text("a")}) as srv:
+            cfg = FetchSettings(host_concurrency=1)
+            throttles = Throttles(cfg.throttle_policy())
+            results = await run([req(srv, "/l"), req(srv, "/a")], cfg, throttles)
+            return results, throttles
+
+    (limited, after), throttles = asyncio.run(scenario())
+    assert (limited.http_status, limited.retry_after_s) == (429, 7.0)
+    assert after.outcome == "deferred" and after.retry_after_s == 7.0
+    assert "429" in (after.error or "")
+    snap = throttles.snapshot()[0]
+    assert snap["delay_s"] >= 7.0 and snap["n_failures"] == 1
+
+
+def test_a_carried_over_open_breaker_defers_without_sending() -> None:
+    async def scenario() -> tuple[list[FetchResult], Server]:
+        async with serve({"/y": text("fine")}) as srv:
+            cfg = FetchSettings()
+            throttles = Throttles(cfg.throttle_policy())
+            t = throttles.for_host(srv.host)
+            for _ in range(3):
+                t.observe("failure", now=time.monotonic(), detail="connect failed")
+            results = await run([req(srv, "/y")], cfg, throttles)
+            return results, srv
+
+    (result,), srv = asyncio.run(scenario())
+    assert result.outcome == "deferred" and not result.sent and srv.log == []
+    assert "circuit breaker" in (result.error or "")

@@ -1,0 +1,295 @@
+"""Validator trust on small, hand-written fetch histories: each server misbehaviour on its own,
+then the filter that turns trust into the next cycle's conditional headers."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
+
+import polars as pl
+import pytest
+
+from freshness_pipeline.science.validators import (
+    HISTORY_COLUMNS,
+    TRUST_SCHEMA,
+    TrustRules,
+    drop_untrusted_validators,
+    validator_trust,
+)
+from freshness_pipeline.web.client import FetchResult
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+LM1 = "Thu, 01 Jan 2026 00:00:00 GMT"
+LM2 = "Fri, 02 Jan 2026 00:00:00 GMT"
+LM3 = "Sat, 03 Jan 2026 00:00:00 GMT"
+
+
+def body(fp: str, etag: str | None = None, lm: str | None = None, sent: str | None = None):
+    """A 200 response: content ``fp`` with these validators; ``sent`` the validator we sent."""
+    return {"status": 200, "fp": fp, "etag": etag, "lm": lm, "sent": sent}
+
+
+def not_modified(sent: str, fp: str, etag: str | None = None, lm: str | None = None):
+    return {"status": 304, "fp": fp, "etag": etag, "lm": lm, "sent": sent}
+
+
+def history(host: str, url: str, steps: list[dict], *, validator_column: bool = True):
+    """fetch_log-like rows for one URL, one cycle (6 h) apart, outcomes as the client makes them."""
+    rows = []
+    prev_fp = None
+    for i, step in enumerate(steps):
+        if step["status"] == 304:
+            outcome = "not_modified"
+        elif prev_fp is None:
+            outcome = "new"
+        else:
+            outcome = "unchanged" if step["fp"] == prev_fp else "changed"
+        prev_fp = step["fp"]
+        row = {
+            "url": url,
+            "host": host,
+            "fetched_at": T0 + timedelta(hours=6 * i),
+            "http_status": step["status"],
+            "outcome": outcome,
+            "conditional": step["sent"] is not None,
+            "fingerprint": step["fp"],
+            "etag": step["etag"],
+            "last_modified": step["lm"],
+        }
+        if validator_column:
+            row["validator"] = step["sent"]
+        rows.append(row)
+    return rows
+
+
+def frame(*parts: list[dict]) -> pl.DataFrame:
+    return pl.DataFrame([row for part in parts for row in part], infer_schema_length=None)
+
+
+def trust_of(rows: pl.DataFrame, host: str = "h", **rules: float) -> dict:
+    out = validator_trust(rows, TrustRules(**rules) if rules else None)  # type: ignore[arg-type]
+    assert dict(out.schema) == TRUST_SCHEMA
+    return out.filter(pl.col("host") == host).row(0, named=True)
+
+
+# ------------------------------------------------------------------ well-behaved servers
+
+
+def test_honest_server_is_trusted_and_its_304s_counted() -> None:
+    steps = [
+        body("A", '"e1"', LM1),
+        not_modified("etag", "A", '"e1"', LM1),
+        not_modified("etag", "A", '"e1"', LM1),
+        body("B", '"e2"', LM2, sent="etag"),  # changed: both validators moved
+        not_modified("etag", "B", '"e2"', LM2),
+    ]
+    t = trust_of(frame(history("h", "/a", steps), history("h", "/b", steps)))
+    assert t["etag_trusted"] and t["last_modified_trusted"]
+    assert t["etag_reason"] is None and t["last_modified_reason"] is None
+    assert (t["n_fetches"], t["n_body_pairs"]) == (10, 2)
+    assert (t["etag_honored"], t["etag_tracks"], t["last_modified_tracks"]) == (6, 2, 2)
+    assert t["etag_stuck"] == t["etag_volatile"] == t["etag_ignored"] == 0
+
+
+def test_no_evidence_means_trusted() -> None:
+    t = trust_of(frame(history("h", "/a", [body("A", '"e1"', LM1)])))
+    assert t["etag_trusted"] and t["last_modified_trusted"] and t["n_body_pairs"] == 0
+
+
+def test_weak_and_strong_forms_of_an_etag_are_the_same_validator() -> None:
+    steps = [body("A", '"e1"'), body("A", 'W/"e1"'), body("A", '"e1"'), body("A", 'W/"e1"')]
+    t = trust_of(frame(history("h", "/a", steps)))
+    assert (t["etag_stable"], t["etag_volatile"]) == (3, 0) and t["etag_trusted"]
+
+
+# ------------------------------------------------------------------ lying servers
+
+
+def test_an_etag_new_on_every_200_with_unchanged_content_is_not_trusted() -> None:
+    steps = [body("A", f'"t{i}"', LM1, sent="etag" if i else None) for i in range(5)]
+    t = trust_of(frame(history("h", "/a", steps)))
+    assert not t["etag_trusted"] and t["etag_volatile"] == 4
+    assert "useless" in t["etag_reason"] and "ETag" in t["etag_reason"]
+    # The Last-Modified of the same responses held still on unchanged content: fall back to it.
+    assert t["last_modified_trusted"] and t["last_modified_stable"] == 4
+
+
+def test_a_last_modified_that_never_moves_while_content_changes_is_not_trusted() -> None:
+    steps = [body("A", lm=LM1), body("B", lm=LM1), body("C", lm=LM1, sent="last_modified")]
+    t = trust_of(frame(history("h", "/a", steps)))
+    assert not t["last_modified_trusted"] and t["last_modified_stuck"] == 2
+    assert t["last_modified_reason"].startswith("stuck: same Last-Modified")
+    assert t["etag_trusted"]  # no ETag, no evidence against it
+
+
+def test_a_stuck_etag_is_caught_across_304s_by_a_later_body() -> None:
+    # The server kept answering 304 to a page that changed; an unconditional (verification)
+    # fetch reveals new content under the old ETag.
+    steps = [
+        body("A", '"e1"'),
+        not_modified("etag", "A", '"e1"'),
+        not_modified("etag", "A", '"e1"'),
+        body("B", '"e1"'),
+    ]
+    t = trust_of(frame(history("h", "/a", steps)))
+    assert t["etag_stuck"] == 1 and not t["etag_trusted"]
+    assert "stuck" in t["etag_reason"]
+
+
+def test_a_last_modified_that_always_moves_while_content_does_not_is_not_trusted() -> None:
+    lms = [LM1, LM2, LM3, "Sun, 04 Jan 2026 00:00:00 GMT"]
+    steps = [body("A", lm=lm, sent="last_modified" if i else None) for i, lm in enumerate(lms)]
+    t = trust_of(frame(history("h", "/a", steps)))
+    assert t["last_modified_volatile"] == 3 and not t["last_modified_trusted"]
+
+
+def test_a_server_that_ignores_a_matching_validator_is_not_trusted() -> None:
+    steps = [body("A", '"e1"')] + [body("A", '"e1"', sent="etag") for _ in range(3)]
+    t = trust_of(frame(history("h", "/a", steps)))
+    assert (t["etag_ignored"], t["etag_stable"]) == (3, 0) and not t["etag_trusted"]
+
+
+def test_one_deploy_touching_every_file_does_not_condemn_working_validators() -> None:
+    parts = []
+    for u in range(4):
+        steps = [body("A", '"e1"', LM1)]
+        steps += [not_modified("etag", "A", '"e1"', LM1) for _ in range(3)]
+        steps += [body("A", '"e2"', LM2, sent="etag")]  # new mtime, same bytes
+        steps += [not_modified("etag", "A", '"e2"', LM2) for _ in range(2)]
+        parts.append(history("h", f"/p{u}", steps))
+    t = trust_of(frame(*parts))
+    assert t["etag_volatile"] == 4 and t["etag_honored"] == 20
+    assert t["etag_trusted"] and t["last_modified_trusted"]
+
+
+def test_hosts_are_judged_separately() -> None:
+    good = history("good", "/a", [body("A", '"e1"'), not_modified("etag", "A", '"e1"')])
+    bad = history("bad", "/a", [body(str(i), lm=LM1) for i in range(3)])
+    out = validator_trust(frame(good, bad))
+    assert out["host"].to_list() == ["bad", "good"]
+    assert out["last_modified_trusted"].to_list() == [False, True]
+
+
+# ------------------------------------------------------------------ input handling
+
+
+def test_without_a_validator_column_it_is_inferred_from_the_previous_row() -> None:
+    steps = [body("A", '"e1"')] + [body("A", '"e1"', sent="etag") for _ in range(3)]
+    t = trust_of(frame(history("h", "/a", steps, validator_column=False)))
+    assert t["etag_ignored"] == 3 and not t["etag_trusted"]
+    lm_only = [body("A", lm=LM1), not_modified("last_modified", "A", lm=LM1)]
+    t = trust_of(frame(history("h", "/a", lm_only, validator_column=False)))
+    assert (t["last_modified_honored"], t["etag_honored"]) == (1, 0)
+
+
+def test_a_new_extractor_version_is_not_read_as_a_change() -> None:
+    rows = frame(history("h", "/a", [body("A", '"e1"'), body("A", '"e1"'), body("A2", '"e1"')]))
+    rows = rows.with_columns(fingerprint_version=pl.Series([1, 1, 2]))
+    t = trust_of(rows)
+    assert (t["etag_stuck"], t["n_body_pairs"]) == (0, 1) and t["etag_trusted"]
+
+
+def test_rows_in_any_order_and_non_body_rows_are_handled() -> None:
+    steps = [body("A", lm=LM1), body("B", lm=LM1)]
+    rows = frame(history("h", "/a", steps)).reverse()
+    errors = pl.DataFrame(
+        {
+            "url": ["/a", "/a"],
+            "host": ["h", "h"],
+            "fetched_at": [T0 + timedelta(hours=3), T0 + timedelta(hours=9)],
+            "http_status": [None, 500],
+            "outcome": ["error", "error"],
+            "conditional": [True, True],
+            "fingerprint": [None, None],
+            "etag": [None, None],
+            "last_modified": [LM1, LM1],
+            "validator": ["last_modified", "last_modified"],
+        },
+        schema_overrides={"http_status": pl.Int64},
+    )
+    t = trust_of(pl.concat([rows, errors], how="vertical_relaxed"))
+    assert (t["n_fetches"], t["n_body_pairs"], t["last_modified_stuck"]) == (4, 1, 1)
+
+
+def test_the_history_columns_are_what_the_client_reports() -> None:
+    results = [
+        FetchResult(url="http://h/a", host="h", http_status=200, outcome="new", fingerprint="A"),
+        FetchResult(
+            url="http://h/a",
+            host="h",
+            http_status=304,
+            outcome="not_modified",
+            fingerprint="A",
+            etag='"e"',
+            conditional=True,
+            validator="etag",
+        ),
+    ]
+    rows = pl.DataFrame([asdict(r) for r in results], infer_schema_length=None).with_columns(
+        fetched_at=pl.Series([T0, T0 + timedelta(days=1)])
+    )
+    assert set(HISTORY_COLUMNS) <= set(rows.columns)
+    assert trust_of(rows)["etag_honored"] == 1
+
+
+def test_bad_input_is_refused_and_empty_input_is_empty() -> None:
+    with pytest.raises(ValueError, match="fetch history lacks"):
+        validator_trust(pl.DataFrame({"url": ["x"]}))
+    empty = pl.DataFrame(schema={c: pl.String for c in HISTORY_COLUMNS})
+    out = validator_trust(empty)
+    assert out.height == 0 and dict(out.schema) == TRUST_SCHEMA
+    with pytest.raises(ValueError):
+        TrustRules(min_stuck=0)
+    with pytest.raises(ValueError):
+        TrustRules(max_useless_share=2)
+
+
+# ------------------------------------------------------------------ applying trust
+
+
+def plan() -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "url": ["/1", "/2", "/3", "/4", "/5"],
+            "host": ["liar", "stuck", "fine", "unknown", "fine"],
+            "etag": ['"a"', '"b"', '"c"', '"d"', '"e"'],
+            "last_modified": [LM1, LM1, LM1, None, LM2],
+            "reason": ["value", "value", "value", "new", "verify"],
+            "rank": [1, 2, 3, 4, 5],
+        }
+    )
+
+
+def trust_table() -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "host": ["fine", "liar", "stuck"],
+            "etag_trusted": [True, False, False],
+            "last_modified_trusted": [True, True, False],
+        }
+    )
+
+
+def test_untrusted_validators_are_dropped_per_host() -> None:
+    out = drop_untrusted_validators(plan(), trust_table())
+    assert out.columns == plan().columns and out["url"].to_list() == plan()["url"].to_list()
+    # liar: ETag dropped, so the client falls back to If-Modified-Since.
+    # stuck: both dropped, so no conditional header: the fingerprint decides.
+    # unknown host: no evidence, kept. The verification sample: unconditional.
+    assert out["etag"].to_list() == [None, None, '"c"', '"d"', None]
+    assert out["last_modified"].to_list() == [LM1, None, LM1, None, None]
+
+
+def test_verification_can_stay_conditional_and_plans_need_no_reason_column() -> None:
+    out = drop_untrusted_validators(plan(), trust_table(), unconditional_reasons=())
+    assert out["etag"][4] == '"e"' and out["last_modified"][4] == LM2
+    bare = drop_untrusted_validators(plan().drop("reason"), trust_table())
+    assert bare["etag"].to_list() == [None, None, '"c"', '"d"', '"e"']
+
+
+def test_trust_from_history_feeds_the_filter() -> None:
+    liar = history("liar", "/1", [body("A", f'"t{i}"', LM1) for i in range(5)])
+    out = drop_untrusted_validators(plan(), validator_trust(frame(liar)))
+    assert out["etag"][0] is None and out["last_modified"][0] == LM1
+    with pytest.raises(ValueError, match="requests lacks"):
+        drop_untrusted_validators(plan().drop("etag"), trust_table())
