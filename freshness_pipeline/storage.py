@@ -232,6 +232,17 @@ class Warehouse:
         scan = pl.scan_parquet(files).select("host").unique().drop_nulls()
         return sorted(scan.collect()["host"].to_list())
 
+    def read_fetch_log(self, hosts: Iterable[str], since: datetime) -> pl.DataFrame:
+        """The request history of ``hosts`` from the cycles at or after ``since``, choosing files
+        by their cycle stamp so that a long history is not read to use its last month."""
+        first = f"cycle-{_stamp(since)}"
+        files = [f for f in self._files("fetch_log", hosts) if f.name >= first]
+        if not files:
+            return tables.empty("fetch_log")
+        return pl.concat(
+            [tables.conform("fetch_log", pl.read_parquet(f)) for f in files], how="diagonal_relaxed"
+        )
+
     def has_partition(self, table: str, host: str) -> bool:
         return self.partition_file(table, host).exists()
 

@@ -95,6 +95,7 @@ FETCH_RESULTS = {
     "content_type": pl.String,
     "bytes": pl.Int64,
     "conditional": pl.Boolean,
+    "validator": pl.String,
     "duration_ms": pl.Float64,
     "location": pl.String,
     "retry_after_s": pl.Float64,
@@ -110,8 +111,12 @@ FETCH_LOG = {
     "outcome": pl.String,
     "bytes": pl.Int64,
     "conditional": pl.Boolean,
+    "validator": pl.String,
     "duration_ms": pl.Float64,
     "fingerprint": pl.String,
+    "fingerprint_version": pl.Int64,
+    "etag": pl.String,
+    "last_modified": pl.String,
     "error": pl.String,
 }
 

@@ -250,3 +250,21 @@ def test_readme_queries_run_on_the_views(crawled):
         assert frame.width > 0
     gone = sql(crawled["home"], next(b for b in blocks if "status = 'gone'" in b))
     assert gone.height > 0
+
+
+def test_lying_etags_stop_being_sent_honest_ones_keep_working(crawled):
+    """The volatile site answers every request with a new ETag on unchanged content: once the
+    history shows it, the crawler stops sending its validators there (and only there)."""
+    web, home = crawled["web"], crawled["home"]
+    last = DEFAULT_START + (CYCLES - 1) * STEP
+    frame = sql(
+        home,
+        "SELECT host, count(*) FILTER (WHERE conditional) AS conditional, count(*) AS n "
+        "FROM fetch_log WHERE fetched_at = ? GROUP BY host",
+        [last],
+    )
+    by_host = {h: (c, n) for h, c, n in frame.iter_rows()}
+    volatile = by_host[web.hosts["volatile"]]
+    honest = by_host[web.hosts["honest"]]
+    assert volatile[1] > 0 and volatile[0] == 0, volatile
+    assert honest[0] > 0, honest

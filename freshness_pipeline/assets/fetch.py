@@ -6,6 +6,7 @@ one file per cycle per host, named after the cycle so a re-run replaces rather t
 """
 
 from dataclasses import asdict
+from datetime import timedelta
 
 import dagster as dg
 import polars as pl
@@ -15,7 +16,13 @@ from freshness_pipeline.assets.common import ASSET_KWARGS
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
 from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION
+from freshness_pipeline.science.validators import drop_untrusted_validators, validator_trust
 from freshness_pipeline.web.client import FetchRequest, fetch_all_sync
+from freshness_pipeline.web.throttle import Throttles
+
+# How far back validator behaviour is judged: long enough to see a stuck Last-Modified, short
+# enough that a host that fixes its server is trusted again within weeks.
+VALIDATOR_HISTORY = timedelta(days=30)
 
 
 def fetch_requests(plan: pl.DataFrame) -> list[FetchRequest]:
@@ -62,13 +69,14 @@ def fetch_results(
     hosts = list(context.partition_keys)
     now = cycle.cycle_now(context)
     wh = warehouse.warehouse()
-    requests = fetch_requests(revisit_plan)
     if cycle.dry_run:
         raise dg.Failure("fetch_results does not run in a dry run; select the planning assets only")
+    trust = validator_trust(wh.read_fetch_log(hosts, now - VALIDATOR_HISTORY))
+    planned = drop_untrusted_validators(revisit_plan.filter(pl.col("selected")), trust)
+    settings = http.settings(time_limit_s=cycle.fetch_time_limit_s)
+    throttles = Throttles(settings.throttle_policy())
     results = fetch_all_sync(
-        requests,
-        http.settings(time_limit_s=cycle.fetch_time_limit_s),
-        allow=http.allow_list(),
+        fetch_requests(planned), settings, allow=http.allow_list(), throttles=throttles
     )
     frame = results_frame(revisit_plan, results, now)
     sent = frame.filter(pl.col("sent"))
@@ -93,5 +101,34 @@ def fetch_results(
                 else 0.0
             ),
             "bytes": dg.MetadataValue.int(int(sent["bytes"].sum() or 0)),
+            "hosts_needing_attention": dg.MetadataValue.md(
+                attention_table(throttles.snapshot(), trust)
+            ),
         },
     )
+
+
+def attention_table(throttled: list[dict], trust: pl.DataFrame) -> str:
+    """Markdown: the hosts an operator should look at, and why (slowed down, failing, breaker
+    open, validators not trusted)."""
+    notes: dict[str, list[str]] = {}
+    for host in throttled:
+        reasons = notes.setdefault(host["host"], [])
+        if host["breaker_open"]:
+            reasons.append(f"breaker open ({host['last_failure']})")
+        elif host["n_failures"]:
+            reasons.append(f"{host['n_failures']} failures")
+        if host["max_delay_s"] and host["max_delay_s"] > (host["crawl_delay_s"] or 0) + 1:
+            reasons.append(f"slowed to {host['max_delay_s']:.1f} s between requests")
+    for row in trust.iter_rows(named=True):
+        for validator in ("etag", "last_modified"):
+            if row[f"{validator}_trusted"] is False:
+                notes.setdefault(row["host"], []).append(
+                    f"{validator} not trusted: {row[f'{validator}_reason']}"
+                )
+    flagged = {h: r for h, r in notes.items() if r}
+    if not flagged:
+        return "No host needs attention."
+    lines = ["| host | why |", "|---|---|"]
+    lines += [f"| {h} | {'; '.join(r)} |" for h, r in sorted(flagged.items())]
+    return "\n".join(lines)
