@@ -42,10 +42,9 @@ concurrency:
   runs:
     max_concurrent_runs: 4
     tag_concurrency_limits:
-      - key: "dagster/partition"
-        value: {{applyLimitPerUniqueValue: true}}
+      - key: "freshness/cycle"
         limit: 1
-      - key: "freshness/host_bucket"
+      - key: "dagster/partition"
         value: {{applyLimitPerUniqueValue: true}}
         limit: 1
 telemetry:

@@ -92,3 +92,24 @@ def test_sensor_registers_seeded_hosts(tmp_path, monkeypatch):
     assert list(added.partition_keys) == ["new.example"]
     register_hosts(instance, ["new.example"])
     assert isinstance(new_hosts_sensor(context), dg.SkipReason)
+
+
+def test_cycle_runs_are_serialized_by_the_instance_config(tmp_path, monkeypatch):
+    """Both instance configs (the one `freshness` writes and the checkout's dagster.yaml) load
+    and limit cycle runs to one at a time through the job's own tag."""
+    from pathlib import Path
+
+    import yaml
+
+    from freshness_pipeline.jobs import CYCLE_TAG, freshness_cycle_job
+    from freshness_pipeline.runner import open_instance
+
+    assert freshness_cycle_job.tags[CYCLE_TAG] == "true"
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    instance = open_instance(tmp_path)
+    coordinator = instance.run_coordinator
+    assert type(coordinator).__name__ == "QueuedRunCoordinator"
+    checkout = Path(__file__).resolve().parents[1] / "dagster.yaml"
+    for config in (tmp_path / "dagster" / "dagster.yaml", checkout):
+        limits = yaml.safe_load(config.read_text())["concurrency"]["runs"]["tag_concurrency_limits"]
+        assert {"key": CYCLE_TAG, "limit": 1} in limits, config
