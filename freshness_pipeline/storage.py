@@ -26,6 +26,7 @@ import polars as pl
 
 from freshness_pipeline import tables
 from freshness_pipeline.crashpoints import crash_point
+from freshness_pipeline.metrics_sql import METRIC_VIEWS
 
 HOME_ENV = "FRESHNESS_HOME"
 _SAFE_KEY_CHARS = re.compile(r"[^a-z0-9.\-_:\[\]]")
@@ -257,6 +258,7 @@ class Warehouse:
     def _signature(self) -> str:
         described = {t: {c: str(d) for c, d in s.items()} for t, s in tables.SCHEMAS.items()}
         described["_root"] = {"path": str(self.root)}
+        described["_metric_views"] = dict(METRIC_VIEWS)
         return json.dumps(described, sort_keys=True)
 
     def ensure_views(self, *, force: bool = False) -> str | None:
@@ -285,6 +287,8 @@ class Warehouse:
         try:
             for table in tables.VIEW_TABLES:
                 con.execute(self._view_sql(table))
+            for name, sql in METRIC_VIEWS.items():
+                con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')
         finally:
             con.close()
         marker.write_text(signature)

@@ -140,6 +140,7 @@ URL_STATE = {
     "last_outcome": pl.String,
     "last_http_status": pl.Int64,
     "redirect_to": pl.String,
+    "duplicate_of": pl.String,
     "gone_at": pl.Datetime("us", "UTC"),
     "n_fetches": pl.Int64,
     "n_changes": pl.Int64,

@@ -268,3 +268,20 @@ def test_lying_etags_stop_being_sent_honest_ones_keep_working(crawled):
     honest = by_host[web.hosts["honest"]]
     assert volatile[1] > 0 and volatile[0] == 0, volatile
     assert honest[0] > 0, honest
+
+
+def test_metric_views_match_the_report(crawled):
+    home = crawled["home"]
+    by_host = sql(home, "SELECT * FROM host_metrics")
+    assert by_host.height == len(crawled["web"].hosts)
+    assert {
+        "share_304",
+        "unchanged_share",
+        "requests_per_change",
+        "expected_age_h",
+        "throttled",
+    } <= set(by_host.columns)
+    total_requests = sql(home, "SELECT count(*) AS n FROM fetch_log")["n"][0]
+    assert by_host["requests"].sum() == total_requests
+    by_class = sql(home, "SELECT * FROM class_metrics")
+    assert set(by_class["url_class"].to_list()) >= {"article", "listing", "static"}

@@ -20,7 +20,9 @@ from freshness_pipeline.science.schedule import PlanConfig, build_plan
 # Without a Crawl-delay we still keep to a few requests a second per host.
 DEFAULT_HOST_RATE_PER_S = 4.0
 ERROR_COST_WEIGHT = 3.0
-PERMANENT_REDIRECT_COST = 8.0
+# A URL that moved for good, or whose content another URL of its host duplicates, is only a
+# second copy: it is re-checked now and then (in case it diverges), not kept fresh.
+SECOND_COPY_COST = 8.0
 
 
 def host_health(results: pl.DataFrame, hosts: list[str]) -> pl.DataFrame:
@@ -85,6 +87,7 @@ def plan_inputs(
         .alias("fingerprint"),
         "consecutive_errors",
         "redirect_to",
+        "duplicate_of",
         "last_http_status",
     )
     permanent_redirect = pl.col("redirect_to").is_not_null() & pl.col("last_http_status").is_in(
@@ -97,12 +100,12 @@ def plan_inputs(
             status=pl.when(~pl.col("allowed"))
             .then(pl.lit("blocked"))
             .otherwise(pl.col("state_status").fill_null("new")),
-            # A URL failing again and again costs more, up to 16x, so it yields to healthy ones;
-            # a permanently moved URL is only re-checked now and then (its target is a URL of
-            # its own).
+            # A URL failing again and again costs more, up to 16x, so it yields to healthy ones.
             cost=pl.col("cost_multiplier").fill_null(1.0)
             * (2.0 ** pl.col("consecutive_errors").fill_null(0).clip(0, 4))
-            * pl.when(permanent_redirect).then(PERMANENT_REDIRECT_COST).otherwise(1.0),
+            * pl.when(permanent_redirect | pl.col("duplicate_of").is_not_null())
+            .then(SECOND_COPY_COST)
+            .otherwise(1.0),
         )
     )
 

@@ -19,6 +19,7 @@ from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.plots import state_plots
 from freshness_pipeline.resources import CycleResource, WarehouseResource
 from freshness_pipeline.science.estimate import append_observations, estimate_rates, prior_columns
+from freshness_pipeline.science.fingerprint import content_fingerprint
 from freshness_pipeline.science.hints import hint_evidence
 from freshness_pipeline.science.intervals import due_age_days
 from freshness_pipeline.science.schedule import PlanConfig
@@ -194,9 +195,27 @@ def update_state(
         .then(pl.col("gone_at") + timedelta(days=config.gone_recheck_days))
         .otherwise(due_at)
     )
-    return tables.conform("url_state", estimated.with_columns(next_check_at=next_check)).sort(
-        ["host", "url"]
-    ), lastmod_grades(merged)
+    state = estimated.with_columns(next_check_at=next_check, duplicate_of=content_duplicates())
+    return tables.conform("url_state", state).sort(["host", "url"]), lastmod_grades(merged)
+
+
+# Pages whose extracted content is empty all share one fingerprint; they are not duplicates.
+EMPTY_FINGERPRINT = content_fingerprint(b"", content_type="text/html")
+
+
+def content_duplicates() -> pl.Expr:
+    """For a live page whose content fingerprint another page of its host shares, the first such
+    URL (the copy we keep fetching); null otherwise. Print views, session-id URLs and mirrors
+    then cost one fetch instead of one each."""
+    group = ["host", "fingerprint", "fingerprint_version"]
+    same = (
+        (pl.col("status") == "active")
+        & pl.col("fingerprint").is_not_null()
+        & (pl.col("fingerprint") != EMPTY_FINGERPRINT)
+    )
+    first = pl.col("url").filter(same).min().over(group)
+    shared = pl.col("url").filter(same).count().over(group) > 1
+    return pl.when(same & shared & (first != pl.col("url"))).then(first)
 
 
 def lastmod_grades(merged: pl.DataFrame) -> pl.DataFrame:

@@ -1,0 +1,170 @@
+"""The url_state update on small hand-made frames: status transitions, observations counted
+once, content duplicates."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import polars as pl
+
+from freshness_pipeline import tables
+from freshness_pipeline.assets.state import EMPTY_FINGERPRINT, update_state
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+T1 = T0 + timedelta(hours=6)
+HOST = "a.example"
+
+
+def candidates(*urls: str, blocked: tuple[str, ...] = ()) -> pl.DataFrame:
+    return tables.conform(
+        "url_candidates",
+        pl.DataFrame(
+            {
+                "url": list(urls),
+                "host": HOST,
+                "value": 1.0,
+                "url_class": "article",
+                "first_seen_at": T0,
+                "allowed": [u not in blocked for u in urls],
+            }
+        ),
+    )
+
+
+def results(rows: list[dict]) -> pl.DataFrame:
+    base = {"host": HOST, "sent": True, "fingerprint_version": 1}
+    return tables.conform("fetch_results", pl.DataFrame([{**base, **r} for r in rows]))
+
+
+def plan_for(urls: list[str]) -> pl.DataFrame:
+    return tables.conform(
+        "revisit_plan",
+        pl.DataFrame(
+            {"url": urls, "host": HOST, "selected": True, "cost": 1.0, "status": "active"}
+        ),
+    )
+
+
+def step(previous, cands, res, now):
+    state, _grades = update_state(previous, cands, res, plan_for(cands["url"].to_list()), now)
+    return state
+
+
+def test_first_fetch_then_change_then_gone_then_revived():
+    url = "http://a.example/p"
+    cands = candidates(url)
+    s0 = step(tables.empty("url_state"), cands, results([]), T0)
+    assert s0.row(0, named=True)["status"] == "new"
+    s1 = step(
+        s0,
+        cands,
+        results(
+            [
+                {
+                    "url": url,
+                    "fetched_at": T0,
+                    "outcome": "new",
+                    "http_status": 200,
+                    "fingerprint": "f1",
+                }
+            ]
+        ),
+        T0,
+    )
+    assert s1.row(0, named=True)["status"] == "active" and s1["n_obs"][0] == 0
+    s2 = step(
+        s1,
+        cands,
+        results(
+            [
+                {
+                    "url": url,
+                    "fetched_at": T1,
+                    "outcome": "changed",
+                    "http_status": 200,
+                    "fingerprint": "f2",
+                }
+            ]
+        ),
+        T1,
+    )
+    row = s2.row(0, named=True)
+    assert row["n_obs"] == 1 and row["n_changes"] == 1 and row["last_changed_at"] == T1
+    assert row["obs_interval_days"] == [0.25]
+    t2 = T1 + timedelta(hours=6)
+    s3 = step(
+        s2,
+        cands,
+        results([{"url": url, "fetched_at": t2, "outcome": "gone", "http_status": 410}]),
+        t2,
+    )
+    row = s3.row(0, named=True)
+    assert row["status"] == "gone" and row["gone_at"] == t2 and row["fingerprint"] == "f2"
+    t3 = t2 + timedelta(days=40)
+    s4 = step(
+        s3,
+        cands,
+        results(
+            [
+                {
+                    "url": url,
+                    "fetched_at": t3,
+                    "outcome": "changed",
+                    "http_status": 200,
+                    "fingerprint": "f3",
+                }
+            ]
+        ),
+        t3,
+    )
+    row = s4.row(0, named=True)
+    assert row["status"] == "active" and row["gone_at"] is None and row["n_obs"] == 2
+
+
+def test_a_rerun_of_the_same_cycle_adds_no_observation():
+    url = "http://a.example/p"
+    cands = candidates(url)
+    first = results(
+        [{"url": url, "fetched_at": T0, "outcome": "new", "http_status": 200, "fingerprint": "f1"}]
+    )
+    s1 = step(tables.empty("url_state"), cands, first, T0)
+    again = results(
+        [
+            {
+                "url": url,
+                "fetched_at": T1,
+                "outcome": "unchanged",
+                "http_status": 200,
+                "fingerprint": "f1",
+            }
+        ]
+    )
+    s2 = step(s1, cands, again, T1)
+    s2_rerun = step(s2, cands, again, T1)
+    assert s2["n_obs"].to_list() == s2_rerun["n_obs"].to_list() == [1]
+
+
+def test_blocked_urls_stay_and_content_duplicates_are_marked():
+    urls = [
+        "http://a.example/a",
+        "http://a.example/b",
+        "http://a.example/c",
+        "http://a.example/e1",
+        "http://a.example/e2",
+    ]
+    cands = candidates(*urls, "http://a.example/private", blocked=("http://a.example/private",))
+    fps = ["same", "same", "other", EMPTY_FINGERPRINT, EMPTY_FINGERPRINT]
+    res = results(
+        [
+            {"url": u, "fetched_at": T0, "outcome": "new", "http_status": 200, "fingerprint": f}
+            for u, f in zip(urls, fps, strict=True)
+        ]
+    )
+    state = step(tables.empty("url_state"), cands, res, T0)
+    by_url = {r["url"]: r for r in state.iter_rows(named=True)}
+    assert by_url["http://a.example/private"]["status"] == "blocked"
+    assert by_url["http://a.example/b"]["duplicate_of"] == "http://a.example/a"
+    assert by_url["http://a.example/a"]["duplicate_of"] is None
+    assert by_url["http://a.example/c"]["duplicate_of"] is None
+    assert by_url["http://a.example/e2"]["duplicate_of"] is None
+    assert state.height == 6
