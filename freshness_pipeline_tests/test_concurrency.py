@@ -54,3 +54,39 @@ def test_cli_cycle_refuses_with_exit_75_and_kill_9_frees_the_home(tmp_path, hold
     planned = run_freshness(*plan, home=tmp_path)
     assert planned.returncode == 0, planned.stderr
     assert "1 planned" in planned.stdout
+
+
+USER_SESSION = """
+import sys, time, duckdb
+con = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == "ro")
+print(con.execute("SELECT count(*) FROM url_state").fetchall()[0][0], flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("mode", ["ro", "rw"])
+def test_a_users_duckdb_session_does_not_fail_the_cycle(tmp_path, mode):
+    """A user querying freshness.duckdb (read-only or read-write) while cycles run: the cycle
+    completes, and where the views needed refreshing it says so instead of failing."""
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("https://a.example/\nhttps://a.example/2\n")
+    assert run_freshness("seed", str(seeds), home=tmp_path).returncode == 0
+    session = subprocess.Popen(
+        [sys.executable, "-c", USER_SESSION, str(tmp_path / "freshness.duckdb"), mode],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert session.stdout.readline().strip() == "0"
+        (
+            tmp_path / "warehouse" / "_views.json"
+        ).unlink()  # as after an upgrade: views must be redone
+        done = run_freshness("cycle", "--dry-run", "--now", "2026-11-30T12:00:00Z", home=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "2 planned" in done.stdout
+        assert "not refreshed" in done.stderr
+    finally:
+        session.kill()
+        session.wait()
+    again = run_freshness("cycle", "--dry-run", "--now", "2026-11-30T18:00:00Z", home=tmp_path)
+    assert again.returncode == 0 and "not refreshed" not in again.stderr

@@ -1,0 +1,43 @@
+"""Safe by default: servers the project starts listen on loopback only, the crawler reaches no
+private or loopback address unless told to, and the documented UI command binds to loopback."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from pathlib import Path
+
+from freshness_pipeline.synthweb import SiteSpec, SyntheticWeb, build_world
+from freshness_pipeline.web.netguard import allowed_networks, blocked_reason
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_synthetic_web_listens_on_loopback_only():
+    world = build_world(
+        1,
+        sites=[
+            SiteSpec("a", "honest", 3),
+            SiteSpec("b", "polite", 3, crawl_delay=0.01, disallow=("/private/",)),
+        ],
+    )
+    with SyntheticWeb(world) as web:
+        for authority in web.hosts.values():
+            host = authority.rsplit(":", 1)[0]
+            assert ipaddress.ip_address(host).is_loopback, authority
+
+
+def test_without_an_allow_list_private_and_metadata_addresses_are_refused():
+    allow = allowed_networks({})
+    assert allow == ()
+    for address in ("127.0.0.1", "10.1.2.3", "192.168.0.1", "169.254.169.254", "::1", "fd00::1"):
+        assert blocked_reason(address, allow) is not None, address
+    assert (
+        blocked_reason("127.0.0.1", allowed_networks({"FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8"}))
+        is None
+    )
+
+
+def test_documented_dagster_dev_binds_to_loopback():
+    commands = re.findall(r"^dagster dev .*$", README.read_text(), flags=re.M)
+    assert commands and all("-h 127.0.0.1" in c for c in commands)
