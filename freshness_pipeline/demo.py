@@ -145,8 +145,9 @@ def run_demo(
     console.print(table)
     example = "SELECT status, count(*) FROM url_state GROUP BY 1"
     console.print(
-        f"DuckDB views are ready: duckdb -readonly {warehouse.duckdb_path}\n"
-        f"  or: python -c \"import duckdb; print(duckdb.connect('{warehouse.duckdb_path}', "
+        f"DuckDB views are ready in {warehouse.duckdb_path}\n"
+        f"  DuckDB CLI: duckdb -readonly {warehouse.duckdb_path}\n"
+        f"  Python:     python -c \"import duckdb; print(duckdb.connect('{warehouse.duckdb_path}', "
         f"read_only=True).sql('{example}'))\"\n"
         f"Report: freshness report --home {home_path}"
     )
