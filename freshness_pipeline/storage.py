@@ -218,11 +218,21 @@ class Warehouse:
 
     def read(self, table: str, hosts: Iterable[str] | None = None) -> pl.DataFrame:
         """The rows of ``table`` for ``hosts`` (all hosts when None), in the table's schema."""
-        files = self._files(table, hosts)
+        return self._read_files(table, self._files(table, hosts))
+
+    def _read_files(self, table: str, files: list[Path]) -> pl.DataFrame:
+        """One multi-file scan in the table's schema: files from older releases may lack a
+        column (inserted as null) or carry one since dropped (ignored)."""
         if not files:
             return tables.empty(table)
-        frames = [tables.conform(table, pl.read_parquet(f)) for f in files]
-        return pl.concat(frames, how="diagonal_relaxed")
+        scan = pl.scan_parquet(
+            files,
+            schema=tables.SCHEMAS[table],
+            missing_columns="insert",
+            extra_columns="ignore",
+            hive_partitioning=False,
+        )
+        return scan.collect()
 
     def hosts_in(self, table: str) -> list[str]:
         """Every host with rows in ``table``, from one scan over all its files (the host column
@@ -237,11 +247,8 @@ class Warehouse:
         """The request history of ``hosts`` from the cycles at or after ``since``, choosing files
         by their cycle stamp so that a long history is not read to use its last month."""
         first = f"cycle-{_stamp(since)}"
-        files = [f for f in self._files("fetch_log", hosts) if f.name >= first]
-        if not files:
-            return tables.empty("fetch_log")
-        return pl.concat(
-            [tables.conform("fetch_log", pl.read_parquet(f)) for f in files], how="diagonal_relaxed"
+        return self._read_files(
+            "fetch_log", [f for f in self._files("fetch_log", hosts) if f.name >= first]
         )
 
     def has_partition(self, table: str, host: str) -> bool:
