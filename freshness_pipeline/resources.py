@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
+from freshness_pipeline.config import PipelineConfig, load_config
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.web.client import FetchSettings
 from freshness_pipeline.web.netguard import ALLOW_ENV, IPNetwork, allowed_networks
@@ -34,6 +35,10 @@ class WarehouseResource(dg.ConfigurableResource):
 
     def warehouse(self) -> Warehouse:
         return Warehouse(self.home or None)
+
+    def pipeline_config(self) -> PipelineConfig:
+        """``<home>/freshness.toml``: per-host strip params, per-class selectors."""
+        return load_config(self.warehouse().home)
 
 
 class CycleResource(dg.ConfigurableResource):

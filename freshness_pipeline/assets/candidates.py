@@ -12,6 +12,7 @@ import polars as pl
 
 from freshness_pipeline import tables
 from freshness_pipeline.assets.common import ASSET_KWARGS
+from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, WarehouseResource
 from freshness_pipeline.science.normalize import normalize_url_column
@@ -19,11 +20,28 @@ from freshness_pipeline.web.discovery import record_from_row
 from freshness_pipeline.web.robots import allowed_mask, robots_policy
 
 
+def normalize_inventory(urls: pl.Series, config: PipelineConfig) -> pl.DataFrame:
+    """Canonical URLs, with the extra parameters some hosts are configured to strip (session
+    ids, sort orders) removed on those hosts only."""
+    norm = normalize_url_column(urls)
+    for host in config.host_strip_params:
+        rows = norm.with_row_index("_i").filter(pl.col("host") == host)["_i"]
+        if rows.len():
+            special = normalize_url_column(
+                urls.gather(rows), strip_params=config.strip_params_for(host)
+            )
+            norm = norm.with_columns(norm["url"].scatter(rows, special["url"]))
+    return norm
+
+
 def canonical_candidates(
-    inventory: pl.DataFrame, hosts: list[str], now: datetime
+    inventory: pl.DataFrame,
+    hosts: list[str],
+    now: datetime,
+    config: PipelineConfig | None = None,
 ) -> tuple[pl.DataFrame, int]:
     """Collapse the inventory to one row per canonical URL; returns (rows, invalid count)."""
-    norm = normalize_url_column(inventory["url"])
+    norm = normalize_inventory(inventory["url"], config or PipelineConfig())
     rows = inventory.drop("host").with_columns(
         canonical=norm["url"], canonical_host=norm["host"], error=norm["error"]
     )
@@ -88,7 +106,9 @@ def url_candidates(
     """One row per canonical URL, with whether robots.txt lets us fetch it."""
     crash_point("asset:url_candidates:start")
     hosts = list(context.partition_keys)
-    candidates, invalid = canonical_candidates(url_inventory, hosts, cycle.cycle_now(context))
+    candidates, invalid = canonical_candidates(
+        url_inventory, hosts, cycle.cycle_now(context), warehouse.pipeline_config()
+    )
     candidates = apply_robots(candidates, warehouse.warehouse().read("robots", hosts))
     candidates = tables.conform("url_candidates", candidates).sort(["host", "url"])
     if invalid:

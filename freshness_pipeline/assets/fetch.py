@@ -6,16 +6,16 @@ one file per cycle per host, named after the cycle so a re-run replaces rather t
 """
 
 from dataclasses import asdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import dagster as dg
 import polars as pl
 
 from freshness_pipeline import tables
 from freshness_pipeline.assets.common import ASSET_KWARGS
+from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
-from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION
 from freshness_pipeline.science.validators import drop_untrusted_validators, validator_trust
 from freshness_pipeline.web.client import FetchRequest, fetch_all_sync
 from freshness_pipeline.web.throttle import Throttles
@@ -25,7 +25,7 @@ from freshness_pipeline.web.throttle import Throttles
 VALIDATOR_HISTORY = timedelta(days=30)
 
 
-def fetch_requests(plan: pl.DataFrame) -> list[FetchRequest]:
+def fetch_requests(plan: pl.DataFrame, config: PipelineConfig) -> list[FetchRequest]:
     selected = plan.filter(pl.col("selected")).sort("rank")
     return [
         FetchRequest(
@@ -35,23 +35,26 @@ def fetch_requests(plan: pl.DataFrame) -> list[FetchRequest]:
             last_modified=row["last_modified"],
             prev_fingerprint=row["fingerprint"],
             crawl_delay=row["crawl_delay"],
+            selectors=config.selectors_for(row["url_class"]),
         )
         for row in selected.select(
-            "url", "host", "etag", "last_modified", "fingerprint", "crawl_delay"
+            "url", "host", "url_class", "etag", "last_modified", "fingerprint", "crawl_delay"
         ).iter_rows(named=True)
     ]
 
 
-def results_frame(plan: pl.DataFrame, results: list, now) -> pl.DataFrame:
+def results_frame(
+    plan: pl.DataFrame, results: list, now: datetime, config: PipelineConfig
+) -> pl.DataFrame:
     if not results:
         return tables.empty("fetch_results")
     frame = pl.DataFrame([asdict(r) for r in results], infer_schema_length=None)
-    reasons = plan.select("url", pl.col("reason").alias("plan_reason"))
+    planned = plan.select("url", "url_class", pl.col("reason").alias("plan_reason"))
     return tables.conform(
         "fetch_results",
-        frame.join(reasons, on="url", how="left").with_columns(
+        frame.join(planned, on="url", how="left").with_columns(
             fetched_at=pl.lit(now).cast(tables.UTC_TIME),
-            fingerprint_version=pl.lit(FINGERPRINT_VERSION, pl.Int64),
+            fingerprint_version=config.version_expr(),
         ),
     )
 
@@ -71,14 +74,15 @@ def fetch_results(
     wh = warehouse.warehouse()
     if cycle.dry_run:
         raise dg.Failure("fetch_results does not run in a dry run; select the planning assets only")
+    config = warehouse.pipeline_config()
     trust = validator_trust(wh.read_fetch_log(hosts, now - VALIDATOR_HISTORY))
     planned = drop_untrusted_validators(revisit_plan.filter(pl.col("selected")), trust)
     settings = http.settings(time_limit_s=cycle.fetch_time_limit_s)
     throttles = Throttles(settings.throttle_policy())
     results = fetch_all_sync(
-        fetch_requests(planned), settings, allow=http.allow_list(), throttles=throttles
+        fetch_requests(planned, config), settings, allow=http.allow_list(), throttles=throttles
     )
-    frame = results_frame(revisit_plan, results, now)
+    frame = results_frame(revisit_plan, results, now, config)
     sent = frame.filter(pl.col("sent"))
     for host in hosts:
         wh.append_fetch_log(host, now, sent.filter(pl.col("host") == host))

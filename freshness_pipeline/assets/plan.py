@@ -11,9 +11,9 @@ import polars as pl
 
 from freshness_pipeline import tables
 from freshness_pipeline.assets.common import ASSET_KWARGS
+from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, WarehouseResource
-from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION
 from freshness_pipeline.science.hints import host_trust, lastmod_hints
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
 
@@ -67,7 +67,10 @@ def host_capacity(robots: pl.DataFrame, health: pl.DataFrame, window_s: float) -
 
 
 def plan_inputs(
-    candidates: pl.DataFrame, state: pl.DataFrame, capacity: pl.DataFrame
+    candidates: pl.DataFrame,
+    state: pl.DataFrame,
+    capacity: pl.DataFrame,
+    config: PipelineConfig | None = None,
 ) -> pl.DataFrame:
     """Candidates joined with what we know of them: status, last fetch, rate and validators."""
     known = state.select(
@@ -80,11 +83,8 @@ def plan_inputs(
         "n_changes",
         "etag",
         "last_modified",
-        # A fingerprint from an older extractor cannot be compared: the next fetch re-extracts
-        # (outcome 'new', no change observation) instead of reporting a wave of changes.
-        pl.when(pl.col("fingerprint_version") == FINGERPRINT_VERSION)
-        .then(pl.col("fingerprint"))
-        .alias("fingerprint"),
+        "fingerprint",
+        "fingerprint_version",
         "consecutive_errors",
         "redirect_to",
         "duplicate_of",
@@ -93,8 +93,17 @@ def plan_inputs(
     permanent_redirect = pl.col("redirect_to").is_not_null() & pl.col("last_http_status").is_in(
         [301, 308]
     )
+    config = config or PipelineConfig()
     return (
         candidates.join(known, on="url", how="left")
+        # A fingerprint from another extractor (an older release, other selectors) cannot be
+        # compared: the next fetch re-extracts (outcome 'new', no change observation) instead
+        # of reporting a wave of changes.
+        .with_columns(
+            fingerprint=pl.when(pl.col("fingerprint_version") == config.version_expr()).then(
+                "fingerprint"
+            )
+        )
         .join(capacity.select("host", "cost_multiplier", "crawl_delay"), on="host", how="left")
         .with_columns(
             status=pl.when(~pl.col("allowed"))
@@ -134,7 +143,9 @@ def revisit_plan(
     health = host_health(wh.read("fetch_results", hosts), hosts)
     capacity = host_capacity(wh.read("robots", hosts), health, cycle.fetch_window_s)
     inputs = with_lastmod_hints(
-        plan_inputs(url_candidates, wh.read("url_state", hosts), capacity),
+        plan_inputs(
+            url_candidates, wh.read("url_state", hosts), capacity, warehouse.pipeline_config()
+        ),
         wh.read("lastmod_evidence", hosts),
         now,
     )

@@ -148,7 +148,9 @@ class _ParamMatcher:
 _DEFAULT_MATCHER = _ParamMatcher(TRACKING_PARAMS)
 
 
-def _matcher_for(spec: Iterable[str] | re.Pattern[str] | None) -> _ParamMatcher:
+def _matcher_for(spec: Iterable[str] | re.Pattern[str] | _ParamMatcher | None) -> _ParamMatcher:
+    if isinstance(spec, _ParamMatcher):
+        return spec
     if spec is TRACKING_PARAMS:
         return _DEFAULT_MATCHER
     return _ParamMatcher(spec)
@@ -336,7 +338,9 @@ def url_authority(url: str) -> str:
         raise InvalidURL(f"malformed host ({exc})") from None
 
 
-def normalize_url_column(urls: pl.Series) -> pl.DataFrame:
+def normalize_url_column(
+    urls: pl.Series, *, strip_params: Iterable[str] | re.Pattern[str] | None = TRACKING_PARAMS
+) -> pl.DataFrame:
     """Normalize a whole column; bad rows become a reason instead of an exception.
 
     Returns columns ``url`` (normalized or null), ``host`` (authority or null) and ``error``
@@ -345,6 +349,7 @@ def normalize_url_column(urls: pl.Series) -> pl.DataFrame:
     """
     values = urls.cast(pl.String, strict=False)
     uniques = values.unique().to_list()
+    matcher = _matcher_for(strip_params)  # built once for the column, not per URL
     out_url: list[str | None] = []
     out_host: list[str | None] = []
     out_err: list[str | None] = []
@@ -355,7 +360,7 @@ def normalize_url_column(urls: pl.Series) -> pl.DataFrame:
             out_err.append("empty URL")
             continue
         try:
-            norm, host = _normalize_with_host(raw)
+            norm, host = _normalize_with_host(raw, matcher)
         except InvalidURL as exc:
             out_url.append(None)
             out_host.append(None)

@@ -1,0 +1,96 @@
+"""Optional per-host and per-URL-class settings, from ``<home>/freshness.toml``.
+
+```toml
+[hosts."shop.example"]
+strip_params = ["sid", "sort"]     # query parameters that make no difference on this host,
+                                   # stripped in addition to the tracking list
+[url_classes.product]
+selectors = ["h1", ".price"]       # fingerprint only these parts of the page (plus the title)
+```
+
+Selectors change what a fingerprint means, so each selector set gets its own fingerprint
+version: changing them makes the next fetch of those pages a re-extraction (outcome 'new', no
+change observation), not a wave of false changes.
+"""
+
+from __future__ import annotations
+
+import tomllib
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION
+from freshness_pipeline.science.normalize import TRACKING_PARAMS
+
+CONFIG_FILE = "freshness.toml"
+
+
+class ConfigError(ValueError):
+    """The config file is unreadable or has a setting of the wrong shape (named in the message)."""
+
+
+def _strings(value: object, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ConfigError(f"{where} must be a list of non-empty strings")
+    return tuple(v.strip() for v in value)
+
+
+def extractor_version(selectors: tuple[str, ...]) -> int:
+    """FINGERPRINT_VERSION for the default extractor; a distinct number per selector set."""
+    if not selectors:
+        return FINGERPRINT_VERSION
+    digest = zlib.crc32("\n".join(selectors).encode()) % 1_000_000
+    return FINGERPRINT_VERSION + 1000 * (digest + 1)
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    host_strip_params: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    class_selectors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def strip_params_for(self, host: str) -> frozenset[str]:
+        return TRACKING_PARAMS | frozenset(self.host_strip_params.get(host, ()))
+
+    def selectors_for(self, url_class: str | None) -> tuple[str, ...]:
+        return self.class_selectors.get(url_class or "", ())
+
+    def version_expr(self) -> pl.Expr:
+        """The fingerprint version each row's url_class calls for."""
+        mapping = {c: extractor_version(s) for c, s in self.class_selectors.items()}
+        return (
+            pl.col("url_class")
+            .replace_strict(mapping, default=FINGERPRINT_VERSION, return_dtype=pl.Int64)
+            .fill_null(FINGERPRINT_VERSION)
+        )
+
+
+def load_config(home: Path) -> PipelineConfig:
+    path = home / CONFIG_FILE
+    if not path.exists():
+        return PipelineConfig()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    unknown = set(data) - {"hosts", "url_classes"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown section(s) {sorted(unknown)}")
+    hosts: dict[str, tuple[str, ...]] = {}
+    for host, settings in (data.get("hosts") or {}).items():
+        if not isinstance(settings, dict) or set(settings) - {"strip_params"}:
+            raise ConfigError(f'{path}: [hosts."{host}"] takes only strip_params')
+        hosts[host.lower()] = _strings(
+            settings.get("strip_params", []), f'{path}: hosts."{host}".strip_params'
+        )
+    classes: dict[str, tuple[str, ...]] = {}
+    for url_class, settings in (data.get("url_classes") or {}).items():
+        if not isinstance(settings, dict) or set(settings) - {"selectors"}:
+            raise ConfigError(f"{path}: [url_classes.{url_class}] takes only selectors")
+        classes[url_class] = _strings(
+            settings.get("selectors", []), f"{path}: url_classes.{url_class}.selectors"
+        )
+    return PipelineConfig(host_strip_params=hosts, class_selectors=classes)

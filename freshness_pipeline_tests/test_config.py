@@ -1,0 +1,74 @@
+"""freshness.toml: per-host extra strip params collapse session-id variants; per-class
+selectors get their own fingerprint version, so adding them re-extracts instead of reporting a
+wave of changes; a bad file fails the cycle naming the file and the key."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import polars as pl
+import pytest
+
+from freshness_pipeline.config import ConfigError, extractor_version, load_config
+from freshness_pipeline.runner import CycleFailed, load_seeds, run_cycle
+from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
+
+T1 = DEFAULT_START + timedelta(hours=6)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[hosts", "freshness.toml"),
+        ("[other]\nx = 1\n", "unknown section"),
+        ('[hosts."a.example"]\nstrip_params = "sid"\n', 'hosts."a.example".strip_params'),
+        ("[url_classes.article]\nselectors = [1]\n", "url_classes.article.selectors"),
+        ('[hosts."a.example"]\ncolour = 1\n', "takes only strip_params"),
+    ],
+)
+def test_bad_config_is_named(tmp_path, text, message):
+    (tmp_path / "freshness.toml").write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_config(tmp_path)
+
+
+def test_strip_params_and_selectors_take_effect(tmp_path):
+    os.environ.setdefault("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
+    world = build_world(
+        3, start=DEFAULT_START, horizon_days=1, sites=[SiteSpec("honest", "honest", 12)]
+    )
+    home = tmp_path / "home"
+    with SyntheticWeb(world) as web:
+        web.set_now(DEFAULT_START)
+        host, base = web.hosts["honest"], web.base_urls["honest"]
+        page = next(u for u in web.truth().urls() if web.truth().url_class(u) == "article")
+        seeds = web.seeds_csv(tmp_path / "seeds.csv", variants=False).read_text()
+        seeds += f"{page}?sid=1,1,article\n{page}?sid=2,1,article\n"
+        load_seeds(home, seeds.encode(), added_at=DEFAULT_START)
+        run_cycle(home, DEFAULT_START)
+        wh = Warehouse(home)
+        assert wh.read("url_state").filter(pl.col("url").str.contains("sid=")).height == 2
+
+        (home / "freshness.toml").write_text(
+            f'[hosts."{host}"]\nstrip_params = ["sid"]\n\n[url_classes.article]\nselectors = ["article"]\n'
+        )
+        web.set_now(T1)
+        run_cycle(home, T1)
+        state = wh.read("url_state")
+        assert state.filter(pl.col("url").str.contains("sid=")).height == 2  # kept, not lost
+        candidates = wh.read("url_candidates")
+        assert candidates.filter(pl.col("url").str.contains("sid=")).height == 0
+        log = wh.read("fetch_log").filter(pl.col("fetched_at") == T1)
+        articles = log.join(state.select("url", "url_class"), on="url").filter(
+            pl.col("url_class") == "article"
+        )
+        assert articles.height > 0
+        assert "changed" not in articles["outcome"].to_list()  # re-extraction, not false changes
+        assert set(articles["fingerprint_version"].to_list()) == {extractor_version(("article",))}
+        assert base in page
+
+        (home / "freshness.toml").write_text("[hosts\n")
+        with pytest.raises(CycleFailed, match="freshness.toml"):
+            run_cycle(home, T1 + timedelta(hours=6))
