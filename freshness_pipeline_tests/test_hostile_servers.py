@@ -1,0 +1,108 @@
+"""Hostile servers over raw TCP on loopback: huge headers, a reset mid-body, a body that
+trickles in, invalid HTTP. Each costs one 'error' outcome; the other fetches of the batch
+complete."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from freshness_pipeline.web.client import FetchRequest, FetchSettings, fetch_all_sync
+from freshness_pipeline.web.netguard import allowed_networks
+
+
+async def hostile(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    request = await reader.readuntil(b"\r\n\r\n")
+    path = request.split(b" ", 2)[1]
+    try:
+        if path == b"/huge-headers":
+            writer.write(b"HTTP/1.1 200 OK\r\nX-Junk: " + b"a" * 200_000 + b"\r\n\r\nhello")
+        elif path == b"/reset":
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 1000)
+            await writer.drain()
+            writer.transport.abort()
+            return
+        elif path == b"/trickle":
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+            for _ in range(100):
+                writer.write(b"x")
+                await writer.drain()
+                await asyncio.sleep(0.3)
+        elif path == b"/garbage":
+            writer.write(b"\x00\xffNOT HTTP AT ALL\r\n\r\n")
+        else:
+            body = b"<html><body><article>fine page</article></body></html>"
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s"
+                % (len(body), body)
+            )
+        await writer.drain()
+    except (ConnectionError, asyncio.CancelledError):
+        pass
+    finally:
+        writer.close()
+
+
+@pytest.fixture(scope="module")
+def server():
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    box: dict = {}
+
+    async def start() -> None:
+        # Two hosts: the hostile one trips its own circuit breaker, the other must not care.
+        box["servers"] = [await asyncio.start_server(hostile, "127.0.0.1", 0) for _ in range(2)]
+        box["ports"] = [srv.sockets[0].getsockname()[1] for srv in box["servers"]]
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(start())
+        ready.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    ready.wait(10)
+    yield [f"http://127.0.0.1:{port}" for port in box["ports"]]
+
+    async def stop() -> None:
+        for srv in box["servers"]:
+            srv.close()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:  # the trickling handler is still dripping
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+    loop.close()
+
+
+def test_each_hostile_answer_costs_one_error_and_the_good_page_still_arrives(server):
+    hostile_host, other_host = server
+    paths = ["/huge-headers", "/reset", "/trickle", "/garbage", "/fine"]
+    settings = FetchSettings(
+        read_timeout=1.0, total_timeout=4.0, host_concurrency=4, autothrottle=False
+    )
+    started = time.monotonic()
+    results = fetch_all_sync(
+        [FetchRequest(url=(other_host if p == "/fine" else hostile_host) + p) for p in paths],
+        settings,
+        allow=allowed_networks({"FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8"}),
+    )
+    elapsed = time.monotonic() - started
+    outcomes = {p: r.outcome for p, r in zip(paths, results, strict=True)}
+    errors = {p: r.error for p, r in zip(paths, results, strict=True)}
+    assert outcomes == {
+        "/huge-headers": "error",
+        "/reset": "error",
+        "/trickle": "error",
+        "/garbage": "error",
+        "/fine": "new",
+    }, outcomes
+    assert all(errors[p] for p in paths[:-1]), errors
+    assert elapsed < 15, elapsed
