@@ -320,3 +320,73 @@ def test_forgetting_weights_by_age_within_each_row() -> None:
     ra = estimate_rates(a.with_columns(obs_half_life_days=h))["change_rate"].item()
     rb = estimate_rates(b.with_columns(obs_half_life_days=h))["change_rate"][1]
     assert ra == pytest.approx(rb, rel=1e-12)
+
+
+# ------------------------------------------------------------------------------ incremental
+
+
+def _cycle(seed: int = 5, n: int = 300, fetched: float = 0.2):
+    """A state estimated in full, then one cycle's observations for a share of its rows."""
+    rng = np.random.default_rng(seed)
+    intervals = rng.choice([0.25, 1.0, 3.0], size=(n, 12))
+    before = estimate_rates(_simulate(0.5, intervals, 0.5, 3.5, seed=seed))
+    picked = rng.random(n) < fetched
+    obs = pl.DataFrame(
+        {
+            "url": before["url"].filter(pl.Series(picked)),
+            "interval_days": rng.uniform(0.1, 5.0, int(picked.sum())),
+            "changed": rng.random(int(picked.sum())) < 0.5,
+        }
+    )
+    return append_observations(before, obs), picked
+
+
+def test_incremental_matches_full_reestimation_exactly() -> None:
+    after, picked = _cycle()
+    full = estimate_rates(after)
+    for mask in (pl.Series(picked), picked):
+        incremental = estimate_rates(after, only_rows=mask)
+        assert incremental.columns == full.columns
+        assert incremental.equals(full)
+
+
+def test_incremental_keeps_rows_outside_the_mask() -> None:
+    after, picked = _cycle()
+    planted = after.with_columns(
+        change_rate=pl.when(pl.Series(picked)).then(pl.col("change_rate")).otherwise(123.0)
+    )
+    out = estimate_rates(planted, only_rows=pl.Series(picked))
+    assert (out["change_rate"].filter(pl.Series(~picked)) == 123.0).all()
+    assert (
+        out["change_rate"]
+        .filter(pl.Series(picked))
+        .equals(estimate_rates(after)["change_rate"].filter(pl.Series(picked)))
+    )
+    nothing = estimate_rates(planted, only_rows=np.zeros(planted.height, dtype=bool))
+    assert nothing["change_rate"].equals(planted["change_rate"])
+
+
+def test_incremental_estimates_rows_without_a_stored_estimate() -> None:
+    after, _ = _cycle()
+    full = estimate_rates(after)
+    holes = full.with_columns(
+        change_rate=pl.when(pl.int_range(pl.len()) % 7 == 0).then(None).otherwise("change_rate"),
+        n_obs=pl.when(pl.int_range(pl.len()) % 11 == 0).then(None).otherwise("n_obs"),
+    )
+    out = estimate_rates(holes, only_rows=pl.Series([None] * holes.height, dtype=pl.Boolean))
+    assert out.equals(full)
+    # without the estimate columns at all there is nothing to keep: every row is estimated
+    bare = after.drop("change_rate", "n_obs", "n_changes", "rate_is_lower_bound")
+    only_first = np.zeros(bare.height, dtype=bool)
+    only_first[0] = True
+    assert estimate_rates(bare, only_rows=only_first).equals(estimate_rates(bare))
+
+
+def test_incremental_rejects_a_bad_mask() -> None:
+    after, _ = _cycle(n=10)
+    with pytest.raises(ValueError, match="boolean"):
+        estimate_rates(after, only_rows=pl.Series(range(10)))
+    with pytest.raises(ValueError, match="boolean"):
+        estimate_rates(after, only_rows=np.arange(10))
+    with pytest.raises(ValueError, match="9 entries for 10 rows"):
+        estimate_rates(after, only_rows=np.ones(9, dtype=bool))

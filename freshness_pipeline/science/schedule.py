@@ -316,6 +316,9 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
         n_obs.alias("_n_obs"),
         shape.alias("_shape"),
         opt("hinted_change", pl.lit(None, dtype=pl.Boolean)).cast(pl.Boolean).alias("_hint"),
+        opt("expected_gain_override", pl.lit(None, dtype=pl.Float64))
+        .cast(pl.Float64)
+        .alias("_gain_override"),
     ).with_columns(
         pl.col("_status").fill_null(
             pl.when(pl.col("age_days").is_null()).then(pl.lit("new")).otherwise(pl.lit("active"))
@@ -333,6 +336,11 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
         if config.objective == "freshness"
         else posterior_capture_gain(pl.col("_rate"), age_eff, pl.col("_shape"))
     )
+    if "expected_gain_override" in cols:
+        # A gain computed elsewhere (science.eb: the index averaged over an empirical-Bayes
+        # posterior) replaces the Gamma/point gain wherever it is a usable number.
+        override = pl.col("_gain_override")
+        gain = pl.when(override.is_finite() & (override >= 0)).then(override).otherwise(gain)
     if hint is not None:
         gain = pl.when(hint.not_().fill_null(False)).then(pl.lit(0.0)).otherwise(gain)
     return work.with_columns(expected_gain=gain).with_columns(
@@ -408,7 +416,12 @@ def build_plan(
     value (default 1), url_class, last_fetched_at (null = never), change_rate (null = prior mean
     of the class), cost (default 1, clipped to ``min_cost``); optional n_obs, n_changes or
     rate_shape (how sure the rate is: see :func:`posterior_freshness_index`) and hinted_change
-    (a trusted sitemap hint from :func:`freshness_pipeline.science.hints.lastmod_hints`). ``host_capacity``:
+    (a trusted sitemap hint from :func:`freshness_pipeline.science.hints.lastmod_hints`);
+    optional expected_gain_override: a precomputed expected gain for the configured objective
+    at ``now`` (e.g. ``expected_index`` from :func:`freshness_pipeline.science.eb.posterior_summary`)
+    that replaces the computed one where it is finite and >= 0 (null/NaN/negative: computed as
+    without the column); a hint of "unchanged" still zeroes it, and for a hint of "changed" the
+    caller should pass the gain at infinite age. ``host_capacity``:
     host, capacity (most fetches that host can take this cycle). ``budget=None``: no global
     limit; the reserved shares are then taken of the total usable capacity.
     """
