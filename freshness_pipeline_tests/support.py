@@ -30,3 +30,39 @@ def run_freshness(
         timeout=timeout,
         check=False,
     )
+
+
+class LoopThread:
+    """An asyncio loop on a daemon thread, for test servers that must answer while the test's
+    own (synchronous) code fetches from them. Closing cancels whatever the servers still run."""
+
+    def __init__(self) -> None:
+        import asyncio
+        import threading
+
+        self._asyncio = asyncio
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        self._asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def run(self, coroutine, timeout: float = 10.0):
+        """Run a coroutine on the loop and return its result."""
+        return self._asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def close(self) -> None:
+        asyncio = self._asyncio
+
+        async def cancel_the_rest() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        self.run(cancel_the_rest())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()

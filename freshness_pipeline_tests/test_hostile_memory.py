@@ -10,6 +10,8 @@ import zlib
 import pytest
 from aiohttp import web
 
+from freshness_pipeline_tests.support import LoopThread
+
 FETCH = """
 import sys
 from freshness_pipeline.web.client import FetchRequest, FetchSettings, fetch_all_sync
@@ -36,13 +38,7 @@ def gzip_bomb(decompressed: int) -> bytes:
 
 @pytest.fixture(scope="module")
 def bomb_server():
-    import asyncio
-    import threading
-
     body = gzip_bomb(1 << 30)  # 1 GiB of zeros in about 1 MB
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    box: dict = {}
 
     async def page(request: web.Request) -> web.Response:
         if request.path == "/bomb":
@@ -53,29 +49,20 @@ def bomb_server():
             text="<html><body><article>small page</article></body></html>", content_type="text/html"
         )
 
-    async def start() -> None:
+    async def start() -> tuple[web.AppRunner, int]:
         app = web.Application()
         app.router.add_get("/{tail:.*}", page)
         runner = web.AppRunner(app)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
-        box["runner"] = runner
-        box["port"] = site._server.sockets[0].getsockname()[1]
+        return runner, site._server.sockets[0].getsockname()[1]
 
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(start())
-        ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    ready.wait(10)
-    yield f"http://127.0.0.1:{box['port']}"
-    asyncio.run_coroutine_threadsafe(box["runner"].cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
+    loop = LoopThread()
+    runner, port = loop.run(start())
+    yield f"http://127.0.0.1:{port}"
+    loop.run(runner.cleanup())
+    loop.close()
 
 
 def fetch_in_child(url: str) -> tuple[str, int, str]:

@@ -5,13 +5,13 @@ complete."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 
 import pytest
 
 from freshness_pipeline.web.client import FetchRequest, FetchSettings, fetch_all_sync
 from freshness_pipeline.web.netguard import allowed_networks
+from freshness_pipeline_tests.support import LoopThread
 
 
 async def hostile(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -48,38 +48,16 @@ async def hostile(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
 
 @pytest.fixture(scope="module")
 def server():
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    box: dict = {}
-
-    async def start() -> None:
+    async def start() -> list[asyncio.Server]:
         # Two hosts: the hostile one trips its own circuit breaker, the other must not care.
-        box["servers"] = [await asyncio.start_server(hostile, "127.0.0.1", 0) for _ in range(2)]
-        box["ports"] = [srv.sockets[0].getsockname()[1] for srv in box["servers"]]
+        return [await asyncio.start_server(hostile, "127.0.0.1", 0) for _ in range(2)]
 
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(start())
-        ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    ready.wait(10)
-    yield [f"http://127.0.0.1:{port}" for port in box["ports"]]
-
-    async def stop() -> None:
-        for srv in box["servers"]:
-            srv.close()
-        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        for task in tasks:  # the trickling handler is still dripping
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    asyncio.run_coroutine_threadsafe(stop(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
-    loop.close()
+    loop = LoopThread()
+    servers = loop.run(start())
+    yield [f"http://127.0.0.1:{srv.sockets[0].getsockname()[1]}" for srv in servers]
+    for srv in servers:
+        loop.loop.call_soon_threadsafe(srv.close)
+    loop.close()  # also cancels the handler still trickling
 
 
 def test_each_hostile_answer_costs_one_error_and_the_good_page_still_arrives(server):
