@@ -86,12 +86,13 @@ def direct_cycle(home: Path, now: datetime, budget: int) -> dict:
         with_lastmod_hints,
     )
     from freshness_pipeline.checks import duplicate_urls, hosts_over_capacity, plan_over_budget
-    from freshness_pipeline.resources import CycleResource
+    from freshness_pipeline.resources import CycleResource, WarehouseResource
     from freshness_pipeline.science.schedule import PlanConfig, build_plan
     from freshness_pipeline.storage import Warehouse
 
     cycle = CycleResource(now=now.isoformat(), budget=budget, dry_run=True)
     wh = Warehouse(home)
+    config = WarehouseResource(home=str(home)).pipeline_config()  # <home>/freshness.toml
     with wh.exclusive(f"direct cycle {now.isoformat()}"):
         wh.sweep_temp_files()
         hosts = wh.hosts_in("seeds")
@@ -109,7 +110,7 @@ def direct_cycle(home: Path, now: datetime, budget: int) -> dict:
         inventory = merge_inventory(previous, found_rows, now)
         wh.write_partitions("url_inventory", hosts, inventory)
         # url_candidates (+ its blocking check)
-        candidates, _invalid = canonical_candidates(inventory, hosts, now)
+        candidates, _invalid = canonical_candidates(inventory, hosts, now, config)
         candidates = apply_robots(candidates, wh.read("robots", hosts))
         candidates = tables.conform("url_candidates", candidates).sort(["host", "url"])
         wh.write_partitions("url_candidates", hosts, candidates)
@@ -119,7 +120,7 @@ def direct_cycle(home: Path, now: datetime, budget: int) -> dict:
         health = host_health(wh.read("fetch_results", hosts), hosts)
         capacity = host_capacity(wh.read("robots", hosts), health, cycle.fetch_window_s)
         inputs = with_lastmod_hints(
-            plan_inputs(candidates, wh.read("url_state", hosts), capacity),
+            plan_inputs(candidates, wh.read("url_state", hosts), capacity, config),
             wh.read("lastmod_evidence", hosts),
             now,
         )

@@ -17,10 +17,13 @@ RSS is its own (VmHWM of the child):
   new observation to ``--fetched`` of the URLs (``append_observations``), re-estimate every
   rate from its whole history (``estimate_rates``), plan a ``--budget`` share of the URLs under
   per-host capacities (``build_plan``);
-- incremental: the same with ``estimate_rates(..., only_rows=<rows observed this cycle>)``.
+- incremental: the same with ``estimate_rates(..., only_rows=<rows observed this cycle>)``;
+- incremental-scan (host files only): the incremental path reading with the floor's one scan,
+  which tells the reader's cost from the work's.
 
 The ratio of each path to the floor on the same layout, from the same run, is the figure to
-read: other work on the machine moves seconds, much less ratios. Not a unit test.
+read: other work on the machine moves seconds, much less ratios (and less still the CPU-second
+ratios, also printed). Not a unit test.
 """
 
 from __future__ import annotations
