@@ -55,6 +55,7 @@ from freshness_pipeline.science.estimate import (  # noqa: E402
 )
 from freshness_pipeline.science.oracle import optimal_frequencies  # noqa: E402
 from freshness_pipeline.science.schedule import PlanConfig, build_plan  # noqa: E402
+from freshness_pipeline.synthweb.world import CHO2000_BANDS  # noqa: E402
 
 CYCLE = 0.25  # days
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -64,14 +65,7 @@ DAY_US = 86_400_000_000
 # ------------------------------------------------------------------------------------ webs
 
 # (share, low, high) rate bands per day, log-uniform within a band (science.md §6).
-CHO2000 = [
-    (0.05, 4.0, 96.0),
-    (0.18, 1.0, 4.0),
-    (0.15, 1 / 7, 1.0),
-    (0.16, 1 / 30, 1 / 7),
-    (0.16, 1 / 120, 1 / 30),
-    (0.30, 1 / 3650, 1 / 120),
-]
+CHO2000 = list(CHO2000_BANDS)  # the synthetic web's own mix, science.md §6
 BROAD = [
     (0.01, 4.0, 96.0),
     (0.04, 1.0, 4.0),
