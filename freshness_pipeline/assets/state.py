@@ -110,6 +110,9 @@ def merge_state(
         observed_interval=pl.when(observed).then(_days(pl.col("r_at") - pl.col("last_seen_at"))),
         observed_changed=pl.when(observed).then(changed),
         observed_since=pl.when(observed).then(pl.col("last_seen_at")),
+        # A new class means a new prior: that row's estimate must be redone too.
+        class_changed=pl.col("c_class").is_not_null()
+        & pl.col("c_class").ne_missing(pl.col("url_class")),
         last_fetched_at=pl.when(fresh_fetch).then("r_at").otherwise("last_fetched_at"),
         last_seen_at=pl.when(fresh_fetch & success).then("r_at").otherwise("last_seen_at"),
         last_changed_at=pl.when(fresh_fetch & changed).then("r_at").otherwise("last_changed_at"),
@@ -170,7 +173,12 @@ def update_state(
         pl.col("observed_changed").alias("changed"),
     )
     with_history = append_observations(merged, observations)
-    estimated = estimate_rates(prior_columns(with_history))
+    # Only rows whose history or prior moved are re-solved; the rest keep their (identical)
+    # stored estimates. A change of estimator or priors needs one full pass (only_rows=None).
+    redo = pl.col("observed_interval").is_not_null() | pl.col("class_changed")
+    estimated = estimate_rates(
+        prior_columns(with_history), only_rows=with_history.select(redo).to_series()
+    )
     cost = plan.select("url", "cost")
     estimated = estimated.join(cost, on="url", how="left")
     due_days = due_age_days(
