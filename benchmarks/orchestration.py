@@ -14,7 +14,10 @@ URLs, three ways, each in its own interpreter and on its own copy of the seeded 
 - dagster sqlite: ``runner.run_cycle(dry_run=True)`` against the sqlite instance under the home,
   as ``freshness cycle --dry-run`` runs it;
 - dagster ephemeral: the same with ``instance=dg.DagsterInstance.ephemeral()`` (in-memory
-  storage), which separates what Dagster's execution costs from what its sqlite writes cost.
+  storage), which separates what Dagster's execution costs from what its sqlite writes cost;
+- dagster buckets: the sqlite instance again, with ``[partitioning] host_buckets = --buckets``
+  in the home's freshness.toml: Dagster tracks hash buckets of hosts, the warehouse still one
+  file per host and table.
 
 Each interpreter runs ``--runs`` cycles in a row on its home (the first one cold: first
 inventory, first events; later ones steady state), so both are reported. For the Dagster modes
@@ -43,7 +46,7 @@ warnings.filterwarnings("ignore")  # dagster's beta/preview warnings, once per i
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 CYCLE = timedelta(hours=6)
-MODES = ("direct", "sqlite", "ephemeral")
+MODES = ("direct", "sqlite", "ephemeral", "buckets")
 # The instance is the one under each temp home, written one event at a time, as by default.
 CLEARED_ENV = ("DAGSTER_HOME", "FRESHNESS_HOME", "DAGSTER_EVENT_BATCH_SIZE")
 CLASSES = ("index", "listing", "article", "detail", "static")
@@ -231,7 +234,7 @@ def child(args: argparse.Namespace) -> None:
     budget = args.hosts * args.urls_per_host // 10
     instance = None
     timer = None
-    if args.mode == "sqlite":
+    if args.mode in ("sqlite", "buckets"):
         instance = runner.open_instance(home)
     elif args.mode == "ephemeral":
         instance = dg.DagsterInstance.ephemeral()
@@ -309,8 +312,11 @@ def run_size(args: argparse.Namespace, tmp: Path, n_hosts: int) -> list[str]:
     # `freshness seed` does); the others get a copy of its warehouse only, because the copied
     # dagster.yaml would point back at the first home's storage.
     seeded = seed_home(homes["sqlite"], n_hosts, args.urls_per_host)
-    for mode in ("direct", "ephemeral"):
+    for mode in ("direct", "ephemeral", "buckets"):
         shutil.copytree(homes["sqlite"] / "warehouse", homes[mode] / "warehouse")
+    (homes["buckets"] / "freshness.toml").write_text(
+        f"[partitioning]\nhost_buckets = {args.buckets}\n"
+    )
     results = {}
     for mode in MODES:
         results[mode] = spawn(args, mode, homes[mode], n_hosts)
@@ -321,7 +327,8 @@ def run_size(args: argparse.Namespace, tmp: Path, n_hosts: int) -> list[str]:
 
     urls = n_hosts * args.urls_per_host
     lines = [
-        f"### {n_hosts:,} hosts x {args.urls_per_host} URLs ({urls:,} URLs), budget {urls // 10:,}",
+        f"### {n_hosts:,} hosts x {args.urls_per_host} URLs ({urls:,} URLs), budget {urls // 10:,}, "
+        f"{args.buckets} host buckets",
         "",
         "| mode | cycle | total s | x direct | CPU s | x direct (CPU) | register hosts s "
         "| materialize s | event-log writes s (events) | rest s |",
@@ -332,7 +339,7 @@ def run_size(args: argparse.Namespace, tmp: Path, n_hosts: int) -> list[str]:
         direct_cpu = results["direct"]["cycles"][i]["cpu"]
         label = "1 (cold)" if i == 0 else f"{i + 1} (warm)"
         lines.append(f"| direct | {label} | {direct:.2f} | 1.0 | {direct_cpu:.2f} | 1.0 | | | | |")
-        for mode in ("sqlite", "ephemeral"):
+        for mode in ("sqlite", "ephemeral", "buckets"):
             c = results[mode]["cycles"][i]
             rest = c["seconds"] - c["register"] - c["materialize"]
             n_events = sum(c["events"].values())
@@ -348,7 +355,7 @@ def run_size(args: argparse.Namespace, tmp: Path, n_hosts: int) -> list[str]:
     per_event = 1000 * last["event_store"] / max(1, sum(last["events"].values()))
     lines.append(f"events of the last sqlite cycle: {top}; {per_event:.1f} ms per stored event")
     lines.append(
-        f"same selected URLs in all three: {'yes' if same else 'NO'} "
+        f"same selected URLs in all four: {'yes' if same else 'NO: ' + str(digests)} "
         f"({digests['direct'][0]:,} selected); seeding took {seeded:.1f} s; importing "
         f"freshness_pipeline.runner (dagster) took {results['sqlite']['import']:.1f} s per process"
     )
@@ -361,6 +368,7 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, nargs="+", default=[1_000, 10_000])
     parser.add_argument("--urls-per-host", type=int, default=20)
     parser.add_argument("--runs", type=int, default=2, help="cycles in a row per mode")
+    parser.add_argument("--buckets", type=int, default=64, help="host buckets of that mode")
     parser.add_argument("--quick", action="store_true", help="200 hosts only")
     parser.add_argument("--tmp", default=None, help="parent folder of the temporary homes")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

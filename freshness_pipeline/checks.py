@@ -1,21 +1,38 @@
 """Asset checks that can fail: each guards a promise a later stage or a user relies on."""
 
+from collections.abc import Callable
+
 import dagster as dg
 import polars as pl
 
-from freshness_pipeline.assets.candidates import url_candidates
-from freshness_pipeline.assets.fetch import fetch_results
-from freshness_pipeline.assets.plan import polite_capacity, revisit_plan
-from freshness_pipeline.assets.state import url_state
-from freshness_pipeline.partitions import hosts_partitions
+from freshness_pipeline.assets.plan import polite_capacity
+from freshness_pipeline.partitions import hosts_partitions, partitions_for
 from freshness_pipeline.resources import CycleResource
+
+_CHECKS: list[tuple[Callable, dict]] = []
+
+
+def cycle_check(**kwargs: object) -> Callable[[Callable], dg.AssetChecksDefinition]:
+    """An asset check on the per-host assets, kept so that ``cycle_checks(n)`` can define it on
+    the host-bucket assets too."""
+
+    def define(fn: Callable) -> dg.AssetChecksDefinition:
+        _CHECKS.append((fn, kwargs))
+        return dg.asset_check(partitions_def=hosts_partitions, **kwargs)(fn)  # type: ignore[arg-type]
+
+    return define
+
+
+def cycle_checks(host_buckets: int = 0) -> list[dg.AssetChecksDefinition]:
+    partitions_def = partitions_for(host_buckets)
+    return [dg.asset_check(partitions_def=partitions_def, **kw)(fn) for fn, kw in _CHECKS]  # type: ignore[arg-type]
 
 
 def duplicate_urls(frame: pl.DataFrame) -> int:
     return frame.height - frame["url"].n_unique() if frame.height else 0
 
 
-@dg.asset_check(asset=url_candidates, blocking=True, partitions_def=hosts_partitions)
+@cycle_check(asset="url_candidates", blocking=True)
 def candidates_have_unique_urls(url_candidates: pl.DataFrame) -> dg.AssetCheckResult:
     """Two rows for one canonical URL would mean two fetches and two states for one page."""
     dups = duplicate_urls(url_candidates)
@@ -46,7 +63,7 @@ def hosts_over_capacity(plan: pl.DataFrame, window_s: float) -> dict[str, int]:
     return {h: int(n - b) for h, n, b in per_host.select("host", "n", "bound").iter_rows()}
 
 
-@dg.asset_check(asset=revisit_plan, blocking=True, partitions_def=hosts_partitions)
+@cycle_check(asset="revisit_plan", blocking=True)
 def plan_within_budget(revisit_plan: pl.DataFrame, cycle: CycleResource) -> dg.AssetCheckResult:
     """The budget is what the user pays for and the crawl-delay is what each host asked for:
     the plan may exceed neither.
@@ -74,10 +91,9 @@ def unaccounted_urls(plan: pl.DataFrame, results: pl.DataFrame) -> int:
     return planned.join(results.select("url"), on="url", how="anti").height
 
 
-@dg.asset_check(
-    asset=fetch_results,
-    partitions_def=hosts_partitions,
-    additional_ins={"revisit_plan": dg.AssetIn(key=revisit_plan.key)},
+@cycle_check(
+    asset="fetch_results",
+    additional_ins={"revisit_plan": dg.AssetIn(key="revisit_plan")},
 )
 def results_account_for_plan(
     fetch_results: pl.DataFrame, revisit_plan: pl.DataFrame
@@ -91,10 +107,9 @@ def candidates_missing_from_state(candidates: pl.DataFrame, state: pl.DataFrame)
     return candidates.select("url").join(state.select("url"), on="url", how="anti").height
 
 
-@dg.asset_check(
-    asset=url_state,
-    partitions_def=hosts_partitions,
-    additional_ins={"url_candidates": dg.AssetIn(key=url_candidates.key)},
+@cycle_check(
+    asset="url_state",
+    additional_ins={"url_candidates": dg.AssetIn(key="url_candidates")},
 )
 def state_keeps_every_candidate(
     url_state: pl.DataFrame, url_candidates: pl.DataFrame

@@ -202,7 +202,9 @@ def report(home: HomeOption = None, now: NowOption = None) -> None:
     wide.print(_render(listed, f"All hosts (as of {moment:%Y-%m-%d %H:%M} UTC)"))
     wide.print(_render(report_by(warehouse, "host", moment), "By host"))
     wide.print(_render(report_by(warehouse, "url_class", moment), "By URL class"))
-    wide.print(f"SQL: open {warehouse.duckdb_path} read-only (views host_metrics, class_metrics, ...)")
+    wide.print(
+        f"SQL: open {warehouse.duckdb_path} read-only (views host_metrics, class_metrics, ...)"
+    )
 
 
 @app.command()

@@ -6,7 +6,14 @@ strip_params = ["sid", "sort"]     # query parameters that make no difference on
                                    # stripped in addition to the tracking list
 [url_classes.product]
 selectors = ["h1", ".price"]       # fingerprint only these parts of the page (plus the title)
+
+[partitioning]
+host_buckets = 256                 # Dagster partitions are hash buckets of hosts, not hosts
 ```
+
+``host_buckets`` (default 0: one Dagster partition per host) is read when the code location
+loads, so restart `dagster dev` after changing it. The warehouse keeps one file per host either
+way, so a home can switch modes between cycles.
 
 Selectors change what a fingerprint means, so each selector set gets its own fingerprint
 version: changing them makes the next fetch of those pages a re-extraction (outcome 'new', no
@@ -27,6 +34,7 @@ from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION
 from freshness_pipeline.science.normalize import TRACKING_PARAMS
 
 CONFIG_FILE = "freshness.toml"
+MAX_HOST_BUCKETS = 4096
 
 
 class ConfigError(ValueError):
@@ -51,6 +59,7 @@ def extractor_version(selectors: tuple[str, ...]) -> int:
 class PipelineConfig:
     host_strip_params: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     class_selectors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    host_buckets: int = 0
 
     def strip_params_for(self, host: str) -> frozenset[str]:
         return TRACKING_PARAMS | frozenset(self.host_strip_params.get(host, ()))
@@ -76,7 +85,7 @@ def load_config(home: Path) -> PipelineConfig:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from exc
-    unknown = set(data) - {"hosts", "url_classes"}
+    unknown = set(data) - {"hosts", "url_classes", "partitioning"}
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {sorted(unknown)}")
     hosts: dict[str, tuple[str, ...]] = {}
@@ -93,4 +102,22 @@ def load_config(home: Path) -> PipelineConfig:
         classes[url_class] = _strings(
             settings.get("selectors", []), f"{path}: url_classes.{url_class}.selectors"
         )
-    return PipelineConfig(host_strip_params=hosts, class_selectors=classes)
+    return PipelineConfig(
+        host_strip_params=hosts,
+        class_selectors=classes,
+        host_buckets=_host_buckets(data.get("partitioning"), path),
+    )
+
+
+def _host_buckets(section: object, path: Path) -> int:
+    if section is None:
+        return 0
+    if not isinstance(section, dict) or set(section) - {"host_buckets"}:
+        raise ConfigError(f"{path}: [partitioning] takes only host_buckets")
+    n = section.get("host_buckets", 0)
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_HOST_BUCKETS:
+        raise ConfigError(
+            f"{path}: partitioning.host_buckets must be an integer from 0 (one partition per "
+            f"host) to {MAX_HOST_BUCKETS}, not {n!r}"
+        )
+    return n

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dagster as dg
 import polars as pl
 
+from freshness_pipeline.assets.common import partition_hosts
 from freshness_pipeline.storage import Warehouse
 
 
@@ -21,9 +22,12 @@ class WarehouseIOManager(dg.ConfigurableIOManager):
 
     def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
         table = context.asset_key.path[-1]
-        hosts = list(context.asset_partition_keys)
-        self._warehouse().write_partitions(table, hosts, obj)
+        wh = self._warehouse()
+        hosts = partition_hosts(context.asset_partition_keys, context.asset_partitions_def, wh)
+        wh.write_partitions(table, hosts, obj)
 
     def load_input(self, context: dg.InputContext) -> pl.DataFrame:
         table = context.asset_key.path[-1]
-        return self._warehouse().read(table, list(context.asset_partition_keys))
+        wh = self._warehouse()
+        hosts = partition_hosts(context.asset_partition_keys, context.asset_partitions_def, wh)
+        return wh.read(table, hosts)

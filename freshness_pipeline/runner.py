@@ -12,11 +12,14 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from freshness_pipeline.checks import ALL_CHECKS
-from freshness_pipeline.definitions import CYCLE_ASSETS, build_resources
+from freshness_pipeline.config import ConfigError, load_config
+from freshness_pipeline.graph import build_resources, cycle_graph
 from freshness_pipeline.jobs import PLANNING_ASSETS
 from freshness_pipeline.partitions import (
+    bucket_keys,
+    buckets_of_hosts,
     contiguous_ranges,
+    hosts_in_buckets,
     range_tags,
     register_hosts,
     registered_hosts,
@@ -130,19 +133,42 @@ def _run_cycle_locked(
     log_level: str,
 ) -> CycleOutcome:
     instance = instance or open_instance(warehouse.home)
-    register_seeded_hosts(warehouse, instance)
-    known = registered_hosts(instance)
+    try:
+        n_buckets = load_config(warehouse.home).host_buckets
+    except ConfigError as exc:
+        raise CycleFailed(str(exc)) from exc
+    if n_buckets:
+        known = warehouse.hosts_in("seeds")
+    else:
+        register_seeded_hosts(warehouse, instance)
+        known = registered_hosts(instance)
     wanted = list(dict.fromkeys(h.lower() for h in hosts)) if hosts else known
     unknown = sorted(set(wanted) - set(known))
     if unknown:
         raise CycleFailed(f"unknown host(s): {', '.join(unknown)} (seed them first)")
-    outcome = CycleOutcome(now=now, hosts=wanted)
+    notes: list[str] = []
+    if n_buckets and hosts:
+        # A bucket is Dagster's unit of work: --host cycles every host sharing its buckets.
+        covered = hosts_in_buckets(buckets_of_hosts(wanted, n_buckets), n_buckets, known)
+        if len(covered) > len(wanted):
+            notes.append(f"host buckets: {len(covered)} hosts cycled for the {len(wanted)} asked")
+        wanted = covered
+    outcome = CycleOutcome(now=now, hosts=wanted, notes=notes)
     if not wanted:
         outcome.notes.append("no hosts: seed some URLs first (`freshness seed PATH`)")
         return outcome
+    if n_buckets:
+        keys = bucket_keys(n_buckets)
+        # Empty buckets join the run rather than split it: one run plans one budget at once.
+        empty = set(keys) - set(buckets_of_hosts(known, n_buckets))
+        ranges = contiguous_ranges(keys, {*buckets_of_hosts(wanted, n_buckets), *empty})
+    else:
+        keys = known
+        ranges = contiguous_ranges(known, wanted)
+    assets, checks = cycle_graph(n_buckets)
     remaining = budget
     selection = PLANNING_ASSETS if dry_run else None
-    for start, end in contiguous_ranges(known, wanted):
+    for start, end in ranges:
         cycle = CycleResource(
             now=now.isoformat(),
             budget=-1 if remaining is None else remaining,
@@ -150,7 +176,7 @@ def _run_cycle_locked(
             fetch_time_limit_s=fetch_time_limit_s,
         )
         result = dg.materialize(
-            [*CYCLE_ASSETS, *ALL_CHECKS],
+            [*assets, *checks],
             instance=instance,
             resources=build_resources(str(warehouse.home), cycle),
             tags=range_tags(start, end, bucket="cli"),
@@ -161,13 +187,16 @@ def _run_cycle_locked(
         outcome.runs += 1
         if not result.success:
             raise CycleFailed(_failure_message(result))
-        plan_rows = warehouse.read("revisit_plan", _slice(known, start, end))
+        run_hosts = _slice(keys, start, end)
+        if n_buckets:
+            run_hosts = hosts_in_buckets(run_hosts, n_buckets, warehouse.hosts_in("seeds"))
+        plan_rows = warehouse.read("revisit_plan", run_hosts)
         selected = int(plan_rows["selected"].sum() or 0) if plan_rows.height else 0
         outcome.planned += selected
         if remaining is not None:
             remaining = max(0, remaining - selected)
         if not dry_run:
-            results = warehouse.read("fetch_results", _slice(known, start, end))
+            results = warehouse.read("fetch_results", run_hosts)
             sent = results.filter(pl.col("sent"))
             outcome.fetched += sent.height
             for key, n in results.group_by("outcome").len().iter_rows():

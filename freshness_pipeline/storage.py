@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import unquote
 
 import duckdb
 import polars as pl
@@ -235,13 +236,29 @@ class Warehouse:
         return scan.collect()
 
     def hosts_in(self, table: str) -> list[str]:
-        """Every host with rows in ``table``, from one scan over all its files (the host column
-        only), so that a sensor over ten thousand hosts does not open them one by one."""
-        files = self._files(table, None)
-        if not files:
+        """Every host with a file in ``table``, read off the folder names: a sensor or a bucket
+        run over ten thousand hosts lists one folder instead of opening every file. Only keys
+        cut to length (with a hash suffix) need their file's host column."""
+        base = self.table_dir(table)
+        if not base.is_dir():
             return []
-        scan = pl.scan_parquet(files).select("host").unique().drop_nulls()
-        return sorted(scan.collect()["host"].to_list())
+        hosts: set[str] = set()
+        cut: list[Path] = []
+        for entry in os.scandir(base):
+            if not entry.name.startswith("host=") or entry.name == _SCHEMA_DIR:
+                continue
+            files = sorted(Path(entry.path).glob("*.parquet"))
+            if not files:
+                continue
+            key = entry.name[len("host=") :]
+            if "~" in key:
+                cut.extend(files)
+            else:
+                hosts.add(unquote(key))
+        if cut:
+            scan = pl.scan_parquet(cut).select("host").unique().drop_nulls()
+            hosts.update(scan.collect()["host"].to_list())
+        return sorted(hosts)
 
     def read_fetch_log(self, hosts: Iterable[str], since: datetime) -> pl.DataFrame:
         """The request history of ``hosts`` from the cycles at or after ``since``, choosing files

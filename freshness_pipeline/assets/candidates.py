@@ -11,7 +11,7 @@ import dagster as dg
 import polars as pl
 
 from freshness_pipeline import tables
-from freshness_pipeline.assets.common import ASSET_KWARGS
+from freshness_pipeline.assets.common import cycle_asset, run_hosts
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, WarehouseResource
@@ -96,7 +96,7 @@ def apply_robots(candidates: pl.DataFrame, robots: pl.DataFrame) -> pl.DataFrame
     return pl.concat(parts, how="vertical_relaxed")
 
 
-@dg.asset(**ASSET_KWARGS)
+@cycle_asset
 def url_candidates(
     context: dg.AssetExecutionContext,
     url_inventory: pl.DataFrame,
@@ -105,7 +105,7 @@ def url_candidates(
 ) -> dg.Output[pl.DataFrame]:
     """One row per canonical URL, with whether robots.txt lets us fetch it."""
     crash_point("asset:url_candidates:start")
-    hosts = list(context.partition_keys)
+    hosts = run_hosts(context, warehouse.warehouse())
     candidates, invalid = canonical_candidates(
         url_inventory, hosts, cycle.cycle_now(context), warehouse.pipeline_config()
     )

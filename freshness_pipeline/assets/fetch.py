@@ -12,7 +12,7 @@ import dagster as dg
 import polars as pl
 
 from freshness_pipeline import tables
-from freshness_pipeline.assets.common import ASSET_KWARGS
+from freshness_pipeline.assets.common import cycle_asset, run_hosts
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
@@ -97,7 +97,7 @@ def run_fetch_stage(
     return FetchStage(frame=frame, throttles=throttles, trust=trust)
 
 
-@dg.asset(**ASSET_KWARGS)
+@cycle_asset
 def fetch_results(
     context: dg.AssetExecutionContext,
     revisit_plan: pl.DataFrame,
@@ -107,7 +107,7 @@ def fetch_results(
 ) -> dg.Output[pl.DataFrame]:
     """What each planned fetch found: 304, same content, changed content, gone, or an error."""
     crash_point("asset:fetch_results:start")
-    hosts = list(context.partition_keys)
+    hosts = run_hosts(context, warehouse.warehouse())
     now = cycle.cycle_now(context)
     if cycle.dry_run:
         raise dg.Failure("fetch_results does not run in a dry run; select the planning assets only")

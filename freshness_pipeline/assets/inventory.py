@@ -11,7 +11,7 @@ import dagster as dg
 import polars as pl
 
 from freshness_pipeline import tables
-from freshness_pipeline.assets.common import ASSET_KWARGS
+from freshness_pipeline.assets.common import cycle_asset, run_hosts
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
 from freshness_pipeline.science.normalize import normalize_url_column
@@ -144,7 +144,7 @@ def refresh_robots_and_sitemaps(
     return frame.with_columns(host=norm["host"]).filter(pl.col("host").is_in(hosts))
 
 
-@dg.asset(**ASSET_KWARGS)
+@cycle_asset
 def url_inventory(
     context: dg.AssetExecutionContext,
     warehouse: WarehouseResource,
@@ -153,7 +153,7 @@ def url_inventory(
 ) -> dg.Output[pl.DataFrame]:
     """Everything known about which URLs exist, per host, with its source and sitemap lastmod."""
     crash_point("asset:url_inventory:start")
-    hosts = list(context.partition_keys)
+    hosts = run_hosts(context, warehouse.warehouse())
     now = cycle.cycle_now(context)
     wh = warehouse.warehouse()
     previous = wh.read("url_inventory", hosts)

@@ -10,7 +10,7 @@ import dagster as dg
 import polars as pl
 
 from freshness_pipeline import tables
-from freshness_pipeline.assets.common import ASSET_KWARGS
+from freshness_pipeline.assets.common import cycle_asset, run_hosts
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, WarehouseResource
@@ -128,7 +128,7 @@ def with_lastmod_hints(inputs: pl.DataFrame, evidence: pl.DataFrame, now: dateti
     return inputs.with_columns(hinted_change=hinted)
 
 
-@dg.asset(**ASSET_KWARGS)
+@cycle_asset
 def revisit_plan(
     context: dg.AssetExecutionContext,
     url_candidates: pl.DataFrame,
@@ -137,7 +137,7 @@ def revisit_plan(
 ) -> dg.Output[pl.DataFrame]:
     """Which URLs to fetch this cycle, in order, and why."""
     crash_point("asset:revisit_plan:start")
-    hosts = list(context.partition_keys)
+    hosts = run_hosts(context, warehouse.warehouse())
     now = cycle.cycle_now(context)
     wh = warehouse.warehouse()
     health = host_health(wh.read("fetch_results", hosts), hosts)

@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from freshness_pipeline import tables
-from freshness_pipeline.assets.common import ASSET_KWARGS
+from freshness_pipeline.assets.common import cycle_asset, run_hosts
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.plots import state_plots
 from freshness_pipeline.resources import CycleResource, WarehouseResource
@@ -254,7 +254,7 @@ def updated_evidence(previous: pl.DataFrame, grades: pl.DataFrame, now: datetime
     return pl.concat([kept, tables.conform("lastmod_evidence", grades)])
 
 
-@dg.asset(**ASSET_KWARGS)
+@cycle_asset
 def url_state(
     context: dg.AssetExecutionContext,
     url_candidates: pl.DataFrame,
@@ -265,7 +265,7 @@ def url_state(
 ) -> dg.Output[pl.DataFrame]:
     """Per-URL status, change rate (changes/day, posterior mean) and when to look again."""
     crash_point("asset:url_state:start")
-    hosts = list(context.partition_keys)
+    hosts = run_hosts(context, warehouse.warehouse())
     now = cycle.cycle_now(context)
     wh = warehouse.warehouse()
     state, grades = update_state(

@@ -1,0 +1,39 @@
+"""The cycle's graph and its resources, for any partitioning; definitions.py and the in-process
+runner both build from here, so a CLI cycle runs exactly what the UI shows."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from freshness_pipeline.assets.candidates import url_candidates
+from freshness_pipeline.assets.common import cycle_assets_for
+from freshness_pipeline.assets.fetch import fetch_results
+from freshness_pipeline.assets.inventory import url_inventory
+from freshness_pipeline.assets.plan import revisit_plan
+from freshness_pipeline.assets.state import url_state
+from freshness_pipeline.checks import ALL_CHECKS, cycle_checks
+from freshness_pipeline.io_manager import WarehouseIOManager
+from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
+
+CYCLE_ASSETS = [url_inventory, url_candidates, revisit_plan, fetch_results, url_state]
+
+
+def cycle_graph(
+    host_buckets: int = 0,
+) -> tuple[list[dg.AssetsDefinition], list[dg.AssetChecksDefinition]]:
+    """The cycle's assets and checks, per host (0) or over ``host_buckets`` buckets."""
+    if not host_buckets:
+        return list(CYCLE_ASSETS), list(ALL_CHECKS)
+    names = [a.key.path[-1] for a in CYCLE_ASSETS]
+    return cycle_assets_for(host_buckets, names), cycle_checks(host_buckets)
+
+
+def build_resources(home: str = "", cycle: CycleResource | None = None) -> dict[str, object]:
+    """Resources for one home. Without an explicit cycle, the cycle is run configuration
+    (`resources.cycle.config.now`, `.budget`, ...), as the schedule and the launchpad pass it."""
+    return {
+        "io_manager": WarehouseIOManager(home=home),
+        "warehouse": WarehouseResource(home=home),
+        "cycle": cycle if cycle is not None else CycleResource.configure_at_launch(),
+        "http": HttpClientResource(),
+    }
