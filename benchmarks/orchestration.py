@@ -306,6 +306,7 @@ def machine_note() -> str:
 
 def run_size(args: argparse.Namespace, tmp: Path, n_hosts: int) -> list[str]:
     base = tmp / f"h{n_hosts}"
+    modes = ["direct", *(m for m in args.modes if m != "direct")]
     homes = {mode: base / mode for mode in MODES}
     print(f"seeding {n_hosts:,} hosts x {args.urls_per_host} URLs ...", flush=True)
     # The sqlite home is seeded through load_seeds (hosts registered in its instance, as
@@ -313,16 +314,19 @@ def run_size(args: argparse.Namespace, tmp: Path, n_hosts: int) -> list[str]:
     # dagster.yaml would point back at the first home's storage.
     seeded = seed_home(homes["sqlite"], n_hosts, args.urls_per_host)
     for mode in ("direct", "ephemeral", "buckets"):
+        if mode not in modes:
+            continue
         shutil.copytree(homes["sqlite"] / "warehouse", homes[mode] / "warehouse")
-    (homes["buckets"] / "freshness.toml").write_text(
-        f"[partitioning]\nhost_buckets = {args.buckets}\n"
-    )
+    if "buckets" in modes:
+        (homes["buckets"] / "freshness.toml").write_text(
+            f"[partitioning]\nhost_buckets = {args.buckets}\n"
+        )
     results = {}
-    for mode in MODES:
+    for mode in modes:
         results[mode] = spawn(args, mode, homes[mode], n_hosts)
         took = ", ".join(f"{c['seconds']:.1f}" for c in results[mode]["cycles"])
         print(f"  {mode:9} cycles: {took} s", flush=True)
-    digests = {mode: selected_digest(homes[mode]) for mode in MODES}
+    digests = {mode: selected_digest(homes[mode]) for mode in modes}
     same = len(set(digests.values())) == 1
 
     urls = n_hosts * args.urls_per_host
@@ -339,7 +343,7 @@ def run_size(args: argparse.Namespace, tmp: Path, n_hosts: int) -> list[str]:
         direct_cpu = results["direct"]["cycles"][i]["cpu"]
         label = "1 (cold)" if i == 0 else f"{i + 1} (warm)"
         lines.append(f"| direct | {label} | {direct:.2f} | 1.0 | {direct_cpu:.2f} | 1.0 | | | | |")
-        for mode in ("sqlite", "ephemeral", "buckets"):
+        for mode in modes[1:]:
             c = results[mode]["cycles"][i]
             rest = c["seconds"] - c["register"] - c["materialize"]
             n_events = sum(c["events"].values())
@@ -350,14 +354,17 @@ def run_size(args: argparse.Namespace, tmp: Path, n_hosts: int) -> list[str]:
                 f"{c['event_store']:.2f} ({n_events:,}) | {rest:.2f} |"
             )
     lines.append("")
-    last = results["sqlite"]["cycles"][-1]
-    top = ", ".join(f"{k} {v:,}" for k, v in sorted(last["events"].items(), key=lambda kv: -kv[1]))
-    per_event = 1000 * last["event_store"] / max(1, sum(last["events"].values()))
-    lines.append(f"events of the last sqlite cycle: {top}; {per_event:.1f} ms per stored event")
+    for mode in modes[1:]:
+        last = results[mode]["cycles"][-1]
+        top = ", ".join(
+            f"{k} {v:,}" for k, v in sorted(last["events"].items(), key=lambda kv: -kv[1])[:4]
+        )
+        per_event = 1000 * last["event_store"] / max(1, sum(last["events"].values()))
+        lines.append(f"- last {mode} cycle's events: {top}, ...; {per_event:.1f} ms per event")
     lines.append(
-        f"same selected URLs in all four: {'yes' if same else 'NO: ' + str(digests)} "
+        f"same selected URLs in all {len(modes)} ways: {'yes' if same else 'NO: ' + str(digests)} "
         f"({digests['direct'][0]:,} selected); seeding took {seeded:.1f} s; importing "
-        f"freshness_pipeline.runner (dagster) took {results['sqlite']['import']:.1f} s per process"
+        f"freshness_pipeline.runner (dagster) took {results[modes[-1]]['import']:.1f} s per process"
     )
     lines.append(f"machine: {machine_note()}")
     return lines
@@ -368,6 +375,13 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, nargs="+", default=[1_000, 10_000])
     parser.add_argument("--urls-per-host", type=int, default=20)
     parser.add_argument("--runs", type=int, default=2, help="cycles in a row per mode")
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        choices=MODES,
+        default=list(MODES),
+        help="which ways to run (direct always runs: it is the reference)",
+    )
     parser.add_argument("--buckets", type=int, default=64, help="host buckets of that mode")
     parser.add_argument("--quick", action="store_true", help="200 hosts only")
     parser.add_argument("--tmp", default=None, help="parent folder of the temporary homes")

@@ -88,8 +88,7 @@ class CycleFailed(RuntimeError):
 
 
 def register_seeded_hosts(warehouse: Warehouse, instance: dg.DagsterInstance) -> list[str]:
-    seeds = warehouse.read("seeds")
-    return register_hosts(instance, seeds["host"].drop_nulls().unique().to_list())
+    return register_hosts(instance, warehouse.hosts_in("seeds"))
 
 
 def run_cycle(
