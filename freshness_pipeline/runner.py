@@ -10,7 +10,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
-import polars as pl
 
 from freshness_pipeline.config import ConfigError, load_config
 from freshness_pipeline.graph import build_resources, cycle_graph
@@ -157,12 +156,12 @@ def _run_cycle_locked(
         outcome.notes.append("no hosts: seed some URLs first (`freshness seed PATH`)")
         return outcome
     if n_buckets:
-        keys = bucket_keys(n_buckets)
         # Empty buckets join the run rather than split it: one run plans one budget at once.
-        empty = set(keys) - set(buckets_of_hosts(known, n_buckets))
-        ranges = contiguous_ranges(keys, {*buckets_of_hosts(wanted, n_buckets), *empty})
+        empty = set(bucket_keys(n_buckets)) - set(buckets_of_hosts(known, n_buckets))
+        ranges = contiguous_ranges(
+            bucket_keys(n_buckets), {*buckets_of_hosts(wanted, n_buckets), *empty}
+        )
     else:
-        keys = known
         ranges = contiguous_ranges(known, wanted)
     assets, checks = cycle_graph(n_buckets)
     remaining = budget
@@ -186,28 +185,35 @@ def _run_cycle_locked(
         outcome.runs += 1
         if not result.success:
             raise CycleFailed(_failure_message(result))
-        run_hosts = _slice(keys, start, end)
-        if n_buckets:
-            run_hosts = hosts_in_buckets(run_hosts, n_buckets, warehouse.hosts_in("seeds"))
-        plan_rows = warehouse.read("revisit_plan", run_hosts)
-        selected = int(plan_rows["selected"].sum() or 0) if plan_rows.height else 0
+        # The run's own metadata has the counts: re-reading a file per host would cost
+        # seconds at ten thousand hosts.
+        selected = _run_metadata(result, "revisit_plan").get("selected", 0)
         outcome.planned += selected
         if remaining is not None:
             remaining = max(0, remaining - selected)
         if not dry_run:
-            results = warehouse.read("fetch_results", run_hosts)
-            sent = results.filter(pl.col("sent"))
-            outcome.fetched += sent.height
-            for key, n in results.group_by("outcome").len().iter_rows():
-                outcome.outcomes[key] = outcome.outcomes.get(key, 0) + n
+            fetched = _run_metadata(result, "fetch_results")
+            outcome.fetched += fetched.get("requests_sent", 0)
+            for key, n in fetched.items():
+                if key.startswith("outcome_"):
+                    name = key.removeprefix("outcome_")
+                    outcome.outcomes[name] = outcome.outcomes.get(name, 0) + n
     note = warehouse.ensure_views()
     if note:
         outcome.notes.append(note)
     return outcome
 
 
-def _slice(known: list[str], start: str, end: str) -> list[str]:
-    return known[known.index(start) : known.index(end) + 1]
+def _run_metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, int]:
+    """An asset's integer metadata in this run: a range run's output is one materialization
+    copied to every partition, so the first one holds the run's totals."""
+    for materialization in result.asset_materializations_for_node(asset):
+        return {
+            key: int(value.value)
+            for key, value in materialization.metadata.items()
+            if isinstance(value, dg.IntMetadataValue) and value.value is not None
+        }
+    return {}
 
 
 def _failure_message(result: dg.ExecuteInProcessResult) -> str:
