@@ -234,33 +234,58 @@ _WEEKDAY = r"(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?,?\s*"
 _TIME = r"\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:\s*[ap]\.?\s?m\.?(?![a-z]))?"
 _ZONE = r"(?:\s*(?:z|gmt|utc|[+-]\d{2}:?\d{2}))?"
 
+# Most of these start at a digit after a word boundary. Written as "a digit, then look back"
+# (``\d(?<!\w\d)`` is exactly ``\b\d``: a digit is a word character), the pattern begins with a
+# character class, which lets the regex engine skip to the next digit instead of trying the
+# whole pattern at every position of the text.
+_AT_DIGIT = r"\d(?<!\w\d)"
+_TIME_AT_DIGIT = _AT_DIGIT + r"\d?" + _TIME.removeprefix(r"\d{1,2}")
+
 _VOLATILE = [
     # UUIDs before anything that would eat their hex groups
     re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I),
     # ISO 8601 date or date-time
-    re.compile(rf"\b\d{{4}}-\d{{2}}-\d{{2}}(?:[t ]{_TIME}{_ZONE})?(?![\w])", re.I),
-    # RFC 1123 / "30 Nov 2026" / "30. November 2026, 12:34"
+    re.compile(rf"{_AT_DIGIT}\d{{3}}-\d{{2}}-\d{{2}}(?:[t ]{_TIME}{_ZONE})?(?![\w])", re.I),
+    # RFC 1123 / "30 Nov 2026" / "30. November 2026, 12:34"; a match starts with a weekday or
+    # a digit, and the lookahead says so, so most positions fail on one character class
     re.compile(
-        rf"(?:{_WEEKDAY})?\b\d{{1,2}}\.?\s+{_MONTH}\s+\d{{4}}(?:,?\s+{_TIME}{_ZONE})?", re.I
+        rf"(?=[mtwfs\d])(?:{_WEEKDAY})?\b\d{{1,2}}\.?\s+{_MONTH}\s+\d{{4}}"
+        rf"(?:,?\s+{_TIME}{_ZONE})?",
+        re.I,
     ),
-    # "Nov 30, 2026" / "Monday, November 30 2026 12:34 pm"
+    # "Nov 30, 2026" / "Monday, November 30 2026 12:34 pm"; starts with a weekday or a month
     re.compile(
-        rf"(?:{_WEEKDAY})?\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}"
+        rf"(?=[mtwfsjaond])(?:{_WEEKDAY})?\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}"
         rf"(?:,?\s+(?:at\s+)?{_TIME}{_ZONE})?",
         re.I,
     ),
     # numeric dates: 11/30/2026, 30.11.2026, 2026/11/30, 30-11-26
-    re.compile(r"\b\d{1,4}[/.-]\d{1,2}[/.-]\d{2,4}\b"),
+    re.compile(rf"{_AT_DIGIT}\d{{0,3}}[/.-]\d{{1,2}}[/.-]\d{{2,4}}\b"),
     # clock times: 12:34, 12:34:56, 9:05 pm
-    re.compile(rf"\b{_TIME}{_ZONE}(?![\w])", re.I),
+    re.compile(rf"{_TIME_AT_DIGIT}{_ZONE}(?![\w])", re.I),
     # relative times: "5 minutes ago"
     re.compile(
-        r"\b\d+\s+(?:seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?)"
-        r"\s+ago\b",
+        rf"{_AT_DIGIT}\d*\s+(?:seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?"
+        r"|years?)\s+ago\b",
         re.I,
     ),
     # hex identifiers (hashes, session ids) of 8+ characters mixing digits and letters
     re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b", re.I),
+]
+# A cheap search that every match of the pattern beside it must contain (None: no such test):
+# when it finds nothing the pattern cannot match and its scan is skipped. Each starts with a
+# literal or a digit class, which the regex engine skips along to, where most of the patterns
+# above must try every position. Most pages have no date in words, so the two costliest
+# patterns mostly never run.
+_GUARDS: list[re.Pattern[str] | None] = [
+    re.compile(r"-[0-9a-f]{4}-", re.I),  # UUID: its middle groups
+    re.compile(r"-\d{2}-"),  # ISO date: the month
+    re.compile(rf"\d\.?\s+{_MONTH}\s+\d{{4}}", re.I),  # "30 Nov 2026" from its day's last digit
+    re.compile(r"\d(?:st|nd|rd|th)?,?\s+\d{4}", re.I),  # "Nov 30, 2026" from the day's last digit
+    None,
+    re.compile(r":\d{2}"),  # clock time: the minutes
+    None,
+    None,
 ]
 _TOKEN64 = re.compile(r"(?<![A-Za-z0-9+/_=-])[A-Za-z0-9+/_-]{16,}={0,2}(?![A-Za-z0-9+/_=-])")
 _DIGITS = re.compile(r"\d{4,}")
@@ -284,8 +309,9 @@ def normalize_content(text: str) -> str:
     Caveat by design: every run of four or more digits goes (counters, years, ids), so a change
     of a four-digit price is not a change of fingerprint.
     """
-    for pattern in _VOLATILE:
-        text = pattern.sub(" ", text)
+    for guard, pattern in zip(_GUARDS, _VOLATILE, strict=True):
+        if guard is None or guard.search(text):
+            text = pattern.sub(" ", text)
     text = _TOKEN64.sub(_drop_token64, text)
     text = _DIGITS.sub(" ", text)
     return " ".join(text.casefold().split())
