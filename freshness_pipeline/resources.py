@@ -75,6 +75,9 @@ class HttpClientResource(dg.ConfigurableResource):
     read_timeout: float = 30.0
     max_body_bytes: int = 10 * 1024 * 1024
     allow_networks: str = ""
+    # Hosts split over this many processes (global_concurrency is per process): one process is
+    # CPU-bound near half a bare aiohttp loop's rate on fast hosts (docs/fetch_rate.md).
+    fetch_processes: int = 1
 
     def allow_list(self) -> tuple[IPNetwork, ...]:
         """``FRESHNESS_ALLOW_NETWORKS`` plus this resource's own ``allow_networks``."""
