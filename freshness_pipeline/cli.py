@@ -123,6 +123,12 @@ def cycle(
             "--retention-days", min=0, help="Prune fetch_log cycles older than this (0: keep all)."
         ),
     ] = DEFAULT_RETENTION_DAYS,
+    fetch_processes: Annotated[
+        int,
+        typer.Option(
+            "--fetch-processes", min=1, help="Split the fetching over N processes (hosts whole)."
+        ),
+    ] = 1,
 ) -> None:
     """Run one cycle of the whole graph as of --now."""
     from freshness_pipeline.runner import CycleFailed, run_cycle
@@ -138,6 +144,7 @@ def cycle(
             dry_run=dry_run,
             fetch_time_limit_s=time_limit,
             retention_days=retention_days,
+            fetch_processes=fetch_processes,
         )
     except CycleFailed as exc:
         errors.print(f"[red]cycle failed:[/] {exc}")

@@ -28,12 +28,14 @@ def cycle_graph(
     return cycle_assets_for(host_buckets, names), cycle_checks(host_buckets)
 
 
-def build_resources(home: str = "", cycle: CycleResource | None = None) -> dict[str, object]:
+def build_resources(
+    home: str = "", cycle: CycleResource | None = None, fetch_processes: int = 1
+) -> dict[str, object]:
     """Resources for one home. Without an explicit cycle, the cycle is run configuration
     (`resources.cycle.config.now`, `.budget`, ...), as the schedule and the launchpad pass it."""
     return {
         "io_manager": WarehouseIOManager(home=home),
         "warehouse": WarehouseResource(home=home),
         "cycle": cycle if cycle is not None else CycleResource.configure_at_launch(),
-        "http": HttpClientResource(),
+        "http": HttpClientResource(fetch_processes=fetch_processes),
     }

@@ -101,6 +101,7 @@ def run_cycle(
     instance: dg.DagsterInstance | None = None,
     log_level: str = "WARNING",
     retention_days: float | None = DEFAULT_RETENTION_DAYS,
+    fetch_processes: int = 1,
 ) -> CycleOutcome:
     """One cycle of the whole graph as of ``now``, as few runs as the host selection allows
     (one, unless --host picks a non-contiguous set). The budget is shared across those runs.
@@ -109,7 +110,15 @@ def run_cycle(
     with warehouse.exclusive(f"cycle {now.isoformat()}"):
         warehouse.sweep_temp_files()
         outcome = _run_cycle_locked(
-            warehouse, now, budget, hosts, dry_run, fetch_time_limit_s, instance, log_level
+            warehouse,
+            now,
+            budget,
+            hosts,
+            dry_run,
+            fetch_time_limit_s,
+            instance,
+            log_level,
+            fetch_processes,
         )
         if retention_days and not dry_run:
             pruned = warehouse.prune_fetch_log(now - timedelta(days=retention_days))
@@ -129,6 +138,7 @@ def _run_cycle_locked(
     fetch_time_limit_s: float,
     instance: dg.DagsterInstance | None,
     log_level: str,
+    fetch_processes: int = 1,
 ) -> CycleOutcome:
     instance = instance or open_instance(warehouse.home)
     try:
@@ -176,7 +186,7 @@ def _run_cycle_locked(
         result = dg.materialize(
             [*assets, *checks],
             instance=instance,
-            resources=build_resources(str(warehouse.home), cycle),
+            resources=build_resources(str(warehouse.home), cycle, fetch_processes),
             tags=range_tags(start, end, bucket="cli"),
             selection=selection,
             raise_on_error=False,

@@ -81,3 +81,27 @@ def test_two_processes_fetch_what_one_does(tmp_path):
             left.drop("duration_ms").sort("url"), right.drop("duration_ms").sort("url")
         )
     assert sorted(t["host"] for t in two.throttled) == sorted(t["host"] for t in one.throttled)
+
+
+def test_cycle_with_fetch_processes_matches_one_process(tmp_path):
+    """The option reaches the asset: `freshness cycle --fetch-processes 2` is this call."""
+    import os
+
+    from freshness_pipeline.runner import load_seeds, run_cycle
+
+    os.environ.setdefault("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
+    sites = [SiteSpec("honest", "honest", 20), SiteSpec("novalid", "no_validators", 20)]
+    world = build_world(6, start=DEFAULT_START, horizon_days=1, sites=sites)
+    with SyntheticWeb(world) as web:
+        web.set_now(DEFAULT_START)
+        seeds = web.seeds_csv(tmp_path / "seeds.csv", variants=False).read_bytes()
+        outcomes = []
+        for processes in (1, 2):
+            home = tmp_path / f"home{processes}"
+            load_seeds(home, seeds, added_at=DEFAULT_START)
+            done = run_cycle(home, DEFAULT_START, budget=25, fetch_processes=processes)
+            outcomes.append((done.fetched, done.outcomes))
+            results = Warehouse(home).read("fetch_results").drop("duration_ms").sort("url")
+            outcomes.append(results)
+    assert outcomes[0] == outcomes[2] and outcomes[0][0] == 25
+    assert_frame_equal(outcomes[1], outcomes[3])
