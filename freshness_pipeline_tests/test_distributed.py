@@ -103,7 +103,10 @@ def test_celery_job_builds_over_buckets_with_the_celery_executor(tmp_path, monke
 
     monkeypatch.setenv(BROKER_ENV, "redis://127.0.0.1:1/0")  # never contacted
     defs = build_distributed_definitions(str(tmp_path), host_buckets=8, n_groups=2)
-    job = defs.resolve_job_def(JOB_NAME)
+    # A live instance: resolving definitions reads state storage through the current one, and
+    # an earlier test's instance may be gone by now (dagster keeps only a weak reference).
+    with dg.instance_for_test():
+        job = defs.resolve_job_def(JOB_NAME)
     assert job.executor_def.name == "celery_from_env"
     assert job.partitions_def is not None
     assert job.partitions_def.get_partition_keys() == bucket_keys(8)

@@ -74,11 +74,12 @@ def test_hosts_in_reads_folder_names_even_for_escaped_and_cut_keys(tmp_path):
 
 def test_bucketed_definitions_have_one_partition_per_bucket_and_no_sensor():
     defs = build_definitions(BUCKETS)
-    job = defs.resolve_job_def("freshness_cycle")
+    with dg.instance_for_test():  # resolving reads state storage through a live instance
+        job = defs.resolve_job_def("freshness_cycle")
+        checks = defs.resolve_asset_graph().asset_check_keys
     assert job.partitions_def is not None
     assert job.partitions_def.get_partition_keys() == bucket_keys(BUCKETS)
     assert not list(defs.sensors or [])
-    checks = defs.resolve_asset_graph().asset_check_keys
     assert len(checks) == 4
 
 
