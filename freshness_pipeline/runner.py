@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
+from dagster._core.storage.defs_state.base import set_defs_state_storage
 
 from freshness_pipeline.config import ConfigError, load_config
 from freshness_pipeline.graph import build_resources, cycle_graph
@@ -183,15 +184,19 @@ def _run_cycle_locked(
             dry_run=dry_run,
             fetch_time_limit_s=fetch_time_limit_s,
         )
-        result = dg.materialize(
-            [*assets, *checks],
-            instance=instance,
-            resources=build_resources(str(warehouse.home), cycle, fetch_processes),
-            tags=range_tags(start, end, bucket="cli"),
-            selection=selection,
-            raise_on_error=False,
-            run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
-        )
+        # Dagster resolves definitions through the defs-state storage of the "current"
+        # instance, a context variable that a finished run elsewhere in this process may have
+        # left pointing at an instance since collected; name ours.
+        with set_defs_state_storage(instance.defs_state_storage):
+            result = dg.materialize(
+                [*assets, *checks],
+                instance=instance,
+                resources=build_resources(str(warehouse.home), cycle, fetch_processes),
+                tags=range_tags(start, end, bucket="cli"),
+                selection=selection,
+                raise_on_error=False,
+                run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
+            )
         outcome.runs += 1
         if not result.success:
             raise CycleFailed(_failure_message(result))
