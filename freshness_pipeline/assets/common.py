@@ -2,8 +2,8 @@
 partition keys become the hosts it covers.
 
 Each asset is written once, as a function decorated with ``cycle_asset``. That defines the
-default per-host asset and remembers the function, so that ``cycle_assets(n)`` can define the
-same graph over ``n`` host buckets when ``freshness.toml`` asks for them.
+default per-host asset and remembers the function, so that the code can define the
+same graph over ``n`` host buckets (``cycle_assets_for``) when ``freshness.toml`` asks for them.
 """
 
 from collections.abc import Callable, Iterable
