@@ -43,7 +43,6 @@ import json
 import os
 import random
 import resource
-import shutil
 import socket
 import statistics
 import subprocess
@@ -56,6 +55,8 @@ import warnings
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from loopback_nginx import ensure_nginx, free_port  # benchmarks/, beside this script
 
 warnings.filterwarnings("ignore")  # dagster's beta warnings, once per child's import
 
@@ -87,35 +88,6 @@ def peak_rss_mb() -> float:
 
 
 # ---- setup: tools, files, nginx -----------------------------------------------------------------
-
-
-def find_nginx() -> str | None:
-    """nginx on PATH or where Debian puts it (/usr/sbin is not on every PATH)."""
-    found = shutil.which("nginx")
-    if found:
-        return found
-    return "/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None
-
-
-def ensure_tools() -> str:
-    """wrk and nginx from Debian, installed on first use; the benchmark needs both."""
-    if shutil.which("wrk") and find_nginx():
-        return find_nginx() or ""
-    if os.geteuid() != 0:
-        raise SystemExit("wrk and nginx are needed: apt-get install -y wrk nginx-light (as root)")
-    print("installing wrk and nginx-light with apt-get ...", flush=True)
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(
-        ["apt-get", "install", "-y", "-qq", "wrk", "nginx-light"],
-        check=True,
-        env=env,
-        stdout=subprocess.DEVNULL,
-    )
-    nginx = find_nginx()
-    if not (shutil.which("wrk") and nginx):
-        raise SystemExit("apt-get did not provide wrk and nginx")
-    return nginx
 
 
 def ensure_scrapy() -> Path:
@@ -229,21 +201,6 @@ def address(host: int) -> str:
     return f"127.0.0.{FIRST_ADDRESS + host}"
 
 
-def free_port() -> int:
-    """A port free on every benchmark address (bound one by one; nginx retries if raced)."""
-    while True:
-        with socket.socket() as probe:
-            probe.bind((address(0), 0))
-            port = probe.getsockname()[1]
-        try:
-            for host in range(N_HOSTS):
-                with socket.socket() as sock:
-                    sock.bind((address(host), port))
-            return port
-        except OSError:
-            continue
-
-
 class Nginx:
     """nginx in the foreground as one process (no master), all its files under ``work``: one
     signal to one pid stops it, as in freshness_pipeline_tests/nginx_server.py, but listening
@@ -258,7 +215,7 @@ class Nginx:
         for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
             (self.work / "tmp" / sub).mkdir(parents=True, exist_ok=True)
         for _ in range(5):
-            self.port = free_port()
+            self.port = free_port([address(h) for h in range(N_HOSTS)])
             listen = "\n".join(f"        listen {address(h)}:{self.port};" for h in range(N_HOSTS))
             conf = self.work / "nginx.conf"
             conf.write_text(NGINX_CONF.format(work=self.work, root=self.root, listen=listen))
@@ -949,7 +906,10 @@ def idle_rss() -> float:
         f"exec(open({__file__!r}).read().split('# ---- setup')[0]);"
         "print(peak_rss_mb())"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    # Run beside this script: its head imports loopback_nginx from benchmarks/.
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parent
+    )
     try:
         return float(done.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -985,7 +945,7 @@ def main() -> None:
         if getattr(args, name) is None:
             setattr(args, name, quick if args.quick else full)
 
-    nginx_bin = ensure_tools()
+    nginx_bin = ensure_nginx("wrk")
     scrapy_python = ensure_scrapy()
     with tempfile.TemporaryDirectory(prefix="fetch-rate-", dir=args.tmp) as tmp:
         work = Path(tmp)

@@ -61,6 +61,8 @@ import warnings
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from loopback_nginx import ensure_nginx, free_port  # benchmarks/, beside this script
+
 warnings.filterwarnings("ignore")  # dagster's beta/preview warnings, once per child's import
 
 N_HOSTS = 100
@@ -213,50 +215,6 @@ def address(host: int) -> str:
     return f"{ADDRESS_PREFIX}{host + 1}"
 
 
-def find_nginx() -> str | None:
-    found = shutil.which("nginx")
-    if found:
-        return found
-    return "/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None
-
-
-def ensure_nginx() -> str:
-    """Debian's nginx-light (it has the sub module), installed on first use."""
-    binary = find_nginx()
-    if binary:
-        return binary
-    if os.geteuid() != 0:
-        raise SystemExit("nginx is needed: apt-get install -y nginx-light (as root)")
-    print("installing nginx-light with apt-get ...", flush=True)
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(
-        ["apt-get", "install", "-y", "-qq", "nginx-light"],
-        check=True,
-        env=env,
-        stdout=subprocess.DEVNULL,
-    )
-    binary = find_nginx()
-    if not binary:
-        raise SystemExit("apt-get did not provide nginx")
-    return binary
-
-
-def free_port() -> int:
-    """A port free on all 100 addresses (nginx start retries if another process races us)."""
-    while True:
-        with socket.socket() as probe:
-            probe.bind((address(0), 0))
-            port = probe.getsockname()[1]
-        try:
-            for host in range(N_HOSTS):
-                with socket.socket() as sock:
-                    sock.bind((address(host), port))
-            return port
-        except OSError:
-            continue
-
-
 class Nginx:
     """nginx in the foreground as one process (no master), everything under ``work``: one
     signal to one pid stops it and nothing outlives the benchmark (as in
@@ -271,7 +229,7 @@ class Nginx:
         for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
             (self.work / "tmp" / sub).mkdir(parents=True, exist_ok=True)
         for _ in range(5):
-            self.port = free_port()
+            self.port = free_port([address(h) for h in range(N_HOSTS)])
             listen = "\n".join(f"        listen {address(h)}:{self.port};" for h in range(N_HOSTS))
             conf = self.work / "nginx.conf"
             conf.write_text(NGINX_CONF.format(work=self.work, root=self.root, listen=listen))
