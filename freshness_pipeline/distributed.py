@@ -40,7 +40,7 @@ from freshness_pipeline.assets.common import GROUP
 from freshness_pipeline.config import load_config
 from freshness_pipeline.graph import build_resources, cycle_graph
 from freshness_pipeline.partitions import HOST_BUCKET_TAG, bucket_keys, range_tags
-from freshness_pipeline.runner import dagster_home
+from freshness_pipeline.runner import INSTANCE_STORAGE_YAML, dagster_home
 from freshness_pipeline.schedules import CRON_ENV, DEFAULT_CRON, cycle_run_config
 from freshness_pipeline.storage import DEFAULT_RETENTION_DAYS, Warehouse
 
@@ -66,18 +66,9 @@ LAUNCH_TAG = "freshness/launch_id"
 # single-machine file's `freshness/cycle` limit of 1 would queue a cycle's groups one after the
 # other, and this job does not carry that tag. Across machines, `storage` becomes postgres
 # (docs/distributed.md); the limits stay.
-DISTRIBUTED_DAGSTER_YAML = """\
-storage:
-  sqlite:
-    base_dir: {storage}
-local_artifact_storage:
-  module: dagster._core.storage.root
-  class: LocalArtifactStorage
-  config:
-    base_dir: {artifacts}
-run_coordinator:
-  module: dagster._core.run_coordinator
-  class: QueuedRunCoordinator
+DISTRIBUTED_DAGSTER_YAML = (
+    INSTANCE_STORAGE_YAML
+    + """\
 concurrency:
   runs:
     max_concurrent_runs: {max_runs}
@@ -88,6 +79,7 @@ concurrency:
 telemetry:
   enabled: false
 """
+)
 
 
 def distributed_dagster_yaml(folder: Path, n_groups: int = DEFAULT_GROUPS) -> str:

@@ -28,8 +28,9 @@ from freshness_pipeline.resources import CycleResource
 from freshness_pipeline.seeds import SeedParse, merge_seeds, parse_seeds
 from freshness_pipeline.storage import DEFAULT_RETENTION_DAYS, Warehouse
 
-DAGSTER_YAML = """\
-# Written by freshness-pipeline for this home folder; edit freely.
+# Where a local instance keeps its runs and events, and its run queue; each deployment adds
+# its own concurrency limits (distributed.py has the bucket-group one).
+INSTANCE_STORAGE_YAML = """\
 storage:
   sqlite:
     base_dir: {storage}
@@ -41,6 +42,12 @@ local_artifact_storage:
 run_coordinator:
   module: dagster._core.run_coordinator
   class: QueuedRunCoordinator
+"""
+
+DAGSTER_YAML = (
+    "# Written by freshness-pipeline for this home folder; edit freely.\n"
+    + INSTANCE_STORAGE_YAML
+    + """\
 concurrency:
   runs:
     max_concurrent_runs: 4
@@ -53,6 +60,7 @@ concurrency:
 telemetry:
   enabled: false
 """
+)
 
 
 def dagster_home(home: Path) -> Path:
