@@ -247,12 +247,12 @@ class Warehouse:
         for entry in os.scandir(base):
             if not entry.name.startswith("host=") or entry.name == _SCHEMA_DIR:
                 continue
-            files = sorted(Path(entry.path).glob("*.parquet"))
+            files = [f.path for f in os.scandir(entry.path) if f.name.endswith(".parquet")]
             if not files:
                 continue
             key = entry.name[len("host=") :]
             if "~" in key:
-                cut.extend(files)
+                cut.extend(Path(f) for f in files)
             else:
                 hosts.add(unquote(key))
         if cut:
