@@ -1,7 +1,7 @@
 """Scheduling benchmark: how close does the project's planner come to the oracle optimum?
 
-    .venv/bin/python benchmarks/scheduling.py            # full run (~10 min on 2 cores)
-    .venv/bin/python benchmarks/scheduling.py --quick    # smaller web and horizon (~1 min)
+    .venv/bin/python benchmarks/scheduling.py            # full run (~30 min on 2 shared cores)
+    .venv/bin/python benchmarks/scheduling.py --quick --out /tmp/quick.md   # N = 2,000 (~4 min)
 
 An in-memory simulator of the protocol in shared/reference/science.md §7: N pages, cycles of
 6 h, a budget of B fetches per cycle, at t = 0 the pages were last fetched 1..N/B cycles ago
@@ -14,10 +14,12 @@ value-weighted time-averaged freshness over the horizon, reported as a ratio to 
 the same web and seed (absolute freshness moves by ±0.02 between random webs, the paired ratio
 by < 0.001).
 
-"ours" literally runs the project's code each cycle: ``append_observations`` keeps the
-observation histories, ``estimate_rates`` turns them into rates, and ``build_plan`` picks the
-pages from candidates built the way the revisit_plan asset builds them. Results go to stdout
-and to docs/scheduling.md.
+"ours" literally runs the project's code each cycle, the functions the assets call: as
+url_state, ``append_observations`` keeps the observation histories, ``estimate_rates`` the
+reported rates and ``refit_change_prior`` the empirical-Bayes change prior; as revisit_plan,
+``expected_gains`` scores the candidates under that prior and ``build_plan`` picks the pages.
+Results go to stdout and to docs/scheduling.md (``--out`` to write elsewhere: a quick run
+should not replace the full one).
 """
 
 from __future__ import annotations
@@ -38,12 +40,16 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from freshness_pipeline import tables  # noqa: E402
 from freshness_pipeline.science.eb import (  # noqa: E402
+    ChangeModel,
+    expected_gains,
     expected_index,
     fit_grid_prior,
     flatten_histories,
     posterior_summary,
     rate_grid,
+    refit_change_prior,
 )
 from freshness_pipeline.science.estimate import (  # noqa: E402
     append_observations,
@@ -344,13 +350,25 @@ class Adaptive(Policy):
 
 
 class Ours(Policy):
-    """The project's planner and estimator, called exactly as the assets call them."""
+    """The project's planner and estimators, called exactly as the assets call them.
+
+    Each cycle, as url_state does: ``append_observations``, ``estimate_rates`` (the reported
+    change_rate) and ``refit_change_prior`` (the empirical-Bayes change prior, warm-started
+    from last cycle's rows); and as revisit_plan does: ``expected_gains`` under that prior ->
+    ``expected_gain_override`` -> ``build_plan``. ``model=None`` is the planner before the
+    prior was wired in: the Gamma class prior's posterior index, no override.
+    """
 
     def __init__(
-        self, name: str = "ours", config: PlanConfig | None = None, max_obs: int = 64
+        self,
+        name: str = "ours",
+        config: PlanConfig | None = None,
+        model: ChangeModel | None = ChangeModel(),  # noqa: B008 - frozen dataclass
+        max_obs: int = 64,
     ) -> None:
         self.name = name
         self.config = config or PlanConfig()
+        self.model = model
         self.max_obs = max_obs
 
     def reset(self, sim):
@@ -374,30 +392,44 @@ class Ours(Policy):
         )
         empty_f = pl.Series([[]] * n, dtype=pl.List(pl.Float64))
         empty_b = pl.Series([[]] * n, dtype=pl.List(pl.Boolean))
+        self.last_seen = np.full(n, np.nan)  # days; the start state's fetches left no history
         self.state = prior_columns(
-            pl.DataFrame({"url": self.urls, "url_class": self.base["url_class"]}).with_columns(
+            self.base.select("url", "host", "url_class").with_columns(
                 obs_interval_days=empty_f, obs_changed=empty_b
             )
         )
         self.estimated = estimate_rates(self.state)
+        self.prior = pl.DataFrame(schema=tables.CHANGE_PRIOR)
+        self.eb_seconds = 0.0
 
-    def estimates(self, t: float, last: np.ndarray) -> dict[str, pl.Series]:
-        """Columns the estimator adds to the candidates."""
-        est = self.estimated
-        return {
-            "change_rate": est["change_rate"],
-            "n_obs": est["n_obs"],
-            "n_changes": est["n_changes"],
-        }
+    def _times(self, days: np.ndarray) -> pl.Series:
+        us = np.where(np.isfinite(days), np.round(days * DAY_US), 0).astype(np.int64) + EPOCH_US
+        out = pl.Series(us.astype("datetime64[us]")).dt.replace_time_zone("UTC")
+        return out.scatter(np.flatnonzero(~np.isfinite(days)), None)
+
+    def _history(self) -> pl.DataFrame:
+        """url_state's columns the change prior reads."""
+        return self.state.with_columns(last_seen_at=self._times(self.last_seen))
 
     def pick(self, k, t, last):
-        now_us = EPOCH_US + round(t * DAY_US)
-        last_us = (EPOCH_US + np.round(last * DAY_US)).astype("datetime64[us]")
+        now = datetime.fromtimestamp((EPOCH_US + round(t * DAY_US)) / 1e6, tz=UTC)
+        est = self.estimated
         cands = self.base.with_columns(
-            last_fetched_at=pl.Series(last_us).dt.replace_time_zone("UTC"),
-            **self.estimates(t, last),
+            last_fetched_at=self._times(last),
+            change_rate=est["change_rate"],
+            n_obs=est["n_obs"],
+            n_changes=est["n_changes"],
         )
-        now = datetime.fromtimestamp(now_us / 1e6, tz=UTC)
+        if self.model is not None:
+            started = time.perf_counter()
+            history = self._history().drop("url", "host", "url_class")
+            cands = pl.concat([cands, history], how="horizontal")
+            cands = cands.with_columns(
+                expected_gain_override=expected_gains(
+                    cands, self.prior, now=now, objective=self.config.objective, model=self.model
+                )
+            )
+            self.eb_seconds += time.perf_counter() - started
         plan = build_plan(cands, self.capacity, now=now, budget=self.sim.b, config=self.config)
         chosen = plan["selected"].to_numpy()
         for reason, count in plan.filter("selected")["reason"].value_counts().iter_rows():
@@ -409,67 +441,15 @@ class Ours(Policy):
             {"url": self.urls.gather(idx), "interval_days": interval, "changed": changed}
         )
         self.state = append_observations(self.state, obs, max_obs=self.max_obs)
+        self.last_seen[idx] = t
         self.estimated = estimate_rates(self.state)
+        if self.model is not None:
+            started = time.perf_counter()
+            now = datetime.fromtimestamp((EPOCH_US + round(t * DAY_US)) / 1e6, tz=UTC)
+            self.prior = refit_change_prior(self._history(), self.prior, now=now, model=self.model)
+            self.eb_seconds += time.perf_counter() - started
 
     reasons_seen: dict = {}
-
-
-class OursEB(Ours):
-    """Ours with the empirical-Bayes grid prior (science.eb) instead of the Gamma class prior.
-
-    Each cycle, as the url_state asset would: append the observations, refit the per-class grid
-    weights by a few EM iterations warm-started from last cycle's (``fit_grid_prior``), then
-    ``posterior_summary`` gives the posterior mean rate (``change_rate``) and the posterior
-    expected index at each page's age, passed to ``build_plan`` as ``expected_gain_override``.
-    """
-
-    def __init__(
-        self, name: str = "ours-eb", config: PlanConfig | None = None, iterations: int = 3
-    ) -> None:
-        super().__init__(name, config)
-        self.iterations = iterations
-        self.grid = rate_grid()
-
-    def reset(self, sim):
-        super().reset(sim)
-        self.weights = None
-        self.histories = flatten_histories(self.state)
-        self.eb_seconds = 0.0
-
-    def estimates(self, t, last):
-        started = time.perf_counter()
-        summary = posterior_summary(
-            self.histories,
-            self.weights,
-            self.base["url_class"],
-            grid=self.grid,
-            age_days=t - last,
-        )
-        self.eb_seconds += time.perf_counter() - started
-        return {
-            "change_rate": summary["change_rate"],
-            "n_obs": summary["n_obs"],
-            "n_changes": summary["n_changes"],
-            "expected_gain_override": summary[
-                "expected_index" if self.config.objective == "freshness" else "expected_capture"
-            ],
-        }
-
-    def update(self, idx, interval, changed, t):
-        obs = pl.DataFrame(
-            {"url": self.urls.gather(idx), "interval_days": interval, "changed": changed}
-        )
-        self.state = append_observations(self.state, obs, max_obs=self.max_obs)
-        started = time.perf_counter()
-        self.histories = flatten_histories(self.state)
-        self.weights = fit_grid_prior(
-            self.histories,
-            self.base["url_class"],
-            grid=self.grid,
-            previous_weights=self.weights,
-            iterations=self.iterations,
-        )
-        self.eb_seconds += time.perf_counter() - started
 
 
 # ------------------------------------------------------------------------------ simulation
@@ -520,6 +500,22 @@ def run_policy(sim: Sim, policy: Policy) -> dict:
     }
 
 
+#: the planner before issue 3's change prior: Gamma class prior, staleness floor uncapped
+BEFORE = "before"
+FLOOR_CAPPED = "+ floor cap"
+WITH_EB = "+ eb prior"
+
+
+def learners() -> list[Policy]:
+    """The product as wired now and the steps that led to it, one change at a time."""
+    return [
+        Ours(BEFORE, PlanConfig(floor_share=1.0), model=None),
+        Ours(FLOOR_CAPPED, model=None),
+        Ours(WITH_EB, model=ChangeModel(periods=())),
+        Ours(),
+    ]
+
+
 def baselines() -> list[Policy]:
     return [
         Uniform(),
@@ -538,13 +534,13 @@ def scenario(args: tuple) -> dict:
     t0 = float(last0.min()) - 1.0
     web = make_web(web_name, n, t0, cycles * CYCLE + 1.0, seed)
     sim = Sim(web, make_weights(weights, n, seed), b, cycles, last0, seed)
-    policies = [*baselines(), Ours(), OursEB()] if extra is None else list(extra)
+    policies = [*baselines(), *learners()] if extra is None else list(extra)
     out = {"web": web_name, "weights": weights, "share": share, "results": {}}
     for p in policies:
         t = time.perf_counter()
         res = run_policy(sim, p)
         res["seconds"] = time.perf_counter() - t
-        if isinstance(p, OursEB):
+        if isinstance(p, Ours):
             res["eb_seconds_per_cycle"] = p.eb_seconds / sim.cycles
         out["results"][p.name] = res
     return out
@@ -669,27 +665,24 @@ class Forgetting(Ours):
 
 # ---------------------------------------------------------------------------------- report
 
-ORDER = [
-    "uniform",
-    "proportional",
-    "nutch-adaptive",
-    "halve-double",
-    "ours",
-    "ours-eb",
-    "oracle-optimal",
-    "oracle-index",
-]
-
+BASELINES = ["uniform", "proportional", "nutch-adaptive", "halve-double"]
+LEARNERS = [BEFORE, FLOOR_CAPPED, WITH_EB, "ours"]
+ORDER = [*BASELINES, *LEARNERS, "oracle-optimal", "oracle-index"]
 
 BARE = PlanConfig(max_interval_days=1e6, reestimate_share=0.0, verify_share=0.0)
+NO_FLOOR = "ours, no floor"
+NO_SHARES = "ours, no reserved shares"
+NO_BOTH = "ours, no floor, no reserved shares"
+GENIE = "genie (true rate revealed at first fetch)"
+CLAIRVOYANT = "clairvoyant (phase-aware)"
+POISSON_WEBS = ("cho2000", "broad", "fast")
 
 
 def ablations(web: str) -> list[Policy]:
     extra: list[Policy] = [
-        Ours("ours, point index", PlanConfig(posterior_index=False)),
-        Ours("ours, no reserved shares", PlanConfig(reestimate_share=0.0, verify_share=0.0)),
-        Ours("ours, no floor, no reserved shares", BARE),
-        OursEB("ours-eb, no floor, no reserved shares", BARE),
+        Ours(NO_FLOOR, PlanConfig(max_interval_days=1e6)),
+        Ours(NO_SHARES, PlanConfig(reestimate_share=0.0, verify_share=0.0)),
+        Ours(NO_BOTH, BARE),
         Genie(),
     ]
     if web in ("periodic", "bursty"):
@@ -705,7 +698,7 @@ def fmt_table(headers: list[str], rows: list[list[str]]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="N=2000, 60 cycles (about a minute)")
+    ap.add_argument("--quick", action="store_true", help="N=2000, 60 cycles (a few minutes)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "scheduling.md")
@@ -723,7 +716,7 @@ def main() -> None:
     abl_tasks = [
         (web, weights, share, n, cycles, args.seed, ablations(web))
         for web in ("cho2000", "periodic", "bursty")
-        for weights in (("zipf", "flat") if web == "cho2000" else ("zipf",))
+        for weights in ("zipf", "flat")
         for share in ((0.02, 0.10) if web == "cho2000" else (0.10,))
     ]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
@@ -738,63 +731,88 @@ def main() -> None:
             r["results"]["oracle-optimal"]["freshness"], r["results"]["oracle-index"]["freshness"]
         )
 
+    def cell(r: dict) -> str:
+        return f"{r['web']}/{r['weights']}/{r['share']:.0%}"
+
     # Main table: ratio to the oracle, one row per (web, weights, budget).
-    learners = ("ours", "ours-eb")
-    headers = ["web", "values", "budget/cycle", "oracle freshness"] + [
-        p for p in ORDER if not p.startswith("oracle")
-    ]
-    rows: list[list[str]] = []
-    misses: dict[str, list[str]] = {p: [] for p in learners}
     ratio_of: dict[tuple[str, str, float, str], float] = {}
+    best_name: dict[tuple[str, str, float], str] = {}
+    rows: list[list[str]] = []
     for r in main_res:
+        key = (r["web"], r["weights"], r["share"])
         o = oracle_of(r)
         row = [r["web"], r["weights"], f"{r['share']:.0%}", f"{o:.4f}"]
-        best_base = 0.0
-        for p in ORDER:
-            if p.startswith("oracle"):
-                continue
-            ratio = r["results"][p]["freshness"] / o
-            ratio_of[(r["web"], r["weights"], r["share"], p)] = ratio
-            row.append(f"{ratio:.3f}")
-            if p not in learners:
-                best_base = max(best_base, ratio)
-        ratio_of[(r["web"], r["weights"], r["share"], "best baseline")] = best_base
-        for p in learners:
-            mine = r["results"][p]["freshness"] / o
-            where = f"{r['web']}/{r['weights']}/{r['share']:.0%}"
-            if mine <= best_base:
-                misses[p].append(f"{where} behind a baseline ({mine:.3f} vs {best_base:.3f})")
-            if r["web"] == "cho2000" and mine < 0.98:
-                misses[p].append(f"{where} {mine:.3f} < 0.98")
+        for p in ORDER[:-2]:
+            ratio_of[(*key, p)] = r["results"][p]["freshness"] / o
+            row.append(f"{ratio_of[(*key, p)]:.3f}")
+        best_name[key] = max(BASELINES, key=lambda p, key=key: ratio_of[(*key, p)])
+        ratio_of[(*key, "best baseline")] = ratio_of[(*key, best_name[key])]
         rows.append(row)
-    main_table = fmt_table(headers, rows)
+    main_table = fmt_table(["web", "values", "budget/cycle", "oracle freshness", *ORDER[:-2]], rows)
+
+    def misses(p: str) -> list[str]:
+        out = []
+        for r in main_res:
+            key = (r["web"], r["weights"], r["share"])
+            mine, best = ratio_of[(*key, p)], ratio_of[(*key, "best baseline")]
+            if mine <= best:
+                out.append(f"{cell(r)} behind {best_name[key]} ({mine:.4f} vs {best:.4f})")
+            if r["web"] == "cho2000" and r["weights"] == "zipf" and mine < 0.98:
+                out.append(f"{cell(r)} {mine:.4f} < 0.98")
+        return out
 
     def verdict(p: str) -> str:
-        if not misses[p]:
-            return f"* {p}: all met."
-        return f"* {p}: {len(misses[p])} misses: " + "; ".join(misses[p]) + "."
+        m = misses(p)
+        if not m:
+            return f"* {p}: every target met."
+        return f"* {p}: {len(m)} miss{'es' if len(m) > 1 else ''}: " + "; ".join(m) + "."
 
-    # Headline: cho2000 at every budget, both value models.
+    def ahead(p: str) -> int:
+        return sum(
+            ratio_of[(r["web"], r["weights"], r["share"], p)]
+            > ratio_of[(r["web"], r["weights"], r["share"], "best baseline")]
+            for r in main_res
+        )
+
     head_rows = []
     for weights in ("zipf", "flat"):
         for share in shares:
             key = ("cho2000", weights, share)
-            base_name = max(
-                (p for p in ORDER if not p.startswith("oracle") and p not in learners),
-                key=lambda p, key=key: ratio_of[(*key, p)],
-            )
             head_rows.append(
-                [
-                    weights,
-                    f"{share:.0%}",
-                    f"{ratio_of[(*key, 'ours')]:.3f}",
-                    f"{ratio_of[(*key, 'ours-eb')]:.3f}",
-                    f"{ratio_of[(*key, 'best baseline')]:.3f} ({base_name})",
-                ]
+                [weights, f"{share:.0%}"]
+                + [f"{ratio_of[(*key, p)]:.3f}" for p in ("ours", BEFORE)]
+                + [f"{ratio_of[(*key, 'best baseline')]:.3f} ({best_name[key]})"]
             )
-    head_table = fmt_table(
-        ["values", "budget/cycle", "ours", "ours-eb", "best baseline"], head_rows
+    head_table = fmt_table(["values", "budget/cycle", "ours", BEFORE, "best baseline"], head_rows)
+
+    # What each step bought: (after − before) per cell, summarized per web.
+    def gains(a: str, b: str, webs: tuple[str, ...] | None = None) -> dict[str, float]:
+        return {
+            cell(r): ratio_of[(r["web"], r["weights"], r["share"], b)]
+            - ratio_of[(r["web"], r["weights"], r["share"], a)]
+            for r in main_res
+            if webs is None or r["web"] in webs
+        }
+
+    def span(d: dict[str, float]) -> str:
+        lo, hi = min(d, key=d.__getitem__), max(d, key=d.__getitem__)
+        return f"{d[lo]:+.3f} … {d[hi]:+.3f}"
+
+    steps = [(BEFORE, FLOOR_CAPPED), (FLOOR_CAPPED, WITH_EB), (WITH_EB, "ours"), (BEFORE, "ours")]
+    step_rows = [[web] + [span(gains(a, b, (web,))) for a, b in steps] for web in WEBS]
+    step_table = fmt_table(
+        [
+            "web",
+            "floor cap (+ floor cap − before)",
+            "empirical-Bayes prior (+ eb prior − + floor cap)",
+            "clocks (ours − + eb prior)",
+            "all (ours − before)",
+        ],
+        step_rows,
     )
+    clock_cost = gains(WITH_EB, "ours", POISSON_WEBS)
+    floor_gain = gains(BEFORE, FLOOR_CAPPED)
+    floor_best = max(floor_gain, key=floor_gain.__getitem__)
 
     abl_rows = []
     abl_ratio: dict[tuple[str, str, float, str], float] = {}
@@ -817,19 +835,19 @@ def main() -> None:
     abl_keys = {(r["web"], r["weights"], r["share"]) for r in abl_res}
     for r in main_res:
         if (r["web"], r["weights"], r["share"]) in abl_keys:
-            for p in learners:
+            for p in (WITH_EB, "ours"):
                 v = r["results"][p]
                 abl_rows.append(
                     [
                         r["web"],
                         r["weights"],
                         f"{r['share']:.0%}",
-                        f"{p} (defaults)",
+                        f"{p} (defaults)" if p == "ours" else p,
                         f"{v['freshness']:.4f}",
                         f"{v['freshness'] / oracle_of(r):.3f}",
                     ]
                 )
-    abl_rows.sort(key=lambda x: (x[0], x[1] != "zipf", float(x[2][:-1]), x[3]))
+    abl_rows.sort(key=lambda x: (WEBS.index(x[0]), x[1] != "zipf", float(x[2][:-1]), x[3]))
     abl_table = fmt_table(["web", "values", "budget", "variant", "freshness", "/ oracle"], abl_rows)
 
     detail_rows = []
@@ -848,7 +866,7 @@ def main() -> None:
                         ", ".join(f"{k} {c}" for k, c in sorted(v["reasons"].items())) or "-",
                     ]
                 )
-        eb_ms.append(1000 * r["results"]["ours-eb"]["eb_seconds_per_cycle"])
+        eb_ms.append(1000 * r["results"]["ours"]["eb_seconds_per_cycle"])
     detail_table = fmt_table(
         [
             "budget",
@@ -870,43 +888,41 @@ def main() -> None:
     dec_names = [f"{lo[i]:.3g}-{lo[i + 1]:.3g}" for i in range(10)]
     est_table = fmt_table(["estimator", "obs"] + dec_names + ["all 0.1-10"], est_rows)
 
-    # Numbers quoted in the prose, from this run.
-    cho_gain = [
-        ratio_of[("cho2000", w, s, "ours-eb")] - ratio_of[("cho2000", w, s, "ours")]
-        for w in ("zipf", "flat")
-        for s in shares
-    ]
-    gain_by_row = {
-        f"{r['web']}/{r['weights']}/{r['share']:.0%}": ratio_of[
-            (r["web"], r["weights"], r["share"], "ours-eb")
-        ]
-        - ratio_of[(r["web"], r["weights"], r["share"], "ours")]
-        for r in main_res
-    }
-    all_gain = list(gain_by_row.values())
-    best_row = max(gain_by_row, key=gain_by_row.__getitem__)
-    worst_row = min(gain_by_row, key=gain_by_row.__getitem__)
-    n_worse = sum(v < -0.0005 for v in all_gain)
-    floor_eb = [
-        r["results"]["ours-eb"]["reasons"].get("floor", 0) / (r["share"] * n * cycles)
-        for r in main_res
-        if r["web"] == "cho2000" and r["share"] == shares[0]
-    ]
-
-    def abl(weights: str, share: float, p: str) -> str:
-        v = abl_ratio.get(("cho2000", weights, share, p))
+    def abl(web: str, weights: str, share: float, p: str) -> str:
+        v = abl_ratio.get((web, weights, share, p))
         return "-" if v is None else f"{v:.3f}"
 
-    genie = "genie (true rate revealed at first fetch)"
-    eb_bare = "ours-eb, no floor, no reserved shares"
-    ours_bare = "ours, no floor, no reserved shares"
+    def mine(web: str, weights: str, share: float, p: str = "ours") -> str:
+        return f"{ratio_of[(web, weights, share, p)]:.3f}"
 
+    fetches_2pct = cycles * shares[0]  # fetches per page over the horizon at 2 %
+
+    def floor_pct(p: str) -> str:
+        used = {
+            r["web"]: r["results"][p]["reasons"].get("floor", 0) / (r["share"] * n * cycles)
+            for r in main_res
+            if r["share"] == shares[0] and r["weights"] == "zipf"
+        }
+        return ", ".join(f"{100 * used[w]:.0f} % on {w}" for w in WEBS)
+
+    def forget_span(web: str) -> str:
+        diffs = [
+            abl_ratio[(r["web"], r["weights"], r["share"], p)]
+            - ratio_of[(r["web"], r["weights"], r["share"], "ours")]
+            for r in abl_res
+            if r["web"] == web
+            for p in r["results"]
+            if p.startswith("ours + forgetting")
+        ]
+        return f"{min(diffs):+.3f} to {max(diffs):+.3f}"
+
+    misses_now, misses_before = misses("ours"), misses(BEFORE)
     mode = "quick" if args.quick else "full"
     setup = (
         f"N = {n:,} pages, {cycles} cycles of 6 h ({cycles * CYCLE:g} days), budget per cycle as "
         f"a share of N. Start state: pages last fetched 1..N/B cycles ago (a round-robin "
-        f"crawler's state), nothing known about rates (ours starts from the default class prior, "
-        f"ours-eb from uniform weights on its rate grid). "
+        f"crawler's state), nothing known about rates (the learners start from their priors: "
+        f"the default Gamma class prior, or the change prior's starting weights). "
         f"Metric: value-weighted time-averaged freshness over cycles 1-{cycles}, as a ratio to the "
         f"oracle on the same web and seed (seed {args.seed}); the oracle is the better of the "
         f"Cho-Garcia-Molina optimum executed by credit scheduling and the greedy Lagrangian index, "
@@ -923,41 +939,53 @@ Generated by `.venv/bin/python benchmarks/scheduling.py{" --quick" if args.quick
 
 Policies: **uniform** round robin; **proportional** (fetch rate ∝ true λ, credit scheduled);
 **nutch-adaptive** (interval ×1.4 when unchanged, ×0.8 when changed) and **halve-double**
-(×2 / ×0.5 within 1-64 cycles); **ours**, the project's code as the assets run it
-(`append_observations`, `estimate_rates` with the Gamma class prior, `build_plan` ranking by
-value × the Lagrangian index averaged over the Gamma posterior); **ours-eb**, the same planner
-fed by `science.eb` instead: a nonparametric empirical-Bayes prior on {rate_grid().shape[0]} rates
-from 1e-4 to 100/day, refit each cycle by 3 EM iterations over every page's censored history
-(warm-started), and each page's posterior expectation of the index at its age, passed to
-`build_plan` as `expected_gain_override`. Both learners use the default `PlanConfig` (30-day
-staleness floor, 5 % re-estimation and 2 % verification shares).
+(×2 / ×0.5 within 1-64 cycles). **ours** is the product as the assets run it, each cycle: as
+url_state does, `append_observations`, `estimate_rates` (the reported change_rate) and
+`refit_change_prior` (3 EM iterations of the empirical-Bayes change prior, warm-started from
+the rows it stored last cycle, over {rate_grid().shape[0]} Poisson rates from 1e-4 to 100/day and
+three clocks: a change every 12 h, 1 day or 1 week at a fixed phase); as revisit_plan does,
+`expected_gains` (each page's posterior expectation of what a fetch now is worth) as
+`expected_gain_override` into `build_plan` with the default `PlanConfig` (30-day staleness
+floor taking at most 5 % of a cycle's budget, 5 % re-estimation and 2 % verification shares).
+The steps that led to it, one change at a time: **before** is the planner as it was (Gamma
+class prior, posterior index, staleness floor uncapped); **+ floor cap** caps the floor at 5 %
+of the budget; **+ eb prior** adds the change prior with Poisson rates only
+(`ChangeModel(periods=())`); **ours** adds the clocks.
 
 cho2000 (the realistic mix), ratio to the oracle:
 
 {head_table}
 
-Targets (issue 3: >= 0.98 of the oracle on cho2000 at every budget, ahead of every baseline on
-every mix):
+Targets (issue 3: >= 0.98 of the oracle on cho2000 with Zipf values at every budget, and ahead of
+every baseline on every web, with Zipf and flat values):
 
 {verdict("ours")}
-{verdict("ours-eb")}
+{verdict(BEFORE)}
 
-The empirical-Bayes prior moves ours-eb − ours by {min(cho_gain):+.3f} to {max(cho_gain):+.3f} on
-cho2000 and {min(all_gain):+.3f} to {max(all_gain):+.3f} over all {len(all_gain)} rows. The
-ablations bound what is left: with the true rate of every page revealed at its first fetch (the
-"genie", which also knows the population's rate distribution) a learner would reach
-{abl("zipf", 0.02, genie)} (zipf) and {abl("flat", 0.02, genie)} (flat) at 2 % and
-{abl("zipf", 0.1, genie)} / {abl("flat", 0.1, genie)} at 10 %; the staleness floor and reserved
-shares cost ours-eb {abl("zipf", 0.02, eb_bare)} without them vs {ratio_of[("cho2000", "zipf", 0.02, "ours-eb")]:.3f}
-with them (zipf, 2 %; ours {abl("zipf", 0.02, ours_bare)} vs {ratio_of[("cho2000", "zipf", 0.02, "ours")]:.3f}). The EB step (refit + posterior summary) took {np.mean(eb_ms):.0f} ms per cycle on
-average at N = {n:,} (max {np.max(eb_ms):.0f} ms), on a shared machine.
+ours is ahead of every baseline in {ahead("ours")} of {len(main_res)} cells ({BEFORE}:
+{ahead(BEFORE)}) and misses {len(misses_now)} targets ({BEFORE}: {len(misses_before)}).
+
+What each step bought, ratio to the oracle, min … max over the web's 8 cells (per-cell values
+in the main table):
+
+{step_table}
+
+The ablations bound what is left on cho2000: with the true rate of every page revealed at its
+first fetch (the "genie", which also knows the population's rate distribution) a learner would
+reach {abl("cho2000", "zipf", 0.02, GENIE)} (zipf) and {abl("cho2000", "flat", 0.02, GENIE)} (flat) at 2 % and
+{abl("cho2000", "zipf", 0.1, GENIE)} / {abl("cho2000", "flat", 0.1, GENIE)} at 10 %, where ours reaches
+{mine("cho2000", "zipf", 0.02)} / {mine("cho2000", "flat", 0.02)} and {mine("cho2000", "zipf", 0.1)} / {mine("cho2000", "flat", 0.1)}. Without
+the staleness floor and the reserved shares ours would reach {abl("cho2000", "zipf", 0.02, NO_BOTH)} at 2 % (zipf). The change prior's
+step (refit + expected gains) took {np.mean(eb_ms):.0f} ms per cycle on average at N = {n:,} (max
+{np.max(eb_ms):.0f} ms), on a shared machine.
 
 Webs: `cho2000` realistic heavy-tailed mix (science.md §6), `broad` mostly static, `fast` all rates
 in [1, 24]/day, `periodic` (half daily at a fixed time of day, 30 % weekly, 20 % every 12 h,
 jitter sd 30 min), `bursty` (Markov-modulated Poisson: quiet phases of 4-30 days, bursts of
 0.25-2 days at 30x the quiet rate). Values: `zipf` = rank^-0.9 in random order, `flat` = 1.
 On `periodic` and `bursty` the oracle is given the long-run mean rate, so it is the best
-*Poisson* schedule, not the best possible one (see the ablations for a phase-aware policy).
+*Poisson* schedule, not the best possible one: a policy that knows when pages change can beat
+it (ratios above 1; see the clairvoyant rows of the ablations).
 
 ## Freshness / oracle (same web, same seed)
 
@@ -969,9 +997,12 @@ On `periodic` and `bursty` the oracle is given the long-run mean rate, so it is 
 
 ## Ablations
 
-"no floor, no reserved shares": `PlanConfig(max_interval_days=1e6, reestimate_share=0,
-verify_share=0)`. "genie": a ceiling for learners from this start state (see above); it is not
-a policy anyone can run.
+"no floor": `max_interval_days=1e6`; "no reserved shares": `reestimate_share=0,
+verify_share=0`. "genie": a ceiling for learners from this start state (see above); it is not
+a policy anyone can run. "forgetting": the `obs_half_life_days` column, which both estimators
+honour (each observation counts 2^(−age/half-life)). "clairvoyant": knows every change time and
+fetches the stale pages whose copy would then stay fresh longest; it shows what knowing when
+pages change is worth.
 
 {abl_table}
 
@@ -983,50 +1014,72 @@ over pages whose rate is within 10x of the sampling rate. Estimates of zero are 
 Two floors no estimator passes: a page changing about 0.1 times per interval shows ~2 changes
 in 20 fetches (Poisson noise alone gives a median |log error| near 0.4), and a page changing 5+
 times per interval is seen changed at nearly every fetch, so its rate is only known to exceed
-ln(2n + 1)/interval. "ours" uses the default class prior Gamma(1/7, 1 day). The EB rows fit the
-grid prior on the same pages (200 EM iterations from uniform weights), so their prior is the
-population's: the posterior mean is what ours-eb reports as `change_rate`, the geometric mean
-(exp of the posterior mean of ln λ) is shown because this metric is on the log scale.
+ln(2n + 1)/interval. "ours (estimate_rates)" is url_state's `change_rate`, with the default class
+prior Gamma(1/7, 1 day). The EB rows fit the change prior's Poisson rates on the same pages (200
+EM iterations from uniform weights), so their prior is the population's; the posterior mean is
+what `posterior_summary` reports as `change_rate`, the geometric mean (exp of the posterior mean
+of ln λ) is shown because this metric is on the log scale.
 
 {est_table}
 
 ## Reading
 
-* The learner's gap to the oracle is the price of learning from a cold start. At a 2 %
-  budget each page is fetched about 2.4 times in 30 days; the genie rows show that even knowing
-  each rate exactly after one fetch leaves a gap ({abl("zipf", 0.02, genie)} / {abl("flat", 0.02, genie)} of the oracle at
-  2 %, zipf / flat), and a real learner sees one changed/unchanged bit per fetch. Within 30
-  days a page that never changed cannot be told from one changing every month or two, so both
-  learners keep re-checking quiet pages, and they need two or three fetches to learn that a
-  page changing at every visit is too fast to follow.
-* On cho2000 the empirical-Bayes prior helps most where pages are fetched least (2 % budgets) but
-  gains only a few thousandths: a thinly observed page is now judged against the real,
-  heavy-tailed population instead of one Gamma prior, and what is left is the information a
-  few binary fetches carry, not the shape of the prior.
-* Where the default Gamma prior is far from the population the grid prior matters much more:
-  the largest gain is {gain_by_row[best_row]:+.3f} ({best_row}); `fast` (every page 1-24/day
-  against a prior mean of 1/7/day), `periodic` and `bursty` gain the most. It is behind ours by
-  more than 0.0005 on {n_worse} of {len(all_gain)} rows (worst {gain_by_row[worst_row]:+.3f}, {worst_row}).
-* At 2 % the 30-day staleness floor forces fetches of pages the planner would skip ("floor" in
-  the table above: {100 * min(floor_eb):.0f}-{100 * max(floor_eb):.0f} % of ours-eb's budget on cho2000).
-  Dropping it and the reserved shares moves ours from
-  {ratio_of[("cho2000", "zipf", 0.02, "ours")]:.3f} to {abl("zipf", 0.02, ours_bare)} and ours-eb
-  from {ratio_of[("cho2000", "zipf", 0.02, "ours-eb")]:.3f} to {abl("zipf", 0.02, eb_bare)} (zipf, 2 %), and about
-  nothing at 10 % (ablations). Whether the floor is worth that is a product decision.
-* Rate accuracy (last table): the EB posterior mean beats `estimate_rates` for slow pages
-  seen a few times (0.025-0.16/day at 10 fetches) and for pages changing 6+ times per interval
-  (it knows how many such pages there are); it is about equal at 0.16-2.5/day and worse in the
-  slowest decile at 10 fetches (a page never seen changing is pulled up towards the
-  population's moderately slow pages; the geometric mean is not) and at 2.5-6.3/day, where
-  "changed at every fetch" cannot tell 4/day from 40/day and the posterior mean averages over
-  the population's fast pages while `estimate_rates` caps at ln(2n + 1)/interval.
+* The learner's gap to the oracle on cho2000 is the price of learning from a cold start. At a
+  2 % budget each page is fetched about {fetches_2pct:.1f} times in {cycles * CYCLE:g} days; the genie rows show that even
+  knowing each rate exactly after one fetch leaves a gap ({abl("cho2000", "zipf", 0.02, GENIE)} / {abl("cho2000", "flat", 0.02, GENIE)} of the oracle at 2 %,
+  zipf / flat), and a real learner sees one changed/unchanged bit per fetch. Within 30 days a
+  page that never changed cannot be told from one changing every month or two, so the learner
+  keeps re-checking quiet pages, and it needs two or three fetches to learn that a page
+  changing at every visit is too fast to follow. Its expected gains are calibrated (in a
+  trial on cho2000/zipf/5 %, pages it scored at x were worth x on average); what it lacks is
+  information, not bias, and ranking by an optimistic or a sampled index instead (UCB,
+  Thompson sampling) did worse in the same trials.
+* The staleness floor (no page unchecked for more than 30 days) is a guarantee, but a budget
+  too small to revisit every page that often spent itself on the floor whatever the pages
+  were worth. Before the cap, at 2 % (zipf) the floor took this share of the budget:
+  {floor_pct(BEFORE)}. Capping it at 5 % of each cycle's budget (oldest pages first; the rest
+  waits) bought up to {floor_gain[floor_best]:+.3f} ({floor_best}), most where the planner
+  rightly skips most pages (`fast`, `periodic`); ours spends {floor_pct("ours")} of its
+  budget on the floor at 2 %.
+* The empirical-Bayes prior judges a thinly observed page against the real population instead
+  of one Gamma prior. On cho2000 that gains a few thousandths (what is left is the information
+  a few binary fetches carry, not the shape of the prior); where the default Gamma prior is far
+  from the population (`fast`: every page 1-24/day against a prior mean of 1/7/day; `periodic`,
+  `bursty`) it gains several hundredths.
+* Clocks are the step for `periodic` (issue 3: "detect them or adapt to them"): a page updated
+  at a fixed time of day or week is worth a fetch just after its update (fresh for a whole
+  period) and nothing just before it. A few fetches at different times of day pin the phase,
+  the prior learns what share of the pages follow a clock, and ours then beats the Poisson
+  oracle, which only knows the mean rate; the clairvoyant rows show how much more knowing every
+  change time would give. At 2 % with flat values there are too few fetches per page to find
+  phases. On the Poisson webs (cho2000, broad, fast) the clocks moved the ratio by
+  {min(clock_cost.values()):+.4f} to {max(clock_cost.values()):+.4f}: their prior weight fades once fetches at
+  different times contradict them. Until then a page seen changed at every fetch, all of
+  them 12 h or more apart, fits a 12-hour clock as well as a fast rate; in a quick run
+  (N = 2,000, 15 days) that transient still cost `fast` at 2 % a few hundredths.
+* Bursty pages get no model of their own: the censored likelihood estimates the rate of
+  bursts, not of changes (a burst seen from outside is one change), which is the rate
+  freshness depends on, and the learners beat the mean-rate oracle there from 5 % up. What is
+  left (the clairvoyant rows) needs knowing when a burst ends, which fetches days apart cannot
+  tell. Forgetting old observations (ablations, 10 %) moved the bursty cells by
+  {forget_span("bursty")} and the periodic ones by {forget_span("periodic")}, so it stays off
+  by default. With flat values at small budgets every bursty page has a burst every 4-30 days,
+  the pages are nearly alike, and round robin is close to the best schedule; a learner with a
+  few fetches per page adds estimation noise.
+* `broad` with flat values: proportional is given the true rates, and over 30 days from a fresh
+  start it is near the optimum on a mostly static web (the static half stays fresh from its
+  t = 0 fetch whatever is done); in steady state it is below uniform (science.md §7). A learner
+  cannot tell a page changing every few months from a static one within 30 days, and keeps
+  re-checking both.
 * With flat values the oracle's gain over round robin is small (science.md §2: +7 %) and has to
   be learned page by page; with Zipf values the valuable pages are fetched often and learned
   fast, which is where the planner comes closest to the oracle.
-* On `periodic` and `bursty` the mean-rate oracle is not the ceiling: the clairvoyant policy,
-  which knows each page's phase, beats it by 13-17 %. Exponential forgetting of old observations
-  does not recover that (it trades estimation variance for tracking, and the bursts are too
-  short to be tracked from fetches that avoid fast pages); phase-aware scheduling would.
+* Rate accuracy (last table): the EB posterior mean beats `estimate_rates` for slow pages
+  seen a few times and for pages changing 6+ times per interval (it knows how many such pages
+  there are); it is about equal at 0.16-2.5/day and worse at 2.5-6.3/day, where "changed at
+  every fetch" cannot tell 4/day from 40/day and the posterior mean averages over the
+  population's fast pages while `estimate_rates` caps at ln(2n + 1)/interval. url_state keeps
+  reporting `estimate_rates`; the plan uses the whole posterior, not a point estimate.
 """
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -159,6 +159,19 @@ LASTMOD_EVIDENCE = {
     "changed": pl.Boolean,
 }
 
+# The empirical-Bayes change prior url_state fits each cycle (science.eb.refit_change_prior):
+# per host and url_class (plus "__global__"), one row per component of the model, with the
+# host's pages with observations in that class (what it weighs when runs mix hosts).
+CHANGE_PRIOR = {
+    "host": pl.String,
+    "url_class": pl.String,
+    "component": pl.String,
+    "rate_per_day": pl.Float64,
+    "weight": pl.Float64,
+    "n_pages": pl.Int64,
+    "fitted_at": UTC_TIME,
+}
+
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "seeds": SEEDS,
     "robots": ROBOTS,
@@ -169,6 +182,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "fetch_log": FETCH_LOG,
     "url_state": URL_STATE,
     "lastmod_evidence": LASTMOD_EVIDENCE,
+    "change_prior": CHANGE_PRIOR,
 }
 
 # Tables exposed as DuckDB views; seeds and robots are internal but handy, so they are views too.

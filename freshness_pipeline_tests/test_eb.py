@@ -5,20 +5,29 @@ import numpy as np
 import polars as pl
 import pytest
 
+from freshness_pipeline import tables
 from freshness_pipeline.science.eb import (
+    CHUNK_CELLS,
     GLOBAL,
+    ChangeModel,
+    Period,
     expected_capture,
+    expected_gains,
     expected_index,
     fit_grid_prior,
     flatten_histories,
     grid_posterior,
     histories_from_arrays,
     initial_weights,
+    latest_fit_before,
     posterior_summary,
+    prior_weights,
     rate_grid,
+    refit_change_prior,
     weights_frame,
     weights_from_frame,
 )
+from freshness_pipeline.science.eb import _Likelihood as _Likelihood  # the likelihood itself
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
 
 GRID = rate_grid()
@@ -328,3 +337,359 @@ def test_one_posterior_row_broadcasts_over_ages() -> None:
         rtol=1e-15,
     )
     assert (np.diff(many) > 0).all()  # a longer wait is worth more
+
+
+# ------------------------------------------------------------------- clocks (periodic pages)
+
+DAY = Period(1.0, 24)
+EPOCH_DAY = 20_000.0  # days since the Unix epoch: absolute times, as url_state anchors them
+
+
+def _fetch_times(n: int, n_obs: int, seed: int) -> np.ndarray:
+    """n x (n_obs + 1) fetch times: gaps of 1 h to 18 h, at any time of day (a page fetched
+    at the same hours every day would never reveal a phase between them)."""
+    rng = np.random.default_rng([seed, 2])
+    gaps = rng.uniform(1 / 24, 0.75, (n, n_obs))
+    return EPOCH_DAY + np.c_[np.zeros(n), np.cumsum(gaps, axis=1)]
+
+
+def _clock_histories(phases: np.ndarray, rates: np.ndarray, n_obs: int, seed: int = 0):
+    """Pages with a daily clock at ``phases`` (NaN: Poisson at ``rates`` instead)."""
+    n = phases.shape[0]
+    times = _fetch_times(n, n_obs, seed)
+    s, e = times[:, :-1], times[:, 1:]
+    rng = np.random.default_rng([seed, 3])
+    clock = np.isfinite(phases)
+    ph = np.where(clock, phases, 0.0)[:, None]
+    hit = np.floor(e - ph) > np.floor(s - ph)
+    poisson = rng.random(s.shape) < -np.expm1(-rates[:, None] * (e - s))
+    changed = np.where(clock[:, None], hit, poisson)
+    row = np.repeat(np.arange(n), n_obs)
+    return histories_from_arrays(row, (e - s).ravel(), changed.ravel(), n, end=e.ravel()), times
+
+
+def test_a_clock_is_told_from_poisson_and_its_share_is_learned() -> None:
+    rng = np.random.default_rng(7)
+    n = 2000
+    clock = rng.random(n) < 0.4
+    phases = np.where(clock, rng.random(n), np.nan)
+    rates = np.exp(rng.uniform(np.log(0.05), np.log(5.0), n))
+    hist, _ = _clock_histories(phases, rates, 24)
+    weights = fit_grid_prior(hist, grid=GRID, periods=(DAY,), iterations=60)
+    assert weights[GLOBAL].shape == (GRID.shape[0] + 1,)
+    assert weights[GLOBAL][-1] == pytest.approx(clock.mean(), abs=0.03)
+    summary = posterior_summary(hist, weights, grid=GRID, periods=(DAY,))
+    share = summary["periodic_share"].to_numpy()
+    assert (share[clock] > 0.9).mean() > 0.97
+    assert (share[~clock] < 0.1).mean() > 0.95
+    # without a clock in the model the same fit is Poisson-only, as before
+    plain = fit_grid_prior(hist, grid=GRID, iterations=5)
+    assert plain[GLOBAL].shape == GRID.shape
+
+
+def test_the_phase_of_a_clock_sets_when_a_fetch_is_worth_it() -> None:
+    """A page updated daily at 06:30 UTC: stale and worth a day once 06:30 has passed since
+    the last fetch, worth nothing while the copy is still current."""
+    phase = 6.5 / 24  # the centre of a 1-hour phase bin
+    hist, times = _clock_histories(np.array([phase]), np.array([1.0]), 40, seed=4)
+    weights = {GLOBAL: initial_weights(GRID, (DAY,), 0.5)}
+    last = times[0, -1]
+    base = math.floor(last)
+    for now, worth in (
+        (base + 1 + 7.5 / 24, 23 / 24),  # 07:30 the next day: changed at 06:30, next in 23 h
+        (base + 2 + 5 / 24, 1.5 / 24),  # 05:00 two days on: stale, but the next change is soon
+    ):
+        got = posterior_summary(
+            hist, weights, grid=GRID, periods=(DAY,), age_days=now - last, now_days=now
+        )
+        assert got["periodic_share"][0] > 0.99
+        assert got["expected_index"][0] == pytest.approx(worth, abs=0.03)
+        assert got["expected_capture"][0] == pytest.approx(1.0, abs=0.02)
+    # fetched at 07:00, asked at 23:00 the same day: nothing changed since, nothing to gain
+    now = base + 1 + 23 / 24
+    got = posterior_summary(
+        hist,
+        weights,
+        grid=GRID,
+        periods=(DAY,),
+        age_days=now - (base + 1 + 7 / 24),
+        now_days=now,
+    )
+    assert got["expected_index"][0] < 0.02 and got["expected_capture"][0] < 0.02
+    with pytest.raises(ValueError, match="now_days"):
+        posterior_summary(hist, weights, grid=GRID, periods=(DAY,), age_days=1.0)
+
+
+def test_observations_without_times_cannot_follow_a_clock() -> None:
+    hist, _ = _clock_histories(np.array([0.25, 0.25]), np.ones(2), 10)
+    end = hist.obs_end.copy()
+    end[hist.obs_row == 1] = np.nan  # row 1: times unknown
+    row = np.repeat(np.arange(2), 10)
+    d = (hist.obs_end - hist.obs_start)[np.argsort(hist.obs_row, kind="stable")]
+    untimed = histories_from_arrays(row, d, hist.obs_changed, 2, end=end)
+    weights = {GLOBAL: initial_weights(GRID, (DAY,), 0.5)}
+    share = posterior_summary(untimed, weights, grid=GRID, periods=(DAY,))["periodic_share"]
+    assert share[0] > 0.99 and share[1] == 0.0
+    # histories without any times: same for every row
+    flat = flatten_histories(_state([[1.0, 0.5]], [[True, False]]))
+    assert not flat.has_times
+    got = posterior_summary(flat, weights, grid=GRID, periods=(DAY,))["periodic_share"][0]
+    assert got == 0.0
+
+
+def test_flatten_chains_observation_times_back_from_the_anchor() -> None:
+    anchor = datetime(2026, 11, 30, 6, 0, tzinfo=UTC)
+    state = _state([[1.0, 0.5, 0.25], None, [2.0]], [[True, False, True], None, [False]])
+    state = state.with_columns(
+        last_seen_at=pl.Series([anchor, None, None], dtype=pl.Datetime("us", "UTC"))
+    )
+    h = flatten_histories(state, anchor="last_seen_at")
+    a = anchor.timestamp() / 86_400.0
+    np.testing.assert_allclose(h.obs_end[h.obs_row == 0], [a - 0.75, a - 0.25, a])
+    np.testing.assert_allclose(h.obs_start[h.obs_row == 0], [a - 1.75, a - 0.75, a - 0.25])
+    assert h.timed.tolist() == [True, True, False]  # row 2 has observations but no anchor
+    assert (h.obs_row != 2).all()
+
+
+def test_forgetting_tempers_the_likelihood(monkeypatch: pytest.MonkeyPatch) -> None:
+    intervals, changed = [1.0, 2.0, 0.5, 1.0], [True, False, True, False]
+    state = _state([intervals], [changed]).with_columns(obs_half_life_days=pl.lit(2.0))
+    back = np.array([3.5, 1.5, 1.0, 0.0])  # days from each observation's end to the newest
+    wt = np.exp2(-back / 2.0)
+    lik = np.zeros_like(GRID)
+    for d, c, w in zip(intervals, changed, wt, strict=True):
+        lik += w * (np.log(-np.expm1(-GRID * d)) if c else -GRID * d)
+    expected = np.exp(lik - lik.max()) / np.exp(lik - lik.max()).sum()
+    got = grid_posterior(state, None, grid=GRID)[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    # the module constant does the same for a frame without the column
+    from freshness_pipeline.science import estimate
+
+    monkeypatch.setattr(estimate, "HALF_LIFE_DAYS", 2.0)
+    np.testing.assert_allclose(
+        grid_posterior(_state([intervals], [changed]), None, grid=GRID)[0], expected, rtol=1e-5
+    )
+
+
+def test_chunking_caching_and_sampling_with_clocks() -> None:
+    rng = np.random.default_rng(9)
+    n = 400
+    phases = np.where(rng.random(n) < 0.5, rng.random(n), np.nan)
+    hist, _ = _clock_histories(phases, np.exp(rng.uniform(-3, 2, n)), 8, seed=9)
+    periods = (Period(0.5, 6), DAY)
+    classes = rng.choice(["a", "b"], n).tolist()
+    ages = rng.uniform(0.0, 3.0, n)
+    kw = dict(grid=GRID, periods=periods, iterations=4)
+    ref_w = fit_grid_prior(hist, classes, **kw)
+    ref = posterior_summary(
+        hist, ref_w, classes, grid=GRID, periods=periods, age_days=ages, now_days=EPOCH_DAY + 9
+    )
+    for chunk_cells, cache_cells in ((1, 0), (3000, 0), (50_000, 1 << 30)):
+        w = fit_grid_prior(hist, classes, chunk_cells=chunk_cells, cache_cells=cache_cells, **kw)
+        for k in ref_w:
+            np.testing.assert_allclose(w[k], ref_w[k], rtol=1e-10, atol=1e-300)
+        got = posterior_summary(
+            hist,
+            ref_w,
+            classes,
+            grid=GRID,
+            periods=periods,
+            age_days=ages,
+            now_days=EPOCH_DAY + 9,
+            chunk_cells=chunk_cells,
+        )
+        for col in ref.columns:
+            np.testing.assert_allclose(got[col].to_numpy(), ref[col].to_numpy(), rtol=1e-10)
+    # an even sample of the pages gives nearly the same prior
+    sampled = fit_grid_prior(hist, classes, max_rows=200, **kw)
+    assert np.abs(sampled[GLOBAL] - ref_w[GLOBAL]).sum() < 0.15
+    with pytest.raises(ValueError):
+        fit_grid_prior(hist, max_rows=0, grid=GRID)
+
+
+# ------------------------------------------------------------------ the product's functions
+
+HOSTS = ["a.example", "b.example"]
+
+
+def _url_state(n: int = 400, seed: int = 1) -> pl.DataFrame:
+    """url_state-like rows: half the pages on a daily clock at 06:30, half Poisson at 1/day."""
+    rng = np.random.default_rng(seed)
+    phases = np.where(np.arange(n) % 2 == 0, 6.5 / 24, np.nan)
+    hist, times = _clock_histories(phases, np.ones(n), 24, seed=seed)
+    d = np.diff(times, axis=1)
+    order = np.argsort(hist.obs_row, kind="stable")
+    changed = hist.obs_changed[order].reshape(n, 24)
+    last_us = np.round(times[:, -1] * 86_400e6).astype(np.int64)
+    return pl.DataFrame(
+        {
+            "url": [f"http://{HOSTS[i % 2]}/{i}" for i in range(n)],
+            "host": [HOSTS[i % 2] for i in range(n)],
+            "url_class": rng.choice(["article", None], n).tolist(),
+            "obs_interval_days": d.tolist(),
+            "obs_changed": changed.tolist(),
+            "last_seen_at": pl.Series(last_us.astype("datetime64[us]")).dt.replace_time_zone("UTC"),
+        }
+    ).with_columns(last_fetched_at=pl.col("last_seen_at"))
+
+
+def test_refit_change_prior_stores_per_host_and_class_and_warm_starts() -> None:
+    model = ChangeModel(periods=(DAY,), iterations=20)
+    state = _url_state()
+    prior = refit_change_prior(state, None, now=NOW, model=model)
+    assert prior.columns == list(tables.CHANGE_PRIOR)
+    c = GRID.shape[0] + 1
+    assert prior.height == len(HOSTS) * 3 * c  # article, default and the global fit per host
+    assert set(prior["url_class"]) == {"article", "default", GLOBAL}
+    assert prior["fitted_at"].unique().to_list() == [NOW]
+    weights = prior_weights(prior, model)
+    assert weights[GLOBAL][-1] > 0.3  # half the pages follow the clock
+    counts = prior.filter(pl.col("component") == "periodic").sort("host", "url_class")
+    assert counts["n_pages"].to_list() == [
+        int(((state["host"] == h) & (state["url_class"].fill_null("default") == k)).sum())
+        if k != GLOBAL
+        else 200
+        for h in HOSTS
+        for k in ("__global__", "article", "default")
+    ]
+    # the next cycle continues the fit from the stored rows and keeps them next to its own
+    later = NOW + timedelta(hours=6)
+    again = refit_change_prior(state, prior, now=later, model=model)
+    assert again["fitted_at"].unique().sort().to_list() == [NOW, later]
+    direct = fit_grid_prior(
+        flatten_histories(state, anchor="last_seen_at"),
+        state["url_class"],
+        grid=GRID,
+        periods=(DAY,),
+        previous_weights=weights,
+        iterations=20,
+    )
+    newest = again.filter(pl.col("fitted_at") == later)
+    np.testing.assert_allclose(prior_weights(newest, model)[GLOBAL], direct[GLOBAL], rtol=1e-9)
+    # a third cycle keeps only the newest fit before it
+    third = refit_change_prior(state, again, now=later + timedelta(hours=6), model=model)
+    assert third["fitted_at"].unique().sort().to_list() == [later, later + timedelta(hours=6)]
+
+
+def test_a_cycle_run_again_refits_and_plans_from_what_its_first_run_saw() -> None:
+    """After a crash between writing the prior and finishing the cycle, the same cycle runs
+    again with the prior it wrote already stored: it must come out as if it never had."""
+    model = ChangeModel(periods=(DAY,), iterations=5)
+    state = _url_state()
+    earlier = refit_change_prior(state, None, now=NOW - timedelta(hours=6), model=model)
+    first = refit_change_prior(state, earlier, now=NOW, model=model)
+    rerun = refit_change_prior(state, first, now=NOW, model=model)
+    assert rerun.equals(first)
+    # the plan at NOW scores under the fit from before NOW, whatever NOW's run wrote
+    gains = expected_gains(state, first, now=NOW, model=model)
+    assert gains.equals(expected_gains(state, earlier, now=NOW, model=model))
+    assert not gains.equals(
+        expected_gains(state, first.filter(pl.col("fitted_at") == NOW), now=NOW, model=model)
+    )
+    assert latest_fit_before(first, NOW)["fitted_at"].unique().to_list() == [
+        NOW - timedelta(hours=6)
+    ]
+
+
+def test_stored_weights_of_another_model_are_not_used() -> None:
+    model = ChangeModel(periods=(DAY,), iterations=3)
+    prior = refit_change_prior(_url_state(), None, now=NOW, model=model)
+    assert prior_weights(prior, ChangeModel(periods=(Period(7.0, 42),))) is None
+    assert prior_weights(prior.filter(pl.col("component") == "poisson"), model) is None
+    assert prior_weights(pl.DataFrame(schema=tables.CHANGE_PRIOR), model) is None
+    # two hosts fit apart mix by their page counts
+    a = prior.filter(pl.col("host") == "a.example").with_columns(
+        weight=pl.when(pl.col("component") == "periodic").then(0.5).otherwise(0.5 / 48),
+        n_pages=pl.lit(299),
+    )
+    b = prior.filter(pl.col("host") == "b.example").with_columns(
+        weight=pl.when(pl.col("component") == "periodic").then(0.0).otherwise(1.0 / 48),
+        n_pages=pl.lit(99),
+    )
+    mixed = prior_weights(pl.concat([a, b]), model)
+    assert mixed[GLOBAL][-1] == pytest.approx(0.5 * 300 / 400)
+
+
+def test_expected_gains_rank_a_clock_page_after_its_update() -> None:
+    """The revisit_plan path: candidates with url_state's history -> expected_gain_override."""
+    model = ChangeModel(periods=(DAY,), iterations=30)
+    state = _url_state()
+    prior = refit_change_prior(state, None, now=NOW, model=model)
+    last = state["last_seen_at"].max()
+    # 07:30 on the day after every page's last fetch: the clock pages changed at 06:30
+    now = datetime.combine(last.date() + timedelta(days=1), datetime.min.time(), UTC)
+    now += timedelta(hours=7.5)
+    gains = expected_gains(state, prior, now=now, model=model).to_numpy()
+    clock = np.arange(state.height) % 2 == 0
+    # a clock page changed at 06:30 and stays current for 23 h
+    assert np.median(gains[clock]) > 0.9
+    # 05:00: the clock pages are stale too, but change again within 2 hours: wait for it
+    early = now + timedelta(hours=21.5)
+    gains_early = expected_gains(state, prior, now=early, model=model).to_numpy()
+    assert np.median(gains_early[clock]) < 0.15
+    # capture: P(changed since the last fetch)
+    cap = expected_gains(state, prior, now=now, objective="capture", model=model).to_numpy()
+    assert ((cap >= 0) & (cap <= 1)).all() and np.median(cap[clock]) > 0.95
+    with pytest.raises(ValueError):
+        expected_gains(state, prior, now=now, objective="age", model=model)
+
+
+def test_expected_gains_of_new_hinted_and_historyless_candidates() -> None:
+    model = ChangeModel()
+    cands = pl.DataFrame(
+        {
+            "url": ["n", "h", "q"],
+            "url_class": [None, None, None],
+            "last_fetched_at": pl.Series(
+                [None, NOW - timedelta(hours=1), NOW - timedelta(hours=1)],
+                dtype=pl.Datetime("us", "UTC"),
+            ),
+            "hinted_change": [None, True, None],
+        }
+    )
+    gains = expected_gains(cands, None, now=NOW, model=model).to_numpy()
+    start = initial_weights(GRID, model.periods)
+    never = expected_index(start[None, : GRID.shape[0]], GRID, math.inf)[0]
+    # never fetched, or a trusted "changed" hint: the prior's gain at infinite age
+    assert gains[0] == pytest.approx(gains[1]) and gains[0] > never
+    assert gains[2] < gains[0]
+    # without the history columns every candidate is judged by its prior alone
+    with_cols = expected_gains(
+        cands.with_columns(
+            obs_interval_days=pl.lit(None, dtype=pl.List(pl.Float64)),
+            obs_changed=pl.lit(None, dtype=pl.List(pl.Boolean)),
+            last_seen_at=pl.lit(None, dtype=pl.Datetime("us", "UTC")),
+        ),
+        None,
+        now=NOW,
+        model=model,
+    )
+    np.testing.assert_allclose(with_cols.to_numpy(), gains, rtol=1e-12)
+
+
+def test_phase_likelihood_matches_the_direct_count() -> None:
+    """The run-length computation of the phase likelihood against the definition: an
+    observation over (s, e] predicts a change at φ iff floor((e − φ)/P) > floor((s − φ)/P)."""
+    rng = np.random.default_rng(12)
+    n, m = 30, 400
+    row = np.sort(rng.integers(0, n, m))
+    d = np.exp(rng.uniform(np.log(0.01), np.log(10.0), m))
+    end = EPOCH_DAY + rng.uniform(0.0, 30.0, m)
+    changed = rng.random(m) < 0.5
+    weight = rng.uniform(0.2, 1.0, m)
+    periods = (Period(0.5, 12), DAY, Period(7.0, 42), Period(1.0, 5))
+    eps = 0.03
+    for wt in (None, weight):
+        hist = histories_from_arrays(row, d, changed, n, end=end, weight=wt)
+        lik = _Likelihood(hist, GRID, periods, eps, CHUNK_CELLS)
+        got = lik.chunk(0, n).phases
+        w = np.ones(m) if wt is None else wt
+        for period, phases in zip(periods, got, strict=True):
+            phi = period.phases[None, :]
+            hit = np.floor((end[:, None] - phi) / period.days) > np.floor(
+                ((end - d)[:, None] - phi) / period.days
+            )
+            score = np.where(hit == changed[:, None], math.log1p(-eps), math.log(eps))
+            expected = np.zeros((n, period.bins))
+            np.add.at(expected, row, score * w[:, None])
+            np.testing.assert_allclose(phases, expected, rtol=1e-9, atol=1e-9)

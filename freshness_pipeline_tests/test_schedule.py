@@ -1,4 +1,5 @@
 import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import polars as pl
@@ -214,9 +215,32 @@ def test_staleness_floor_comes_first() -> None:
             {"url": "http://h.example/older", "value": 0.0, "age": 45.0, "rate": 0.0},
         ]
     )
-    plan = build_plan(cands, BIG, now=NOW, budget=2)
+    uncapped = PlanConfig(floor_share=1.0)
+    plan = build_plan(cands, BIG, now=NOW, budget=2, config=uncapped)
     assert _selected(plan) == ["http://h.example/older", "http://h.example/old"]
     assert set(plan.filter("selected")["reason"]) == {"floor"}
+
+
+def test_the_floor_takes_at_most_its_share_of_the_budget() -> None:
+    """A budget too small to revisit every page within the floor's interval keeps most of
+    itself for the pages worth a fetch; the oldest overdue pages go first."""
+    rows = [
+        {"url": f"http://h.example/old{i:02d}", "age": 31.0 + i, "rate": 0.0} for i in range(40)
+    ]
+    rows += [{"url": f"http://h.example/hot{i:02d}", "age": 2.0, "rate": 0.5} for i in range(40)]
+    cands = _cands(rows)
+    config = PlanConfig(floor_share=0.1, new_share=0.0, reestimate_share=0.0, verify_share=0.0)
+    plan = build_plan(cands, BIG, now=NOW, budget=20, config=config)
+    chosen = plan.filter("selected")
+    floor = chosen.filter(pl.col("reason") == "floor").sort("rank")["url"].to_list()
+    assert floor == ["http://h.example/old39", "http://h.example/old38"]  # 10 % of 20, oldest
+    assert (chosen.filter(pl.col("reason") != "floor")["url"].str.contains("hot")).all()
+    assert chosen.height == 20
+    # uncapped, the floor takes the whole budget
+    full = build_plan(cands, BIG, now=NOW, budget=20, config=replace(config, floor_share=1.0))
+    assert set(full.filter("selected")["reason"]) == {"floor"}
+    with pytest.raises(ValueError):
+        PlanConfig(floor_share=1.5)
 
 
 def test_zero_priority_pages_are_not_fetched_for_nothing() -> None:
@@ -292,7 +316,8 @@ def test_rank_follows_fill_order() -> None:
         {"url": "http://h.example/n", "status": "new", "age": None},
         {"url": "http://h.example/f", "age": 40.0},
     ]
-    plan = build_plan(_cands(rows), BIG, now=NOW, budget=None, config=PlanConfig(new_share=0.5))
+    config = PlanConfig(new_share=0.5, floor_share=1.0)
+    plan = build_plan(_cands(rows), BIG, now=NOW, budget=None, config=config)
     ordered = plan.filter("selected").sort("rank")
     assert ordered["url"].to_list() == [
         "http://h.example/f",

@@ -6,9 +6,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import polars as pl
+import pytest
 
 from freshness_pipeline import tables
+from freshness_pipeline.assets.plan import plan_inputs
 from freshness_pipeline.assets.state import EMPTY_FINGERPRINT, update_state
+from freshness_pipeline.science.eb import GLOBAL, expected_gains, refit_change_prior
+from freshness_pipeline.science.schedule import PlanConfig, build_plan
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 T1 = T0 + timedelta(hours=6)
@@ -168,3 +172,54 @@ def test_blocked_urls_stay_and_content_duplicates_are_marked():
     assert by_url["http://a.example/c"]["duplicate_of"] is None
     assert by_url["http://a.example/e2"]["duplicate_of"] is None
     assert state.height == 6
+
+
+def test_the_change_prior_is_fit_from_url_state_and_scores_the_next_plan():
+    """The wiring of url_state -> change_prior -> revisit_plan, without Dagster: the same
+    functions the assets call, on the frames they pass."""
+    urls = [f"http://a.example/p{i}" for i in range(6)]
+    cands = candidates(*urls)
+    state = tables.empty("url_state")
+    prior = tables.empty("change_prior")
+    now = T0
+    for cycle in range(8):
+        # p0..p2 never change, p3..p5 at every fetch
+        outcome = "new" if cycle == 0 else None
+        rows = [
+            {
+                "url": u,
+                "fetched_at": now,
+                "outcome": outcome or ("changed" if i >= 3 else "unchanged"),
+                "http_status": 200,
+                "fingerprint": f"f{cycle if i >= 3 else 0}",
+            }
+            for i, u in enumerate(urls)
+        ]
+        state = step(state, cands, results(rows), now)
+        prior = refit_change_prior(state, prior, now=now)
+        now += timedelta(hours=6)
+    assert set(prior["host"]) == {HOST}
+    assert set(prior["url_class"]) == {"article", GLOBAL}
+    assert prior.filter(pl.col("url_class") == GLOBAL)["n_pages"].unique().to_list() == [6]
+    stored = tables.conform("change_prior", prior)
+    assert stored.columns == list(tables.CHANGE_PRIOR)
+    capacity = pl.DataFrame(
+        {"host": [HOST], "cost_multiplier": [1.0], "crawl_delay": [None]},
+        schema_overrides={"crawl_delay": pl.Float64},
+    )
+    inputs = plan_inputs(
+        cands.with_columns(lastmod=pl.lit(None, dtype=tables.UTC_TIME)), state, capacity
+    )
+    assert {"obs_interval_days", "obs_changed", "last_seen_at"} <= set(inputs.columns)
+    gains = expected_gains(inputs, stored, now=now)
+    assert gains.is_finite().all() and (gains >= 0).all()
+    plan = build_plan(
+        inputs.with_columns(expected_gain_override=gains),
+        pl.DataFrame({"host": [HOST], "capacity": [10]}),
+        now=now,
+        budget=3,
+        config=PlanConfig(new_share=0.0, reestimate_share=0.0, verify_share=0.0),
+    )
+    assert plan["expected_gain"].to_list() == pytest.approx(gains.to_list())
+    # six hours after the last fetch a page that changed at every fetch is the better buy
+    assert sorted(plan.filter("selected")["url"].to_list()) == urls[3:]

@@ -1,7 +1,9 @@
 """revisit_plan: every candidate scored, and the best buys selected within budget and capacity.
 
-The scoring is the pure planner in science.schedule; this asset only joins what it needs (the
-previous url_state, robots crawl-delays, last cycle's host health) and passes the cycle's now.
+The scoring is the pure planner in science.schedule, with each page's gain taken from the change
+prior url_state fit last cycle (science.eb); this asset only joins what it needs (the previous
+url_state, the change prior, robots crawl-delays, last cycle's host health) and passes the
+cycle's now.
 """
 
 from datetime import datetime
@@ -14,6 +16,7 @@ from freshness_pipeline.assets.common import cycle_asset, run_hosts
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, WarehouseResource
+from freshness_pipeline.science.eb import expected_gains
 from freshness_pipeline.science.hints import host_trust, lastmod_hints
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
 
@@ -81,6 +84,9 @@ def plan_inputs(
         "change_rate",
         "n_obs",
         "n_changes",
+        # the history the change prior scores each page on (science.eb.expected_gains)
+        "obs_interval_days",
+        "obs_changed",
         "etag",
         "last_modified",
         "fingerprint",
@@ -150,6 +156,12 @@ def revisit_plan(
         now,
     )
     config = PlanConfig(objective=cycle.objective)  # type: ignore[arg-type]
+    # What a fetch now is worth under the change prior url_state fit last cycle.
+    inputs = inputs.with_columns(
+        expected_gain_override=expected_gains(
+            inputs, wh.read("change_prior", hosts), now=now, objective=config.objective
+        )
+    )
     plan = build_plan(
         inputs,
         capacity.select("host", "capacity"),

@@ -4,7 +4,9 @@ next check time, updated from this cycle's fetch results.
 Each successful fetch adds one interval-censored observation ("changed or not since the last
 time we saw the page"); an observation is added only when the fetch is newer than the last one
 recorded, so re-running a cycle never counts the same fetch twice. No URL ever leaves the table:
-pages that vanish are marked gone, with their history kept.
+pages that vanish are marked gone, with their history kept. Each cycle also refits the change
+prior (table ``change_prior``, science.eb) from these histories: the next plan scores every page
+under it.
 """
 
 from datetime import datetime, timedelta
@@ -18,6 +20,7 @@ from freshness_pipeline.assets.common import cycle_asset, run_hosts
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.plots import state_plots
 from freshness_pipeline.resources import CycleResource, WarehouseResource
+from freshness_pipeline.science.eb import GLOBAL, refit_change_prior
 from freshness_pipeline.science.estimate import append_observations, estimate_rates, prior_columns
 from freshness_pipeline.science.fingerprint import content_fingerprint
 from freshness_pipeline.science.hints import hint_evidence
@@ -278,6 +281,9 @@ def url_state(
     )
     evidence = updated_evidence(wh.read("lastmod_evidence", hosts), grades, now)
     wh.write_partitions("lastmod_evidence", hosts, evidence)
+    # The change prior the next cycle's plan scores pages under, warm-started from this one's.
+    prior = refit_change_prior(state, wh.read("change_prior", hosts), now=now)
+    wh.write_partitions("change_prior", hosts, prior)
     by_status = dict(state.group_by("status").len().iter_rows())
     live = state.filter(pl.col("status") == "active")
     age_days = _days(pl.lit(now).cast(tables.UTC_TIME) - pl.col("last_seen_at"))
@@ -293,9 +299,17 @@ def url_state(
             "median_change_rate_per_day": dg.MetadataValue.float(
                 float(live["change_rate"].median() or 0.0)
             ),
+            "periodic_prior_share": dg.MetadataValue.float(periodic_share(prior)),
             **plot_metadata(state, now, len(hosts)),
         },
     )
+
+
+def periodic_share(prior: pl.DataFrame) -> float:
+    """Share of the run's pages the fitted prior expects to change by the clock."""
+    glob = prior.filter((pl.col("url_class") == GLOBAL) & (pl.col("component") == "periodic"))
+    hosts = glob["host"].n_unique()
+    return float(glob["weight"].sum() / hosts) if hosts else 0.0
 
 
 # Dagster copies a range run's metadata onto every host's materialization: pictures (~3 KB

@@ -1,5 +1,5 @@
-"""Nonparametric empirical-Bayes change rates: a prior on a fixed grid of rates, learned from
-every page's interval-censored history (issue 3).
+"""Nonparametric empirical-Bayes change model: a prior learned from every page's
+interval-censored history, over Poisson rates and over clock-driven (periodic) change (issue 3).
 
 Why: a single Gamma prior per class scores a page with one or two fetches close to the prior
 mean, while the real population is extremely heavy-tailed (cho2000: 30 % of pages change less
@@ -8,59 +8,103 @@ what a thin history most likely means: "unchanged after 3 days" on a web where a
 pages are nearly static is strong evidence of a static page, and "changed after 2 days" spreads
 over the fast and the medium bands in the proportions those bands really have.
 
-Model. Rates live on a fixed grid λ_1 < … < λ_G (default 48 log-spaced points from 1e-4 to
-100 changes/day). Per URL class the prior is a weight vector π on the grid (G numbers that sum
-to 1: small enough to store per class, see :func:`weights_frame`). A page's history of
-(interval Δ, changed?) pairs has, at grid rate λ, the censored likelihood
+And many pages do not change at random times at all: a daily digest rebuilt at 06:00, a
+listing refreshed every 12 hours, a weekly column. For such a page *when* we fetch matters
+more than how often: fetched just after its update it stays fresh for a whole period, fetched
+just before it for minutes, at the same cost. A Poisson model cannot say this (it is
+memoryless); the periodic components below can.
 
-    L(λ) = Π_unchanged e^{−λΔ} · Π_changed (1 − e^{−λΔ})
+Model. A page follows one of C components:
 
-(science.md §3), so its posterior is post_g ∝ π_g L(λ_g). The weights are the nonparametric
-maximum-likelihood mixing distribution (Laird 1978), fit by EM over all pages' histories:
-π_g ← mean over pages of post_g. EM is run for a few iterations per cycle, warm-started from
-the previous cycle's weights (the data change little between cycles). A class with little data
-is pulled towards the global weights: its M-step adds ``shrinkage`` pseudo-pages distributed as
-the global π (a Dirichlet prior centred on the global fit), so a class of 50 pages is mostly
-global and a class of 50,000 mostly its own.
+* Poisson at a rate λ_g on a fixed grid λ_1 < … < λ_G (default 48 log-spaced points from 1e-4
+  to 100 changes/day). A history of (interval Δ, changed?) pairs has the censored likelihood
+  L(λ) = Π_unchanged e^{−λΔ} · Π_changed (1 − e^{−λΔ}) (science.md §3);
+* periodic with period P (:class:`Period`, default 12 h, 1 day, 1 week): one change at a fixed
+  phase φ of every period (a time of day, or of the week). The phase is resolved to bins and
+  is uniform a priori. An observation over (s, e] "should" show a change iff some φ + kP lies
+  in (s, e]; it agrees with that with probability 1 − ε (``mismatch`` ε: jitter, an unscheduled
+  edit, a skipped run). Each observation that contradicts a phase costs it a factor ε/(1 − ε),
+  so a few fetches pin the phase of a clock-driven page and rule the clock out for others.
+
+Per URL class the prior is a weight vector π over the C components (G + number of periods
+numbers summing to 1; small enough to store per class and host, see :func:`refit_change_prior`).
+A page's posterior is post_c ∝ π_c L_c, with L_c for a periodic component the likelihood
+averaged over its phase bins. The weights are the nonparametric maximum-likelihood mixing
+distribution (Laird 1978), fit by EM over all pages' histories: π_c ← mean over pages of
+post_c. EM runs a few iterations per cycle, warm-started from the previous cycle's weights
+(the data change little between cycles). Periodic components start at a total weight of
+``periodic_start`` (1e-3): on a web without clocks they would otherwise explain the thin
+histories of the first cycles as well as the Poisson rates do and distort the first weeks,
+while on a web with clocks the evidence of a few consistent fetches grows them within days.
+A class with little data is pulled towards the global weights: its M-step adds ``shrinkage``
+pseudo-pages distributed as the global π (a Dirichlet prior centred on the global fit), so a
+class of 50 pages is mostly global and a class of 50,000 mostly its own.
 
 From the posterior, per page (:func:`posterior_summary`):
 
-* ``change_rate`` = Σ post_g λ_g, the posterior mean (what the url_state asset reports);
-* ``expected_index`` = E[W(λ, a)] = Σ post_g (1/λ_g) g(λ_g a), g(r) = 1 − (1 + r)e^{−r}: the
-  Lagrangian freshness index of :mod:`freshness_pipeline.science.schedule` averaged over the
-  posterior, at the page's age a (days since its last fetch);
-* ``expected_capture`` = E[1 − e^{−λa}], the same for the "capture" objective.
+* ``change_rate`` = posterior mean rate (a periodic component counts 1/P);
+* ``expected_index``: the freshness a fetch now is worth, averaged over the posterior. For a
+  Poisson component it is the Lagrangian index W(λ, a) = (1/λ) g(λa), g(r) = 1 − (1 + r)e^{−r}
+  of :mod:`freshness_pipeline.science.schedule`, at the page's age a; for a periodic component
+  with phase φ it is [a change point φ + kP fell since the last fetch] × (time until the next
+  one): the days of freshness the fetch buys, zero if the copy is still current;
+* ``expected_capture`` = P(the page changed since its last fetch), the same for the "capture"
+  objective.
 
-Pass ``expected_index`` (or ``expected_capture``) to ``build_plan`` as the
-``expected_gain_override`` column; the plan's priority is then value × that / cost.
+The assets use the table-level functions: url_state refits the prior each cycle with
+:func:`refit_change_prior` (stored per host and class in the ``change_prior`` table, so the next
+cycle warm-starts), revisit_plan turns it into each candidate's ``expected_gain_override`` for
+``build_plan`` with :func:`expected_gains`. Phases need the absolute time of each observation:
+the histories store only intervals, chained back from ``last_seen_at`` (the end of the newest
+observation). A successful fetch that records no observation (a re-extraction after an
+extractor upgrade) breaks that chain once; the older observations then sit one interval off,
+which the mismatch probability absorbs until newer ones outweigh them.
 
-Everything is vectorized numpy in log space, computed in chunks of rows whose N × G matrices
-stay under ``chunk_cells`` numbers, so memory is bounded whatever the number of URLs. Pure
-functions: no I/O, no clock, no randomness.
+Old observations can be discounted as in :mod:`freshness_pipeline.science.estimate` (column
+``obs_half_life_days`` or ``HALF_LIFE_DAYS``): each log-likelihood term then counts
+2^(−age/h), age measured back from the page's newest observation. Off by default (see
+docs/scheduling.md for what it buys and costs).
+
+Everything is vectorized numpy in log space, computed in chunks of rows whose matrices stay
+under ``chunk_cells`` numbers, so memory is bounded whatever the number of URLs; the prior is
+fit on at most ``max_fit_rows`` pages (an even sample beyond that: 48-odd weights do not need a
+million pages). Pure functions: no I/O, no clock, no randomness.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
 import polars as pl
 
+from freshness_pipeline.science import estimate as _estimate
 from freshness_pipeline.science.estimate import DEFAULT_CLASS
+from freshness_pipeline.science.timecols import as_utc, utc_column
 
 __all__ = [
+    "DEFAULT_PERIODS",
     "GLOBAL",
+    "ChangeModel",
     "Histories",
+    "Period",
+    "component_table",
     "expected_capture",
+    "expected_gains",
     "expected_index",
     "fit_grid_prior",
     "flatten_histories",
     "grid_posterior",
     "histories_from_arrays",
     "initial_weights",
+    "latest_fit_before",
     "posterior_summary",
+    "prior_weights",
     "rate_grid",
+    "refit_change_prior",
     "weights_frame",
     "weights_from_frame",
 ]
@@ -72,9 +116,40 @@ GLOBAL = "__global__"
 #: (2**22 float64 = 32 MB; a chunk holds a few of them).
 CHUNK_CELLS = 1 << 22
 #: :func:`fit_grid_prior` keeps the pages' log-likelihoods between EM iterations when they fit
-#: in this many numbers (2**24 float64 = 128 MB: 350,000 pages at 48 grid points); beyond it
+#: in this many numbers (2**24 float64 = 128 MB: 300,000 pages at 51 components); beyond it
 #: each iteration recomputes them chunk by chunk (the slow part of a pass).
 CACHE_CELLS = 1 << 24
+
+_DAY_US = 86_400_000_000.0
+
+
+@dataclass(frozen=True)
+class Period:
+    """A clock a page may change by: once every ``days``, at a phase resolved to ``bins`` bins.
+
+    The bins only need to be finer than the fetch times can tell apart (a 6-hour cycle resolves
+    a daily phase to 6 hours; 1-hour bins also serve shorter cycles).
+    """
+
+    days: float
+    bins: int
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.days) and self.days > 0) or self.bins < 1:
+            raise ValueError("a period needs days > 0 and bins >= 1")
+
+    @property
+    def phases(self) -> np.ndarray:
+        """Bin centres, days after the Unix epoch modulo the period (UTC)."""
+        return (np.arange(self.bins) + 0.5) * self.days / self.bins
+
+
+#: 12 hours and 1 day at 1-hour phases, 1 week at 4-hour phases.
+DEFAULT_PERIODS: tuple[Period, ...] = (Period(0.5, 12), Period(1.0, 24), Period(7.0, 42))
+#: Probability that one observation disagrees with a periodic page's clock.
+MISMATCH = 0.02
+#: Total prior weight of the periodic components before any data.
+PERIODIC_START = 1e-3
 
 
 def rate_grid(points: int = 48, low: float = 1e-4, high: float = 100.0) -> np.ndarray:
@@ -88,9 +163,20 @@ def rate_grid(points: int = 48, low: float = 1e-4, high: float = 100.0) -> np.nd
     return np.geomspace(low, high, points)
 
 
-def initial_weights(grid: np.ndarray) -> np.ndarray:
-    """Uniform weights over the (log-spaced) grid: the starting prior before any data."""
-    return np.full(np.asarray(grid).shape[0], 1.0 / np.asarray(grid).shape[0])
+def initial_weights(
+    grid: np.ndarray,
+    periods: Sequence[Period] = (),
+    periodic_start: float = PERIODIC_START,
+) -> np.ndarray:
+    """The starting prior before any data: uniform over the (log-spaced) grid, and
+    ``periodic_start`` shared equally by the periodic components (if any)."""
+    g = np.asarray(grid).shape[0]
+    if not periods:
+        return np.full(g, 1.0 / g)
+    if not 0.0 < periodic_start < 1.0:
+        raise ValueError("periodic_start must be in (0, 1)")
+    j = len(periods)
+    return np.r_[np.full(g, (1.0 - periodic_start) / g), np.full(j, periodic_start / j)]
 
 
 # ----------------------------------------------------------------------------------- data
@@ -98,12 +184,15 @@ def initial_weights(grid: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Histories:
-    """Interval-censored histories reduced to what the likelihood needs.
+    """Interval-censored histories reduced to what the likelihoods need.
 
-    Per row: ``n_obs``, ``n_changes`` and ``s_unchanged`` (total days of unchanged intervals:
-    the unchanged intervals enter L(λ) only as e^{−λ·S}); and, for every changed interval, its
-    row (non-decreasing) and length in days. Build with :func:`flatten_histories` or
-    :func:`histories_from_arrays`.
+    Per row: ``n_obs``, ``n_changes`` and ``s_unchanged`` (total, possibly discounted, days of
+    unchanged intervals: they enter the Poisson likelihood only as e^{−λ·S}); for every changed
+    interval its row (non-decreasing), length in days and weight (None: all 1). For periodic
+    components also every observation's start and end in days since the Unix epoch, sorted by
+    row (None when the times are unknown), and ``timed`` per row: False for a row whose
+    observations have no known time (periodic components cannot explain it). Build with
+    :func:`flatten_histories` or :func:`histories_from_arrays`.
     """
 
     n_obs: np.ndarray
@@ -111,16 +200,35 @@ class Histories:
     s_unchanged: np.ndarray
     changed_row: np.ndarray
     changed_interval: np.ndarray
+    changed_weight: np.ndarray | None = None
+    obs_row: np.ndarray | None = None
+    obs_start: np.ndarray | None = None
+    obs_end: np.ndarray | None = None
+    obs_changed: np.ndarray | None = None
+    obs_weight: np.ndarray | None = None
+    timed: np.ndarray | None = None
 
     @property
     def n_rows(self) -> int:
         return int(self.n_obs.shape[0])
 
+    @property
+    def has_times(self) -> bool:
+        return self.obs_row is not None
+
 
 def histories_from_arrays(
-    row: np.ndarray, interval: np.ndarray, changed: np.ndarray, n_rows: int
+    row: np.ndarray,
+    interval: np.ndarray,
+    changed: np.ndarray,
+    n_rows: int,
+    *,
+    end: np.ndarray | None = None,
+    weight: np.ndarray | None = None,
 ) -> Histories:
-    """Histories from flat observations: row index, interval in days, changed flag.
+    """Histories from flat observations: row index, interval in days, changed flag; optionally
+    each observation's end (days since the Unix epoch; NaN = unknown, which makes its row
+    untimed) and weight (the forgetting discount, default 1).
 
     Observations with a non-finite or non-positive interval carry no information and are
     skipped (as in :func:`freshness_pipeline.science.estimate.estimate_rates`).
@@ -132,24 +240,66 @@ def histories_from_arrays(
         raise ValueError("row, interval and changed must have the same length")
     if row.size and (row.min() < 0 or row.max() >= n_rows):
         raise ValueError("row index out of range")
+    wt = None if weight is None else np.asarray(weight, dtype=np.float64)
+    en = None if end is None else np.asarray(end, dtype=np.float64)
+    for arr, name in ((wt, "weight"), (en, "end")):
+        if arr is not None and arr.shape != d.shape:
+            raise ValueError(f"{name} must have one entry per observation")
     ok = np.isfinite(d) & (d > 0)
     row, d, c = row[ok], d[ok], c[ok]
+    wt = None if wt is None else np.clip(np.nan_to_num(wt[ok], nan=0.0), 0.0, None)
+    en = None if en is None else en[ok]
     n_obs = np.bincount(row, minlength=n_rows).astype(np.int64)
     n_changes = np.bincount(row[c], minlength=n_rows).astype(np.int64)
-    s_unchanged = np.bincount(row[~c], weights=d[~c], minlength=n_rows).astype(np.float64)
+    unchanged_w = d[~c] if wt is None else d[~c] * wt[~c]
+    s_unchanged = np.bincount(row[~c], weights=unchanged_w, minlength=n_rows).astype(np.float64)
     order = np.argsort(row[c], kind="stable")
-    return Histories(n_obs, n_changes, s_unchanged, row[c][order], d[c][order])
+    changed_weight = None if wt is None else wt[c][order]
+    timing: dict[str, np.ndarray | None] = {}
+    if en is not None:
+        untimed_rows = np.unique(row[~np.isfinite(en)])
+        timed = np.ones(n_rows, dtype=bool)
+        timed[untimed_rows] = False
+        keep = timed[row]
+        o = np.argsort(row[keep], kind="stable")
+        timing = {
+            "obs_row": row[keep][o],
+            "obs_start": (en - d)[keep][o],
+            "obs_end": en[keep][o],
+            "obs_changed": c[keep][o],
+            "obs_weight": None if wt is None else wt[keep][o],
+            "timed": timed,
+        }
+    return Histories(
+        n_obs, n_changes, s_unchanged, row[c][order], d[c][order], changed_weight, **timing
+    )
+
+
+def _half_lives(state: pl.DataFrame) -> np.ndarray | None:
+    """Per-row forgetting half-life, by the rule of ``estimate_rates``; None: no forgetting."""
+    if "obs_half_life_days" in state.columns:
+        h = state["obs_half_life_days"].cast(pl.Float64).fill_null(np.inf).to_numpy()
+        return np.where(np.isfinite(h) & (h > 0), h, np.inf)
+    if _estimate.HALF_LIFE_DAYS is not None and _estimate.HALF_LIFE_DAYS > 0:
+        return np.full(state.height, float(_estimate.HALF_LIFE_DAYS))
+    return None
 
 
 def flatten_histories(
     state: pl.DataFrame,
     intervals: str = "obs_interval_days",
     changed: str = "obs_changed",
+    *,
+    anchor: str | None = None,
 ) -> Histories:
     """Histories of every row of ``state`` from its list columns (as url_state stores them).
 
     Null lists are empty histories; null or invalid entries are skipped; lists of different
-    lengths in one row raise (the two columns must describe the same fetches).
+    lengths in one row raise (the two columns must describe the same fetches). ``anchor``: a
+    time column holding the end of each row's newest observation (url_state's
+    ``last_seen_at``); each observation's time is then chained back from it, which the
+    periodic components need (a null anchor leaves that row untimed). Forgetting follows
+    ``estimate_rates``: an ``obs_half_life_days`` column, else ``estimate.HALF_LIFE_DAYS``.
     """
     lists = state.select(
         pl.col(intervals).cast(pl.List(pl.Float64)).alias("d"),
@@ -160,21 +310,77 @@ def flatten_histories(
     ).item()
     if bad:
         raise ValueError(f"{intervals} and {changed} must have equal lengths per row")
+    # every valid interval is a link of the chain back from the anchor, even one whose changed
+    # flag is missing (it still took time)
     flat = (
         lists.with_row_index("row")
         .explode(["d", "c"])
-        .filter(pl.col("d").is_not_null() & pl.col("c").is_not_null())
+        .filter(pl.col("d").is_finite() & (pl.col("d") > 0))
     )
+    row = flat["row"].to_numpy().astype(np.int64)
+    d = flat["d"].to_numpy().astype(np.float64)
+    known = flat["c"].is_not_null().to_numpy()
+    c = flat["c"].fill_null(False).to_numpy().astype(bool)
+    half = _half_lives(state)
+    back = None
+    if anchor is not None or half is not None:
+        # days from each observation's end to the end of its row's newest one (rows are
+        # contiguous and in list order after the explode)
+        cs = np.cumsum(d)
+        first = np.searchsorted(row, row, side="left")
+        within = cs - (cs[first] - d[first]) if d.size else d
+        total = np.bincount(row, weights=d, minlength=state.height)
+        back = total[row] - within
+    end = None
+    if anchor is not None:
+        epoch_days = (
+            state.select(utc_column(state, anchor).dt.epoch("us").cast(pl.Float64) / _DAY_US)
+            .to_series()
+            .fill_null(np.nan)
+            .to_numpy()
+        )
+        end = epoch_days[row] - back
+    weight = None if half is None else np.exp2(-back / half[row])
     return histories_from_arrays(
-        flat["row"].to_numpy().astype(np.int64),
-        flat["d"].to_numpy().astype(np.float64),
-        flat["c"].to_numpy().astype(bool),
+        row[known],
+        d[known],
+        c[known],
         state.height,
+        end=None if end is None else end[known],
+        weight=None if weight is None else weight[known],
     )
 
 
 def _as_histories(histories: Histories | pl.DataFrame) -> Histories:
     return histories if isinstance(histories, Histories) else flatten_histories(histories)
+
+
+def _take(h: Histories, rows: np.ndarray) -> Histories:
+    """The histories of ``rows`` (sorted row indices), renumbered 0..len(rows)-1."""
+    new = np.full(h.n_rows, -1, dtype=np.int64)
+    new[rows] = np.arange(rows.shape[0])
+    keep_c = new[h.changed_row] >= 0
+    parts: dict[str, np.ndarray | None] = {
+        "changed_weight": None if h.changed_weight is None else h.changed_weight[keep_c]
+    }
+    if h.has_times:
+        keep_o = new[h.obs_row] >= 0
+        parts.update(
+            obs_row=new[h.obs_row][keep_o],
+            obs_start=h.obs_start[keep_o],
+            obs_end=h.obs_end[keep_o],
+            obs_changed=h.obs_changed[keep_o],
+            obs_weight=None if h.obs_weight is None else h.obs_weight[keep_o],
+            timed=h.timed[rows],
+        )
+    return Histories(
+        h.n_obs[rows],
+        h.n_changes[rows],
+        h.s_unchanged[rows],
+        new[h.changed_row][keep_c],
+        h.changed_interval[keep_c],
+        **parts,
+    )
 
 
 def _class_keys(classes: Sequence | np.ndarray | pl.Series | None, n: int) -> np.ndarray:
@@ -203,34 +409,48 @@ def _check_grid(grid: np.ndarray) -> np.ndarray:
     return grid
 
 
-def _check_weights(w: np.ndarray, g: int, name: str) -> np.ndarray:
+def _check_weights(w: np.ndarray, c: int, name: str) -> np.ndarray:
     w = np.asarray(w, dtype=np.float64)
-    if w.shape != (g,) or not np.all(np.isfinite(w)) or w.min() < 0 or w.sum() <= 0:
-        raise ValueError(f"weights for {name!r} must be {g} finite non-negative numbers")
+    if w.shape != (c,) or not np.all(np.isfinite(w)) or w.min() < 0 or w.sum() <= 0:
+        raise ValueError(f"weights for {name!r} must be {c} finite non-negative numbers")
     return w / w.sum()
+
+
+def _check_mismatch(mismatch: float) -> tuple[float, float]:
+    """(log of agreeing, log of disagreeing) for the periodic likelihood."""
+    if not 0.0 < mismatch < 0.5:
+        raise ValueError("mismatch must be in (0, 0.5)")
+    return math.log1p(-mismatch), math.log(mismatch)
 
 
 # ----------------------------------------------------------------------------- likelihood
 
 
-def _chunks(h: Histories, g: int, chunk_cells: int) -> Iterator[tuple[int, int]]:
-    """Row ranges [r0, r1) whose rows plus changed intervals fit in ``chunk_cells`` / G rows."""
+def _row_cells(h: Histories, g: int, periods: Sequence[Period]) -> np.ndarray:
+    """Temporary matrix cells one row costs: its Poisson terms, phase bins and observations."""
+    cells = g * (1 + h.n_changes)
+    if periods and h.has_times:
+        cells = cells + sum(3 * p.bins + 1 for p in periods) + h.n_obs * len(periods)
+    return cells
+
+
+def _chunks(h: Histories, cells: np.ndarray, chunk_cells: int) -> Iterator[tuple[int, int]]:
+    """Row ranges [r0, r1) whose rows together cost at most ``chunk_cells`` (one row at least)."""
     n = h.n_rows
     if n == 0:
         return
-    cap = max(1, int(chunk_cells) // g)
-    cost = np.cumsum(1 + h.n_changes)  # one row of L plus one row per changed interval
+    cost = np.cumsum(cells)
     r0 = 0
     while r0 < n:
         before = cost[r0 - 1] if r0 else 0
-        r1 = int(np.searchsorted(cost, before + cap, side="right"))
+        r1 = int(np.searchsorted(cost, before + max(int(chunk_cells), 1), side="right"))
         r1 = min(max(r1, r0 + 1), n)
         yield r0, r1
         r0 = r1
 
 
 def _log_likelihood(h: Histories, grid: np.ndarray, r0: int, r1: int, c_start: np.ndarray):
-    """log L(λ_g) for rows r0..r1-1: −λ S_unchanged + Σ_changed log(1 − e^{−λΔ}); (r1−r0) × G."""
+    """Poisson log L(λ_g) for rows r0..r1-1: −λ S_unchanged + Σ_changed log(1 − e^{−λΔ})."""
     ll = -np.outer(h.s_unchanged[r0:r1], grid)
     a, b = int(c_start[r0]), int(c_start[r1])
     if b > a:
@@ -243,11 +463,121 @@ def _log_likelihood(h: Histories, grid: np.ndarray, r0: int, r1: int, c_start: n
         np.negative(x, out=x)
         np.maximum(x, 1e-30, out=x)  # an interval of ~0 days would underflow to log(0)
         term = np.log(x, out=x)  # log(1 − e^{−λΔ}): ≈ log(λΔ) for tiny λΔ, 0 for huge
+        if h.changed_weight is not None:
+            term *= h.changed_weight[None, a:b].astype(np.float32)
         rows = h.changed_row[a:b] - r0
         # one bincount per grid point: much faster than reduceat over many short segments
         for k in range(grid.shape[0]):
             ll[:, k] += np.bincount(rows, weights=term[k], minlength=r1 - r0)
     return ll
+
+
+def _phase_log_likelihood(
+    h: Histories,
+    periods: Sequence[Period],
+    logs: tuple[float, float],
+    r0: int,
+    r1: int,
+    o_start: np.ndarray,
+) -> list[np.ndarray]:
+    """Per period, the (r1−r0) × bins log-likelihood of each phase bin.
+
+    An observation over (s, e] predicts a change at phase φ iff some φ + kP lies in (s, e]; it
+    scores log(1 − ε) when it agrees and log ε when not. Observations at least one period long
+    contain a change point whatever the phase: one constant per row. A shorter one predicts a
+    change for the bins whose centres lie in (s, e] modulo P, a contiguous (circular) run of
+    bins, so it adds one value to every bin and a difference inside that run: with a
+    difference array per row the cost is one pass over the observations plus one cumulative
+    sum per row, not observations × bins.
+    """
+    agree, disagree = logs
+    n = r1 - r0
+    a, b = int(o_start[r0]), int(o_start[r1])
+    rows = h.obs_row[a:b] - r0
+    s, e, c = h.obs_start[a:b], h.obs_end[a:b], h.obs_changed[a:b]
+    w = np.ones(b - a) if h.obs_weight is None else h.obs_weight[a:b]
+    inside = np.where(c, agree, disagree) * w  # the score where the run predicts a change
+    outside = np.where(c, disagree, agree) * w
+    out = []
+    for period in periods:
+        k = period.bins
+        long = (e - s) >= period.days
+        base = np.bincount(rows, weights=np.where(long, inside, outside), minlength=n)
+        ll = np.repeat(base[:, None], k, axis=1)
+        short = ~long
+        if short.any():
+            scale = k / period.days
+            # in bin units: bin j's centre is j + 1/2; the run is the centres in (v, v + D]
+            v = np.mod(s[short] * scale, k)
+            span = (e[short] - s[short]) * scale
+            first = np.floor(v + 0.5).astype(np.int64)
+            stop = np.floor(v + span - 0.5).astype(np.int64) + 1  # one past the last
+            stop = np.maximum(stop, first)
+            delta = (inside - outside)[short]
+            width = 2 * k + 1  # a run starts in [0, k] and ends at most at 2k
+            rs = rows[short] * width
+            diff = np.bincount(rs + first, weights=delta, minlength=n * width)
+            diff -= np.bincount(rs + stop, weights=delta, minlength=n * width)
+            runs = np.cumsum(diff.reshape(n, width), axis=1)
+            ll += runs[:, :k] + runs[:, k : 2 * k]  # a run past the last bin wraps to the first
+        out.append(ll)
+    return out
+
+
+def _logmeanexp(x: np.ndarray) -> np.ndarray:
+    m = x.max(axis=1, keepdims=True)
+    return (m + np.log(np.exp(x - m).mean(axis=1, keepdims=True)))[:, 0]
+
+
+@dataclass
+class _Chunk:
+    """Likelihoods of one chunk of rows: per component (R × C) and the phase bins behind the
+    periodic components (one R × bins matrix per period)."""
+
+    components: np.ndarray
+    phases: list[np.ndarray]
+
+
+class _Likelihood:
+    """Computes chunk likelihoods for one set of histories and components."""
+
+    def __init__(
+        self,
+        h: Histories,
+        grid: np.ndarray,
+        periods: Sequence[Period],
+        mismatch: float,
+        chunk_cells: int,
+    ) -> None:
+        self.h, self.grid, self.periods = h, grid, tuple(periods)
+        self.logs = _check_mismatch(mismatch)
+        self.c_start = np.searchsorted(h.changed_row, np.arange(h.n_rows + 1), side="left")
+        self.o_start = (
+            np.searchsorted(h.obs_row, np.arange(h.n_rows + 1), side="left")
+            if h.has_times
+            else None
+        )
+        self.cells = _row_cells(h, grid.shape[0], self.periods)
+        self.chunk_cells = chunk_cells
+
+    def ranges(self) -> Iterator[tuple[int, int]]:
+        return _chunks(self.h, self.cells, self.chunk_cells)
+
+    def chunk(self, r0: int, r1: int) -> _Chunk:
+        poisson = _log_likelihood(self.h, self.grid, r0, r1, self.c_start)
+        if not self.periods:
+            return _Chunk(poisson, [])
+        n = r1 - r0
+        if self.h.has_times:
+            phases = _phase_log_likelihood(self.h, self.periods, self.logs, r0, r1, self.o_start)
+            # a row with observations of unknown time cannot be judged by a clock
+            ruled_out = ~self.h.timed[r0:r1] & (self.h.n_obs[r0:r1] > 0)
+        else:
+            phases = [np.zeros((n, p.bins)) for p in self.periods]
+            ruled_out = self.h.n_obs[r0:r1] > 0
+        periodic = np.stack([_logmeanexp(ph) for ph in phases], axis=1)
+        periodic[ruled_out] = -np.inf
+        return _Chunk(np.concatenate([poisson, periodic], axis=1), phases)
 
 
 def _posterior(ll: np.ndarray, log_prior: np.ndarray) -> np.ndarray:
@@ -265,22 +595,20 @@ def _log(w: np.ndarray) -> np.ndarray:
 
 
 def _weights_table(
-    weights: Mapping[str, np.ndarray] | np.ndarray | None, names: list[str], g: int
+    weights: Mapping[str, np.ndarray] | np.ndarray | None, names: list[str], start: np.ndarray
 ) -> np.ndarray:
-    """K × G weights for the class names: own weights, else GLOBAL, else uniform."""
+    """K × C weights for the class names: own weights, else GLOBAL, else ``start``."""
+    c = start.shape[0]
     if weights is None:
-        base = np.full(g, 1.0 / g)
-        return np.tile(base, (len(names), 1))
+        return np.tile(start, (len(names), 1))
     if isinstance(weights, np.ndarray):
-        w = _check_weights(weights, g, GLOBAL)
+        w = _check_weights(weights, c, GLOBAL)
         return np.tile(w, (len(names), 1))
-    fallback = (
-        _check_weights(weights[GLOBAL], g, GLOBAL) if GLOBAL in weights else np.full(g, 1.0 / g)
-    )
+    fallback = _check_weights(weights[GLOBAL], c, GLOBAL) if GLOBAL in weights else start
     return (
-        np.stack([_check_weights(weights[k], g, k) if k in weights else fallback for k in names])
+        np.stack([_check_weights(weights[k], c, k) if k in weights else fallback for k in names])
         if names
-        else np.empty((0, g))
+        else np.empty((0, c))
     )
 
 
@@ -292,71 +620,82 @@ def fit_grid_prior(
     classes: Sequence | np.ndarray | pl.Series | None = None,
     *,
     grid: np.ndarray | None = None,
+    periods: Sequence[Period] = (),
+    mismatch: float = MISMATCH,
+    periodic_start: float = PERIODIC_START,
     previous_weights: Mapping[str, np.ndarray] | None = None,
     iterations: int = 5,
     shrinkage: float = 500.0,
     support_floor: float = 1e-6,
+    max_rows: int | None = None,
     chunk_cells: int = CHUNK_CELLS,
     cache_cells: int = CACHE_CELLS,
 ) -> dict[str, np.ndarray]:
-    """Prior weights on ``grid`` per URL class, by EM on the pages' censored histories.
+    """Prior weights on the components (``grid`` rates, then ``periods``) per URL class, by EM
+    on the pages' censored histories.
 
     ``histories``: a :class:`Histories` or a frame with ``obs_interval_days`` /
     ``obs_changed`` list columns. ``classes``: one class per row (url_class; null, empty or
     None -> ``DEFAULT_CLASS``; case and surrounding spaces ignored). ``previous_weights``: the
     last cycle's result (warm start; classes missing from it start from its ``GLOBAL`` entry,
-    else from uniform weights). Each iteration is one pass over the data: E-step (posterior of
-    every page with observations under its class's weights and under the global weights) and
-    M-step (the global weights are the mean global posterior; a class's weights the mean of its
-    pages' posteriors plus ``shrinkage`` pseudo-pages distributed as the global weights).
-    When every page is in one class, that class's weights are the global weights. Pages
-    without observations carry no information and are skipped. ``support_floor`` mixes
-    that share of uniform weight back in after each step, so that no grid point is lost for
-    good (EM can never revive a weight that reached 0). ``chunk_cells`` bounds the temporary
-    matrices, ``cache_cells`` the likelihoods kept between iterations (see the module constants).
+    else from :func:`initial_weights`). Each iteration is one pass over the data: E-step
+    (posterior of every page with observations under its class's weights and under the global
+    weights) and M-step (the global weights are the mean global posterior; a class's weights
+    the mean of its pages' posteriors plus ``shrinkage`` pseudo-pages distributed as the global
+    weights). When every page is in one class, that class's weights are the global weights.
+    Pages without observations carry no information and are skipped; beyond ``max_rows``
+    pages with observations an even sample of them is used. ``support_floor`` mixes that share
+    of the starting weights back in after each step, so that no component is lost for good (EM
+    can never revive a weight that reached 0). ``chunk_cells`` bounds the temporary matrices,
+    ``cache_cells`` the likelihoods kept between iterations (see the module constants).
 
-    Returns {class: weights (G floats, sum 1)} for every class in ``classes`` plus ``GLOBAL``.
+    Returns {class: weights (C floats, sum 1)} for every class in ``classes`` plus ``GLOBAL``.
     With no observations at all the (normalized) starting weights come back unchanged.
     """
     h = _as_histories(histories)
     grid = _check_grid(rate_grid() if grid is None else grid)
-    g = grid.shape[0]
+    periods = tuple(periods)
+    start = initial_weights(grid, periods, periodic_start)
+    c = start.shape[0]
     if iterations < 0 or shrinkage < 0 or not 0 <= support_floor < 1:
         raise ValueError("need iterations >= 0, shrinkage >= 0, 0 <= support_floor < 1")
+    if max_rows is not None and max_rows < 1:
+        raise ValueError("max_rows must be >= 1")
     names, codes = _codes(_class_keys(classes, h.n_rows))
     prev = dict(previous_weights or {})
-    glob = _weights_table(prev, [GLOBAL], g)[0]
-    table = _weights_table(prev, names, g)
+    glob = _weights_table(prev, [GLOBAL], start)[0]
+    table = _weights_table(prev, names, start)
 
+    with_data = np.flatnonzero(h.n_obs > 0)
+    if max_rows is not None and with_data.shape[0] > max_rows:
+        with_data = with_data[np.linspace(0, with_data.shape[0] - 1, max_rows).astype(np.int64)]
+    sub = _take(h, with_data)
+    sub_codes = codes[with_data]
     # one class holding every page is the global fit (and needs one E-step, not two)
     single = len(names) == 1
     if single:
         table = glob[None, :].copy()
-    has_data = h.n_obs > 0
-    c_start = np.searchsorted(h.changed_row, np.arange(h.n_rows + 1), side="left")
-    uniform = np.full(g, 1.0 / g)
+    lik = _Likelihood(sub, grid, periods, mismatch, chunk_cells)
     # The likelihood matrix does not change between iterations: keep it when it is small.
     cache: list[tuple[np.ndarray, np.ndarray]] | None = (
-        [] if int(has_data.sum()) * g <= cache_cells else None
+        [] if sub.n_rows * c <= cache_cells else None
     )
 
     def chunks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
         if cache:
             yield from cache
             return
-        for r0, r1 in _chunks(h, g, chunk_cells):
-            keep = has_data[r0:r1]
-            if keep.any():
-                item = (_log_likelihood(h, grid, r0, r1, c_start)[keep], codes[r0:r1][keep])
-                if cache is not None:
-                    cache.append(item)
-                yield item
+        for r0, r1 in lik.ranges():
+            item = (lik.chunk(r0, r1).components, sub_codes[r0:r1])
+            if cache is not None:
+                cache.append(item)
+            yield item
 
     for _ in range(iterations):
-        if not has_data.any():
+        if sub.n_rows == 0:
             break
-        acc_glob = np.zeros(g)
-        acc_cls = np.zeros((len(names), g))
+        acc_glob = np.zeros(c)
+        acc_cls = np.zeros((len(names), c))
         n_cls = np.zeros(len(names))
         log_glob, log_table = _log(glob), _log(table)
         for ll, cc in chunks():
@@ -369,13 +708,13 @@ def fit_grid_prior(
                 acc_cls[k] += post[sel].sum(axis=0)
                 n_cls[k] += sel.sum()
         glob = acc_glob / acc_glob.sum()
-        glob = (1.0 - support_floor) * glob + support_floor * uniform
+        glob = (1.0 - support_floor) * glob + support_floor * start
         denom = n_cls + shrinkage
         with np.errstate(invalid="ignore", divide="ignore"):
             own = (acc_cls + shrinkage * glob[None, :]) / denom[:, None]
         table = np.where(denom[:, None] > 0, own, glob[None, :])
         table = table / table.sum(axis=1, keepdims=True)
-        table = (1.0 - support_floor) * table + support_floor * uniform[None, :]
+        table = (1.0 - support_floor) * table + support_floor * start[None, :]
         if single:
             table = glob[None, :].copy()
     out = {GLOBAL: glob / glob.sum()}
@@ -394,24 +733,27 @@ def grid_posterior(
     classes: Sequence | np.ndarray | pl.Series | None = None,
     *,
     grid: np.ndarray | None = None,
+    periods: Sequence[Period] = (),
+    mismatch: float = MISMATCH,
+    periodic_start: float = PERIODIC_START,
     chunk_cells: int = CHUNK_CELLS,
 ) -> np.ndarray:
-    """N × G posterior over the grid for every row (rows sum to 1).
+    """N × C posterior over the components for every row (rows sum to 1).
 
     ``weights``: the result of :func:`fit_grid_prior` (a class without its own entry uses
-    ``GLOBAL``, else uniform), one weight vector for all rows, or None (uniform). A row
-    without observations gets its class prior. Materializes N × G numbers: for many rows use
-    :func:`posterior_summary`, which keeps only per-row summaries.
+    ``GLOBAL``, else the starting weights), one weight vector for all rows, or None (starting
+    weights). A row without observations gets its class prior. Materializes N × C numbers: for
+    many rows use :func:`posterior_summary`, which keeps only per-row summaries.
     """
     h = _as_histories(histories)
     grid = _check_grid(rate_grid() if grid is None else grid)
+    start = initial_weights(grid, periods, periodic_start)
     names, codes = _codes(_class_keys(classes, h.n_rows))
-    log_table = _log(_weights_table(weights, names, grid.shape[0]))
-    c_start = np.searchsorted(h.changed_row, np.arange(h.n_rows + 1), side="left")
-    out = np.empty((h.n_rows, grid.shape[0]))
-    for r0, r1 in _chunks(h, grid.shape[0], chunk_cells):
-        ll = _log_likelihood(h, grid, r0, r1, c_start)
-        out[r0:r1] = _posterior(ll, log_table[codes[r0:r1]])
+    log_table = _log(_weights_table(weights, names, start))
+    lik = _Likelihood(h, grid, periods, mismatch, chunk_cells)
+    out = np.empty((h.n_rows, start.shape[0]))
+    for r0, r1 in lik.ranges():
+        out[r0:r1] = _posterior(lik.chunk(r0, r1).components, log_table[codes[r0:r1]])
     return out
 
 
@@ -445,7 +787,7 @@ def _broadcast(posterior: np.ndarray, age_days: np.ndarray | float):
 def expected_index(
     posterior: np.ndarray, grid: np.ndarray, age_days: np.ndarray | float
 ) -> np.ndarray:
-    """E[W(λ, a)] = Σ_g post_g (1/λ_g) g(λ_g a) per row, in days.
+    """E[W(λ, a)] = Σ_g post_g (1/λ_g) g(λ_g a) per row, in days (the Poisson components).
 
     ``posterior``: N × G (rows sum to 1), or one row shared by every age; ``age_days``: per
     row or one number. Age ∞ (never fetched) gives E[1/λ]; age <= 0 gives 0; NaN gives NaN.
@@ -472,49 +814,86 @@ def expected_capture(
     return np.where(np.isnan(a), np.nan, np.where(a > 0, out, 0.0))
 
 
+def _periodic_gains(
+    phase_ll: np.ndarray, period: Period, now_days: float, age: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(freshness days, P(stale)) a fetch now buys under one periodic component, averaged over
+    each row's phase posterior. Stale: a change point fell in (now − age, now]; the fetch then
+    keeps the copy fresh until the next change point."""
+    q = _posterior(phase_ll, np.zeros(period.bins))
+    p, phi = period.days, period.phases
+    last = now_days - age
+    with np.errstate(invalid="ignore"):
+        stale = np.floor((now_days - phi) / p)[None, :] > np.floor((last[:, None] - phi) / p)
+    until_next = np.mod(phi - now_days, p)
+    until_next = np.where(until_next > 0, until_next, p)
+    return (q * stale * until_next[None, :]).sum(axis=1), (q * stale).sum(axis=1)
+
+
 def posterior_summary(
     histories: Histories | pl.DataFrame,
     weights: Mapping[str, np.ndarray] | np.ndarray | None,
     classes: Sequence | np.ndarray | pl.Series | None = None,
     *,
     grid: np.ndarray | None = None,
+    periods: Sequence[Period] = (),
+    mismatch: float = MISMATCH,
+    periodic_start: float = PERIODIC_START,
     age_days: np.ndarray | float | None = None,
+    now_days: float | None = None,
     chunk_cells: int = CHUNK_CELLS,
 ) -> pl.DataFrame:
-    """Per-row summaries of the grid posterior, one chunk of rows at a time (bounded memory).
+    """Per-row summaries of the posterior, one chunk of rows at a time (bounded memory).
 
-    Columns, one row per input row in order: ``change_rate`` (posterior mean, changes/day),
-    ``rate_log_mean`` and ``rate_log_sd`` (mean and sd of ln λ: exp(rate_log_mean) is the
-    posterior geometric mean, rate_log_sd how sure it is), ``n_obs``, ``n_changes``; and with
-    ``age_days`` (days since the last fetch per row, or one number; ∞ = never fetched)
-    ``expected_index`` (:func:`expected_index`) and ``expected_capture``.
+    Columns, one row per input row in order: ``change_rate`` (posterior mean, changes/day; a
+    periodic component counts 1/P), ``rate_log_mean`` and ``rate_log_sd`` (mean and sd of ln λ:
+    exp(rate_log_mean) is the posterior geometric mean, rate_log_sd how sure it is),
+    ``periodic_share`` (posterior probability that the page follows a clock), ``n_obs``,
+    ``n_changes``; and with ``age_days`` (days since the last fetch per row, or one number;
+    ∞ = never fetched) ``expected_index`` and ``expected_capture`` (see the module docstring).
+    With ``periods`` and ``age_days``, ``now_days`` (now in days since the Unix epoch) places
+    the phases.
     """
     h = _as_histories(histories)
     grid = _check_grid(rate_grid() if grid is None else grid)
+    periods = tuple(periods)
+    start = initial_weights(grid, periods, periodic_start)
+    g = grid.shape[0]
     names, codes = _codes(_class_keys(classes, h.n_rows))
-    log_table = _log(_weights_table(weights, names, grid.shape[0]))
-    c_start = np.searchsorted(h.changed_row, np.arange(h.n_rows + 1), side="left")
+    log_table = _log(_weights_table(weights, names, start))
     n = h.n_rows
     ages = None if age_days is None else np.broadcast_to(np.asarray(age_days, np.float64), (n,))
-    mean = np.empty(n)
-    log_mean = np.empty(n)
-    log_sd = np.empty(n)
+    if ages is not None and periods and now_days is None:
+        raise ValueError("periodic gains need now_days")
+    rates = np.r_[grid, [1.0 / p.days for p in periods]]
+    log_rates = np.log(rates)
+    mean, log_mean, log_sd, share = (np.empty(n) for _ in range(4))
     idx = np.empty(n) if ages is not None else None
     cap = np.empty(n) if ages is not None else None
-    log_grid = np.log(grid)
-    for r0, r1 in _chunks(h, grid.shape[0], chunk_cells):
-        post = _posterior(_log_likelihood(h, grid, r0, r1, c_start), log_table[codes[r0:r1]])
-        mean[r0:r1] = post @ grid
-        m = post @ log_grid
+    lik = _Likelihood(h, grid, periods, mismatch, chunk_cells)
+    for r0, r1 in lik.ranges():
+        chunk = lik.chunk(r0, r1)
+        post = _posterior(chunk.components, log_table[codes[r0:r1]])
+        mean[r0:r1] = post @ rates
+        m = post @ log_rates
         log_mean[r0:r1] = m
-        log_sd[r0:r1] = np.sqrt(np.maximum(post @ (log_grid * log_grid) - m * m, 0.0))
+        log_sd[r0:r1] = np.sqrt(np.maximum(post @ (log_rates * log_rates) - m * m, 0.0))
+        share[r0:r1] = post[:, g:].sum(axis=1)
         if ages is not None:
-            idx[r0:r1] = expected_index(post, grid, ages[r0:r1])
-            cap[r0:r1] = expected_capture(post, grid, ages[r0:r1])
+            a = ages[r0:r1]
+            w_idx = expected_index(post[:, :g], grid, a)
+            w_cap = expected_capture(post[:, :g], grid, a)
+            for j, (period, phase_ll) in enumerate(zip(periods, chunk.phases, strict=True)):
+                days, stale = _periodic_gains(phase_ll, period, float(now_days), a)
+                w_idx = w_idx + post[:, g + j] * np.where(a > 0, days, 0.0)
+                w_cap = w_cap + post[:, g + j] * np.where(a > 0, stale, 0.0)
+            idx[r0:r1] = w_idx
+            cap[r0:r1] = w_cap
     cols = [
         pl.Series("change_rate", mean, dtype=pl.Float64),
         pl.Series("rate_log_mean", log_mean, dtype=pl.Float64),
         pl.Series("rate_log_sd", log_sd, dtype=pl.Float64),
+        pl.Series("periodic_share", share, dtype=pl.Float64),
         pl.Series("n_obs", h.n_obs, dtype=pl.Int64),
         pl.Series("n_changes", h.n_changes, dtype=pl.Int64),
     ]
@@ -526,11 +905,296 @@ def posterior_summary(
     return pl.DataFrame(cols)
 
 
+# -------------------------------------------------------------------------- the product's API
+
+
+@dataclass(frozen=True)
+class ChangeModel:
+    """The components and fitting knobs the assets use (see the module docstring)."""
+
+    grid: tuple[float, ...] = tuple(rate_grid().tolist())
+    periods: tuple[Period, ...] = DEFAULT_PERIODS
+    mismatch: float = MISMATCH
+    periodic_start: float = PERIODIC_START
+    #: EM iterations per cycle, warm-started from the stored weights
+    iterations: int = 3
+    shrinkage: float = 500.0
+    #: the prior is fit on at most this many pages with observations (an even sample)
+    max_fit_rows: int = 200_000
+
+    def __post_init__(self) -> None:
+        _check_grid(np.asarray(self.grid))
+        _check_mismatch(self.mismatch)
+        initial_weights(np.asarray(self.grid), self.periods, self.periodic_start)
+        if self.iterations < 0 or self.shrinkage < 0 or self.max_fit_rows < 1:
+            raise ValueError("need iterations >= 0, shrinkage >= 0, max_fit_rows >= 1")
+
+    @property
+    def grid_array(self) -> np.ndarray:
+        return np.asarray(self.grid, dtype=np.float64)
+
+
+def component_table(model: ChangeModel) -> pl.DataFrame:
+    """One row per component in weight order: ``component`` ('poisson' | 'periodic') and
+    ``rate_per_day`` (λ, or 1/period), the key the stored weights are matched on."""
+    periodic = [1.0 / p.days for p in model.periods]
+    return pl.DataFrame(
+        {
+            "component": ["poisson"] * len(model.grid) + ["periodic"] * len(periodic),
+            "rate_per_day": [*model.grid, *periodic],
+        },
+        schema={"component": pl.String, "rate_per_day": pl.Float64},
+    ).with_row_index("_pos")
+
+
+def _rate_key() -> pl.Expr:
+    # rates are matched to 1e-9 relative, so a rate read back from Parquet finds its component
+    return (pl.col("rate_per_day").log() * 1e9).round(0).cast(pl.Int64).alias("_rate_key")
+
+
+def prior_weights(table: pl.DataFrame | None, model: ChangeModel) -> dict[str, np.ndarray] | None:
+    """The weights stored by :func:`refit_change_prior`, one vector per class, as
+    :func:`fit_grid_prior` takes them.
+
+    Rows of several hosts (one run's hosts) are averaged per class and component, each host
+    weighing by its pages with observations (+1, so hosts without any still count a little).
+    A class whose stored components are not exactly the model's (a release changed the grid)
+    is dropped: it starts over from the global or the starting weights. None when nothing is
+    usable.
+    """
+    if table is None or table.height == 0:
+        return None
+    comps = component_table(model).with_columns(_rate_key())
+    rows = (
+        table.select(
+            pl.col("url_class").cast(pl.String),
+            pl.col("component").cast(pl.String),
+            pl.col("rate_per_day").cast(pl.Float64),
+            pl.col("weight").cast(pl.Float64),
+            (pl.col("n_pages").cast(pl.Float64).fill_null(0.0).clip(lower_bound=0.0) + 1.0).alias(
+                "_n"
+            ),
+        )
+        .filter(
+            pl.col("url_class").is_not_null()
+            & pl.col("weight").is_finite()
+            & (pl.col("weight") >= 0)
+            & (pl.col("rate_per_day") > 0)
+        )
+        .with_columns(_rate_key())
+        .group_by("url_class", "component", "_rate_key")
+        .agg(((pl.col("weight") * pl.col("_n")).sum() / pl.col("_n").sum()).alias("weight"))
+        .join(comps.select("component", "_rate_key", "_pos"), on=["component", "_rate_key"])
+        .sort("url_class", "_pos")
+    )
+    c = comps.height
+    out: dict[str, np.ndarray] = {}
+    for (name,), part in rows.group_by(["url_class"], maintain_order=True):
+        w = part["weight"].to_numpy()
+        if part.height == c and w.sum() > 0:
+            out[str(name)] = w / w.sum()
+    return out or None
+
+
+#: Columns of the ``change_prior`` table (freshness_pipeline.tables.CHANGE_PRIOR).
+_PRIOR_COLUMNS = ("host", "url_class", "component", "rate_per_day", "weight", "n_pages")
+
+
+def latest_fit_before(table: pl.DataFrame | None, now: datetime) -> pl.DataFrame:
+    """Per host, the rows of its newest fit stamped before ``now``.
+
+    Why before: the table keeps the last fit before a cycle next to the cycle's own, so a
+    cycle run again with the same ``now`` (after a crash, or by hand) plans and refits from
+    exactly what its first run saw, not from what that run wrote.
+    """
+    if table is None or table.height == 0 or "fitted_at" not in table.columns:
+        return pl.DataFrame()
+    stamp = utc_column(table, "fitted_at")
+    older = table.with_columns(fitted_at=stamp).filter(
+        pl.col("fitted_at") < pl.lit(as_utc(now)).dt.cast_time_unit("us")
+    )
+    return older.filter(pl.col("fitted_at") == pl.col("fitted_at").max().over("host"))
+
+
+def _usable_periods(h: Histories, model: ChangeModel) -> tuple[Period, ...]:
+    """The model's clocks, or none when the observations' times are unknown."""
+    return model.periods if h.has_times else ()
+
+
+def refit_change_prior(
+    state: pl.DataFrame,
+    previous: pl.DataFrame | None,
+    *,
+    now: datetime,
+    model: ChangeModel = ChangeModel(),  # noqa: B008 - frozen dataclass, safe as a default
+) -> pl.DataFrame:
+    """The ``change_prior`` table's rows for the hosts of ``state`` after this cycle: this
+    cycle's fit, stamped ``fitted_at`` = ``now``, next to the newest fit before it (which a
+    re-run of the cycle starts from again, see :func:`latest_fit_before`). A fit is, per host
+    and per class on it (plus ``GLOBAL``), one row per component with its ``weight`` and the
+    host's ``n_pages`` with observations in that class.
+
+    ``state``: url_state rows (host, url_class, obs_interval_days, obs_changed, last_seen_at).
+    ``previous``: what the table holds for these hosts (warm start from the newest fit before
+    ``now``; empty or None: start from :func:`initial_weights`). The prior is fit on all of
+    ``state`` (the run's hosts) with ``model.iterations`` EM iterations; every host stores the
+    same weights, and its page counts say how much it weighs when a later run mixes hosts fit
+    apart.
+    """
+    before = latest_fit_before(previous, now)
+    anchor = "last_seen_at" if "last_seen_at" in state.columns else None
+    hist = flatten_histories(state, anchor=anchor)
+    classes = state["url_class"] if "url_class" in state.columns else None
+    weights = fit_grid_prior(
+        hist,
+        classes,
+        grid=model.grid_array,
+        periods=_usable_periods(hist, model),
+        mismatch=model.mismatch,
+        periodic_start=model.periodic_start,
+        previous_weights=_matching(prior_weights(before, model), model, hist),
+        iterations=model.iterations,
+        shrinkage=model.shrinkage,
+        max_rows=model.max_fit_rows,
+    )
+    if not hist.has_times and model.periods:
+        # no times, no clocks: store the periodic components at their floor weight
+        weights = {k: _with_periodic_floor(w, model) for k, w in weights.items()}
+    comps = component_table(model)
+    long = pl.concat(
+        [
+            comps.select(
+                pl.lit(name, dtype=pl.String).alias("url_class"),
+                "component",
+                "rate_per_day",
+                pl.Series("weight", w, dtype=pl.Float64),
+            )
+            for name, w in sorted(weights.items())
+        ]
+    )
+    pages = pl.DataFrame(
+        {
+            "host": state["host"].cast(pl.String),
+            "url_class": pl.Series(_class_keys(classes, state.height), dtype=pl.String),
+            "_has": hist.n_obs > 0,
+        }
+    ).drop_nulls("host")
+    counts = pl.concat(
+        [
+            pages.group_by("host", "url_class").agg(pl.col("_has").sum().alias("n_pages")),
+            pages.group_by("host").agg(
+                pl.lit(GLOBAL).alias("url_class"), pl.col("_has").sum().alias("n_pages")
+            ),
+        ]
+    )
+    fitted = counts.join(long, on="url_class", how="inner").select(
+        *_PRIOR_COLUMNS[:-1],
+        pl.col("n_pages").cast(pl.Int64),
+        pl.lit(as_utc(now)).dt.cast_time_unit("us").alias("fitted_at"),
+    )
+    if before.height:
+        kept = before.select(
+            pl.col("host").cast(pl.String),
+            pl.col("url_class").cast(pl.String),
+            pl.col("component").cast(pl.String),
+            pl.col("rate_per_day").cast(pl.Float64),
+            pl.col("weight").cast(pl.Float64),
+            pl.col("n_pages").cast(pl.Int64),
+            pl.col("fitted_at").dt.cast_time_unit("us"),
+        ).filter(pl.col("host").is_in(fitted["host"].unique().implode()))
+        fitted = pl.concat([kept, fitted])
+    return fitted.sort("host", "fitted_at", "url_class", "component", "rate_per_day")
+
+
+def _matching(
+    weights: dict[str, np.ndarray] | None, model: ChangeModel, h: Histories
+) -> dict[str, np.ndarray] | None:
+    """Stored weights cut to the components this fit uses (no periodic ones without times)."""
+    if weights is None or h.has_times or not model.periods:
+        return weights
+    g = len(model.grid)
+    return {k: w[:g] / w[:g].sum() for k, w in weights.items() if w[:g].sum() > 0}
+
+
+def _with_periodic_floor(w: np.ndarray, model: ChangeModel) -> np.ndarray:
+    start = initial_weights(model.grid_array, model.periods, model.periodic_start)
+    g = len(model.grid)
+    return np.r_[w * (1.0 - start[g:].sum()), start[g:]]
+
+
+def expected_gains(
+    candidates: pl.DataFrame,
+    prior: pl.DataFrame | None,
+    *,
+    now: datetime,
+    objective: str = "freshness",
+    model: ChangeModel = ChangeModel(),  # noqa: B008 - frozen dataclass, safe as a default
+) -> pl.Series:
+    """``expected_gain_override`` for :func:`freshness_pipeline.science.schedule.build_plan`:
+    what a fetch at ``now`` is worth for each candidate under the stored prior (``prior``:
+    ``change_prior`` rows of the run's hosts, of which the newest fit before ``now`` is used;
+    none: the starting weights).
+
+    ``candidates``: url_class, last_fetched_at (null = never: infinitely stale), and the
+    history columns obs_interval_days / obs_changed / last_seen_at from url_state (absent or
+    null: no history); hinted_change = True (a trusted sitemap says it changed) is scored as
+    infinitely stale, False is zeroed by the planner itself. ``objective``: "freshness" (the
+    expected index) or "capture" (P(changed since the last fetch)).
+    """
+    if objective not in ("freshness", "capture"):
+        raise ValueError(f"objective must be 'freshness' or 'capture', not {objective!r}")
+    n = candidates.height
+    cols = set(candidates.columns)
+    if {"obs_interval_days", "obs_changed"} <= cols:
+        anchor = "last_seen_at" if "last_seen_at" in cols else None
+        hist = flatten_histories(candidates, anchor=anchor)
+    else:
+        hist = histories_from_arrays(
+            np.empty(0, np.int64), np.empty(0), np.empty(0, bool), n, end=np.empty(0)
+        )
+    now_utc = as_utc(now)
+    last = (
+        candidates.select(utc_column(candidates, "last_fetched_at").alias("t"))
+        if "last_fetched_at" in cols
+        else pl.DataFrame({"t": pl.Series([None] * n, dtype=pl.Datetime("us", "UTC"))})
+    )
+    age = (
+        last.select(
+            ((pl.lit(now_utc).dt.cast_time_unit("us") - pl.col("t")).dt.total_microseconds())
+            / _DAY_US
+        )
+        .to_series()
+        .fill_null(math.inf)
+        .to_numpy()
+        .astype(np.float64)
+    )
+    if "hinted_change" in cols:
+        hinted = candidates["hinted_change"].cast(pl.Boolean).fill_null(False).to_numpy()
+        age = np.where(hinted, math.inf, age)
+    periods = _usable_periods(hist, model)
+    weights = prior_weights(latest_fit_before(prior, now), model)
+    if not periods and model.periods:
+        weights = _matching(weights, model, hist)
+    summary = posterior_summary(
+        hist,
+        weights,
+        candidates["url_class"] if "url_class" in cols else None,
+        grid=model.grid_array,
+        periods=periods,
+        mismatch=model.mismatch,
+        periodic_start=model.periodic_start,
+        age_days=age,
+        now_days=now_utc.timestamp() / 86_400.0,
+    )
+    column = "expected_index" if objective == "freshness" else "expected_capture"
+    return summary[column].alias("expected_gain_override")
+
+
 # -------------------------------------------------------------------------------- storage
 
 
 def weights_frame(weights: Mapping[str, np.ndarray], grid: np.ndarray) -> pl.DataFrame:
-    """Long table (url_class, rate_per_day, weight) for storing the weights next to url_state."""
+    """Long table (url_class, rate_per_day, weight) of Poisson-only weights (no periods)."""
     grid = _check_grid(grid)
     rows = []
     for name in sorted(weights):

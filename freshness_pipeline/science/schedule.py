@@ -31,8 +31,8 @@ fetch buys nothing now.
 The plan is filled in this order, each step capped per host by ``host_capacity`` and globally by
 ``budget``:
 
-1. ``floor``: anything not fetched for ``max_interval_days`` (oldest first), so no page is
-   forgotten whatever its estimate;
+1. ``floor``: anything not fetched for ``max_interval_days`` (oldest first, at most
+   ``floor_share`` of the budget per cycle), so no page is forgotten whatever its estimate;
 2. reserved shares of the budget: ``new`` URLs (by value), ``reestimate`` (long-quiet or
    barely observed pages, and gone pages after ``gone_recheck_days``: the estimator only learns
    from what the scheduler fetches, so pages it starves would stay misjudged forever), and a
@@ -210,6 +210,11 @@ class PlanConfig:
     min_interval_days: float = 1.0 / 24.0
     #: hard staleness floor: a page older than this is forced in before anything else
     max_interval_days: float = 30.0
+    #: the most of the cycle's budget the floor may take (oldest first; the rest waits): a
+    #: budget too small to revisit every page within ``max_interval_days`` would otherwise go
+    #: to the floor, whatever the pages are worth (at 2 % of the pages per 6-hour cycle it took
+    #: a sixth of the budget and 0.004 of freshness / oracle, docs/scheduling.md); 1 = uncapped
+    floor_share: float = 0.05
     #: active pages not fetched for this many days are re-estimation candidates
     reestimate_after_days: float = 14.0
     #: active pages with fewer observations than this (needs an ``n_obs`` column) likewise
@@ -230,6 +235,8 @@ class PlanConfig:
         shares = (self.new_share, self.reestimate_share, self.verify_share)
         if any(not 0.0 <= s <= 1.0 for s in shares) or sum(shares) > 1.0:
             raise ValueError("shares must be in [0, 1] and sum to at most 1")
+        if not 0.0 <= self.floor_share <= 1.0:
+            raise ValueError("floor_share must be in [0, 1]")
         if not 0.0 <= self.min_interval_days < self.max_interval_days:
             raise ValueError("need 0 <= min_interval_days < max_interval_days")
         if self.reestimate_after_days <= 0 or self.gone_recheck_days <= 0:
@@ -477,19 +484,22 @@ def build_plan(
     # Shares of a small budget are fractions of a fetch: round them at random (reproducibly per
     # cycle) so that a 2 % verification share of 10 fetches is one fetch every fifth cycle on
     # average instead of never.
-    draws = _rng(cfg.seed, now, stream=1).random(3)
-    quotas = {
+    draws = _rng(cfg.seed, now, stream=1).random(4)
+    quotas: dict[str, int | None] = {
         name: math.floor(share * base) + int(draw < share * base - math.floor(share * base))
         for (name, share), draw in zip(
             (
                 ("new", cfg.new_share),
                 ("reestimate", cfg.reestimate_share),
                 ("verify", cfg.verify_share),
+                ("floor", cfg.floor_share),
             ),
             draws,
             strict=True,
         )
     }
+    if cfg.floor_share >= 1.0:
+        quotas["floor"] = None
 
     taken_parts: list[pl.DataFrame] = []
     taken_idx = pl.Series("_idx", [], dtype=pl.Int64)
@@ -514,7 +524,7 @@ def build_plan(
         if remaining is not None:
             remaining -= got.height
 
-    run("floor", "_floor", ["age_days", "_value"], [True, True], None)
+    run("floor", "_floor", ["age_days", "_value"], [True, True], quotas["floor"])
     run("new", "_new", ["_value", "priority"], [True, True], quotas["new"])
     run("reestimate", "_reest", ["_overdue", "_value"], [True, True], quotas["reestimate"])
     run("verify", "_verify", ["_vkey"], [False], quotas["verify"])
