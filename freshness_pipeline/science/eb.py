@@ -383,21 +383,24 @@ def _take(h: Histories, rows: np.ndarray) -> Histories:
     )
 
 
-def _class_keys(classes: Sequence | np.ndarray | pl.Series | None, n: int) -> np.ndarray:
+def _class_keys(classes: Sequence | np.ndarray | pl.Series | None, n: int) -> pl.Series:
     """Normalized class key per row: stripped, lower-case; null or empty -> DEFAULT_CLASS."""
     if classes is None:
-        return np.full(n, DEFAULT_CLASS, dtype=object)
-    s = pl.Series("c", classes).cast(pl.String) if not isinstance(classes, pl.Series) else classes
+        return pl.repeat(DEFAULT_CLASS, n, eager=True, dtype=pl.String).alias("c")
+    s = classes if isinstance(classes, pl.Series) else pl.Series("c", classes, dtype=pl.String)
     if s.len() != n:
         raise ValueError(f"classes has {s.len()} entries for {n} rows")
     keys = s.cast(pl.String).str.strip_chars().str.to_lowercase()
     keys = pl.select(pl.when(keys.str.len_chars() > 0).then(keys).otherwise(None)).to_series()
-    return keys.fill_null(DEFAULT_CLASS).to_numpy().astype(object)
+    return keys.fill_null(DEFAULT_CLASS)
 
 
-def _codes(keys: np.ndarray) -> tuple[list[str], np.ndarray]:
-    names, codes = np.unique(keys, return_inverse=True)
-    return [str(x) for x in names], codes.astype(np.int64)
+def _codes(keys: pl.Series) -> tuple[list[str], np.ndarray]:
+    """(sorted distinct keys, each row's index among them): hashed, not sorted per row, since
+    this runs over every candidate of a cycle (np.unique on a million strings took 1 s)."""
+    names = keys.unique().sort()
+    codes = keys.cast(pl.Enum(names.to_list())).to_physical().to_numpy().astype(np.int64)
+    return names.to_list(), codes
 
 
 def _check_grid(grid: np.ndarray) -> np.ndarray:
@@ -1075,7 +1078,7 @@ def refit_change_prior(
     pages = pl.DataFrame(
         {
             "host": state["host"].cast(pl.String),
-            "url_class": pl.Series(_class_keys(classes, state.height), dtype=pl.String),
+            "url_class": _class_keys(classes, state.height),
             "_has": hist.n_obs > 0,
         }
     ).drop_nulls("host")
