@@ -285,3 +285,23 @@ def test_metric_views_match_the_report(crawled):
     assert by_host["requests"].sum() == total_requests
     by_class = sql(home, "SELECT * FROM class_metrics")
     assert set(by_class["url_class"].to_list()) >= {"article", "listing", "static"}
+
+
+def test_each_cycle_refits_the_change_prior_the_next_plan_scores_with(crawled):
+    """url_state stores a fit per host and url_class (plus the global one) every cycle and
+    keeps the one before it, so a cycle run again plans from what its first run saw."""
+    home = crawled["home"]
+    sums = sql(
+        home,
+        "SELECT host, url_class, fitted_at, sum(weight) AS total, count(*) AS components "
+        "FROM change_prior GROUP BY ALL",
+    )
+    assert sums.height > 0
+    assert sums["total"].to_list() == pytest.approx([1.0] * sums.height)
+    assert sums["components"].n_unique() == 1
+    stamps = sorted(set(sums["fitted_at"].to_list()))
+    assert stamps[-1] == crawled["end"] and len(stamps) == 2
+    per_host = sums.group_by("host").agg(pl.col("url_class").n_unique().alias("classes"))
+    assert (per_host["classes"] >= 2).all()  # "__global__" and at least one url_class
+    gains = sql(home, "SELECT expected_gain FROM revisit_plan WHERE expected_gain IS NOT NULL")
+    assert gains.height > 0 and (gains["expected_gain"] >= 0).all()
