@@ -229,7 +229,13 @@ def test_the_floor_takes_at_most_its_share_of_the_budget() -> None:
     ]
     rows += [{"url": f"http://h.example/hot{i:02d}", "age": 2.0, "rate": 0.5} for i in range(40)]
     cands = _cands(rows)
-    config = PlanConfig(floor_share=0.1, new_share=0.0, reestimate_share=0.0, verify_share=0.0)
+    config = PlanConfig(
+        floor_share=0.1,
+        floor_hard_factor=10.0,
+        new_share=0.0,
+        reestimate_share=0.0,
+        verify_share=0.0,
+    )
     plan = build_plan(cands, BIG, now=NOW, budget=20, config=config)
     chosen = plan.filter("selected")
     floor = chosen.filter(pl.col("reason") == "floor").sort("rank")["url"].to_list()
@@ -538,3 +544,29 @@ def test_rate_shape_column_overrides_n_changes() -> None:
         posterior_freshness_index("r", "a", "k")
     )
     assert gain == pytest.approx(expect.item())
+
+
+def test_past_the_hard_limit_the_floor_is_not_capped() -> None:
+    """The floor's share delays overdue pages; past floor_hard_factor x max_interval_days they
+    are forced in whatever the share, and they count against it."""
+    rows = [
+        {"url": f"http://h.example/old{i:02d}", "age": 31.0 + i, "rate": 0.0} for i in range(40)
+    ]
+    rows += [{"url": f"http://h.example/hot{i:02d}", "age": 2.0, "rate": 0.5} for i in range(40)]
+    config = PlanConfig(
+        floor_share=0.1,
+        floor_hard_factor=2.0,  # 60 days: old29..old39 are past it
+        new_share=0.0,
+        reestimate_share=0.0,
+        verify_share=0.0,
+    )
+    plan = build_plan(_cands(rows), BIG, now=NOW, budget=20, config=config)
+    floor = plan.filter(pl.col("reason") == "floor").sort("rank")["url"].to_list()
+    assert floor == [f"http://h.example/old{i:02d}" for i in range(39, 28, -1)]
+    assert plan.filter(pl.col("reason") == "priority").height == 9
+    relaxed = build_plan(
+        _cands(rows), BIG, now=NOW, budget=20, config=replace(config, floor_hard_factor=3.0)
+    )
+    assert relaxed.filter(pl.col("reason") == "floor").height == 2
+    with pytest.raises(ValueError):
+        PlanConfig(floor_hard_factor=0.5)

@@ -32,7 +32,8 @@ The plan is filled in this order, each step capped per host by ``host_capacity``
 ``budget``:
 
 1. ``floor``: anything not fetched for ``max_interval_days`` (oldest first, at most
-   ``floor_share`` of the budget per cycle), so no page is forgotten whatever its estimate;
+   ``floor_share`` of the budget per cycle; past ``floor_hard_factor`` times that interval
+   without a cap), so no page is forgotten whatever its estimate;
 2. reserved shares of the budget: ``new`` URLs (by value), ``reestimate`` (long-quiet or
    barely observed pages, and gone pages after ``gone_recheck_days``: the estimator only learns
    from what the scheduler fetches, so pages it starves would stay misjudged forever), and a
@@ -208,13 +209,17 @@ class PlanConfig:
     verify_share: float = 0.02
     #: no page is fetched again sooner than this (1 hour): politeness and zero-information guard
     min_interval_days: float = 1.0 / 24.0
-    #: hard staleness floor: a page older than this is forced in before anything else
+    #: staleness floor: a page older than this is forced in before anything else, within
+    #: ``floor_share`` of the budget
     max_interval_days: float = 30.0
     #: the most of the cycle's budget the floor may take (oldest first; the rest waits): a
     #: budget too small to revisit every page within ``max_interval_days`` would otherwise go
     #: to the floor, whatever the pages are worth (at 2 % of the pages per 6-hour cycle it took
-    #: a sixth of the budget and 0.004 of freshness / oracle, docs/scheduling.md); 1 = uncapped
+    #: a fifth of the budget and 0.009 of freshness / oracle, docs/scheduling.md); 1 = uncapped
     floor_share: float = 0.05
+    #: the hard limit, as a multiple of ``max_interval_days``: a page this overdue is forced in
+    #: whatever the floor's share, so the cap can delay a page but never forget it
+    floor_hard_factor: float = 2.0
     #: active pages not fetched for this many days are re-estimation candidates
     reestimate_after_days: float = 14.0
     #: active pages with fewer observations than this (needs an ``n_obs`` column) likewise
@@ -237,6 +242,8 @@ class PlanConfig:
             raise ValueError("shares must be in [0, 1] and sum to at most 1")
         if not 0.0 <= self.floor_share <= 1.0:
             raise ValueError("floor_share must be in [0, 1]")
+        if not self.floor_hard_factor >= 1.0:
+            raise ValueError("floor_hard_factor must be >= 1")
         if not 0.0 <= self.min_interval_days < self.max_interval_days:
             raise ValueError("need 0 <= min_interval_days < max_interval_days")
         if self.reestimate_after_days <= 0 or self.gone_recheck_days <= 0:
@@ -452,6 +459,9 @@ def build_plan(
     )
     work = work.with_columns(
         _floor=spaced & not_gone_or_blocked & (age >= cfg.max_interval_days).fill_null(False),
+        _hard=spaced
+        & not_gone_or_blocked
+        & (age >= cfg.max_interval_days * cfg.floor_hard_factor).fill_null(False),
         _new=spaced & (status == "new"),
         _reest=spaced
         & (
@@ -524,6 +534,9 @@ def build_plan(
         if remaining is not None:
             remaining -= got.height
 
+    run("floor", "_hard", ["age_days", "_value"], [True, True], None)
+    if quotas["floor"] is not None:
+        quotas["floor"] = max(0, quotas["floor"] - taken_idx.len())
     run("floor", "_floor", ["age_days", "_value"], [True, True], quotas["floor"])
     run("new", "_new", ["_value", "priority"], [True, True], quotas["new"])
     run("reestimate", "_reest", ["_overdue", "_value"], [True, True], quotas["reestimate"])
