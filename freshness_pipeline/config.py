@@ -9,7 +9,15 @@ selectors = ["h1", ".price"]       # fingerprint only these parts of the page (p
 
 [partitioning]
 host_buckets = 256                 # Dagster partitions are hash buckets of hosts, not hosts
+
+[planning]
+objective = "capture"              # or "freshness" (the default), see below
 ```
+
+``objective``: "freshness" keeps the value-weighted share of fresh copies highest (pages that
+change far faster than the budget can follow get less); "capture" counts every change a fetch
+catches, so the fastest pages get the most (a change feed, an archive). A run's
+``resources.cycle.config.objective`` overrides it for that run.
 
 ``host_buckets`` (default 0: one Dagster partition per host) is read when the code location
 loads, so restart `dagster dev` after changing it. The warehouse keeps one file per host either
@@ -35,6 +43,7 @@ from freshness_pipeline.science.normalize import TRACKING_PARAMS
 
 CONFIG_FILE = "freshness.toml"
 MAX_HOST_BUCKETS = 4096
+OBJECTIVES = ("freshness", "capture")
 
 
 class ConfigError(ValueError):
@@ -60,6 +69,7 @@ class PipelineConfig:
     host_strip_params: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     class_selectors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     host_buckets: int = 0
+    objective: str = "freshness"
 
     def strip_params_for(self, host: str) -> frozenset[str]:
         return TRACKING_PARAMS | frozenset(self.host_strip_params.get(host, ()))
@@ -85,7 +95,7 @@ def load_config(home: Path) -> PipelineConfig:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from exc
-    unknown = set(data) - {"hosts", "url_classes", "partitioning"}
+    unknown = set(data) - {"hosts", "url_classes", "partitioning", "planning"}
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {sorted(unknown)}")
     hosts: dict[str, tuple[str, ...]] = {}
@@ -106,7 +116,21 @@ def load_config(home: Path) -> PipelineConfig:
         host_strip_params=hosts,
         class_selectors=classes,
         host_buckets=_host_buckets(data.get("partitioning"), path),
+        objective=_objective(data.get("planning"), path),
     )
+
+
+def _objective(section: object, path: Path) -> str:
+    if section is None:
+        return "freshness"
+    if not isinstance(section, dict) or set(section) - {"objective"}:
+        raise ConfigError(f"{path}: [planning] takes only objective")
+    value = section.get("objective", "freshness")
+    if value not in OBJECTIVES:
+        raise ConfigError(
+            f"{path}: planning.objective must be one of {', '.join(OBJECTIVES)}, not {value!r}"
+        )
+    return value
 
 
 def _host_buckets(section: object, path: Path) -> int:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from freshness_pipeline.config import PipelineConfig, load_config
+from freshness_pipeline.config import OBJECTIVES, PipelineConfig, load_config
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.web.client import FetchSettings
 from freshness_pipeline.web.netguard import ALLOW_ENV, IPNetwork, allowed_networks
@@ -49,7 +49,8 @@ class CycleResource(dg.ConfigurableResource):
     dry_run: bool = False
     fetch_window_s: float = 600.0
     fetch_time_limit_s: float = 0.0
-    objective: str = "freshness"
+    #: "freshness" or "capture"; empty: ``[planning] objective`` of freshness.toml
+    objective: str = ""
 
     def cycle_now(
         self, context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext
@@ -61,6 +62,16 @@ class CycleResource(dg.ConfigurableResource):
             raise dg.Failure("the cycle has no `now`: pass resources.cycle.config.now")
         created = record.create_timestamp
         return created.astimezone(UTC) if created.tzinfo else created.replace(tzinfo=UTC)
+
+    def plan_objective(self, config: PipelineConfig) -> str:
+        """This run's objective, else the home's configured one."""
+        objective = self.objective or config.objective
+        if objective not in OBJECTIVES:
+            raise dg.Failure(
+                f"resources.cycle.config.objective must be one of {', '.join(OBJECTIVES)}, "
+                f"not {objective!r}"
+            )
+        return objective
 
     def budget_or_none(self) -> int | None:
         return None if self.budget < 0 else self.budget

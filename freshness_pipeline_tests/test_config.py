@@ -26,6 +26,8 @@ T1 = DEFAULT_START + timedelta(hours=6)
         ('[hosts."a.example"]\nstrip_params = "sid"\n', 'hosts."a.example".strip_params'),
         ("[url_classes.article]\nselectors = [1]\n", "url_classes.article.selectors"),
         ('[hosts."a.example"]\ncolour = 1\n', "takes only strip_params"),
+        ('[planning]\nobjective = "speed"\n', "planning.objective must be one of"),
+        ("[planning]\nbudget = 3\n", "takes only objective"),
     ],
 )
 def test_bad_config_is_named(tmp_path, text, message):
@@ -72,3 +74,29 @@ def test_strip_params_and_selectors_take_effect(tmp_path):
         (home / "freshness.toml").write_text("[hosts\n")
         with pytest.raises(CycleFailed, match="freshness.toml"):
             run_cycle(home, T1 + timedelta(hours=6))
+
+
+def test_the_objective_switch_changes_what_a_fetch_is_worth(tmp_path):
+    """[planning] objective: "capture" scores a fetch by the chance it catches a change (at
+    most 1), "freshness" by the days of fresh copy it buys (a never-fetched page: the expected
+    time to its next change, many days)."""
+    os.environ.setdefault("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
+    world = build_world(
+        5, start=DEFAULT_START, horizon_days=1, sites=[SiteSpec("honest", "honest", 12)]
+    )
+    home = tmp_path / "home"
+    gains = {}
+    with SyntheticWeb(world) as web:
+        web.set_now(DEFAULT_START)
+        seeds = web.seeds_csv(tmp_path / "seeds.csv", variants=False).read_bytes()
+        load_seeds(home, seeds, added_at=DEFAULT_START)
+        assert load_config(home).objective == "freshness"
+        for objective in ("capture", "freshness"):
+            (home / "freshness.toml").write_text(f'[planning]\nobjective = "{objective}"\n')
+            assert load_config(home).objective == objective
+            run_cycle(home, DEFAULT_START, dry_run=True)
+            plan = Warehouse(home).read("revisit_plan")
+            gains[objective] = plan["expected_gain"].drop_nulls()
+    assert gains["capture"].len() == gains["freshness"].len() > 0
+    assert gains["capture"].max() <= 1.0
+    assert gains["freshness"].min() > 1.0

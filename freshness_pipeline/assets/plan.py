@@ -148,14 +148,13 @@ def revisit_plan(
     wh = warehouse.warehouse()
     health = host_health(wh.read("fetch_results", hosts), hosts)
     capacity = host_capacity(wh.read("robots", hosts), health, cycle.fetch_window_s)
+    settings = warehouse.pipeline_config()
     inputs = with_lastmod_hints(
-        plan_inputs(
-            url_candidates, wh.read("url_state", hosts), capacity, warehouse.pipeline_config()
-        ),
+        plan_inputs(url_candidates, wh.read("url_state", hosts), capacity, settings),
         wh.read("lastmod_evidence", hosts),
         now,
     )
-    config = PlanConfig(objective=cycle.objective)  # type: ignore[arg-type]
+    config = PlanConfig(objective=cycle.plan_objective(settings))  # type: ignore[arg-type]
     # What a fetch now is worth under the change prior url_state fit last cycle.
     inputs = inputs.with_columns(
         expected_gain_override=expected_gains(

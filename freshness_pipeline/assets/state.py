@@ -277,7 +277,7 @@ def url_state(
         fetch_results,
         revisit_plan,
         now,
-        PlanConfig(objective=cycle.objective),  # type: ignore[arg-type]
+        PlanConfig(objective=cycle.plan_objective(warehouse.pipeline_config())),  # type: ignore[arg-type]
     )
     evidence = updated_evidence(wh.read("lastmod_evidence", hosts), grades, now)
     wh.write_partitions("lastmod_evidence", hosts, evidence)
