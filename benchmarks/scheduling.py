@@ -687,17 +687,18 @@ class TruePrior(Ours):
         truth = grid_histogram(sim.web.rates, self.model.grid_array)
         truth = (1.0 - 1e-6) * truth + 1e-6 / truth.shape[0]
         stamp = datetime.fromtimestamp(EPOCH_US / 1e6 - 86_400, tz=UTC)
-        self.prior = pl.concat(
-            component_table(self.model).select(
-                pl.lit("h0.example").alias("host"),
-                pl.lit(name).alias("url_class"),
-                "component",
-                "rate_per_day",
-                pl.Series("weight", truth),
-                pl.lit(sim.web.n, dtype=pl.Int64).alias("n_pages"),
-                pl.lit(stamp).dt.cast_time_unit("us").alias("fitted_at"),
-            )
-            for name in (GLOBAL, DEFAULT_CLASS)
+        comps = component_table(self.model)
+        self.prior = pl.DataFrame(
+            {
+                "host": ["h0.example"] * 2,
+                "url_class": [GLOBAL, DEFAULT_CLASS],
+                "fitted_at": [stamp] * 2,
+                "n_pages": [sim.web.n] * 2,
+                "component": [comps["component"].to_list()] * 2,
+                "rate_per_day": [comps["rate_per_day"].to_list()] * 2,
+                "weight": [truth.tolist()] * 2,
+            },
+            schema=tables.CHANGE_PRIOR,
         )
 
 

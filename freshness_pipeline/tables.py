@@ -160,16 +160,17 @@ LASTMOD_EVIDENCE = {
 }
 
 # The empirical-Bayes change prior url_state fits each cycle (science.eb.refit_change_prior):
-# per host and url_class (plus "__global__"), one row per component of the model, with the
-# host's pages with observations in that class (what it weighs when runs mix hosts).
+# per host and url_class (plus "__global__"), one row per fit: the model's components in order
+# (kind and rate) and their weights, with the host's pages with a history in that class (what it
+# weighs when runs mix hosts). The newest fit and the one before it are kept.
 CHANGE_PRIOR = {
     "host": pl.String,
     "url_class": pl.String,
-    "component": pl.String,
-    "rate_per_day": pl.Float64,
-    "weight": pl.Float64,
-    "n_pages": pl.Int64,
     "fitted_at": UTC_TIME,
+    "n_pages": pl.Int64,
+    "component": pl.List(pl.String),
+    "rate_per_day": pl.List(pl.Float64),
+    "weight": pl.List(pl.Float64),
 }
 
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {

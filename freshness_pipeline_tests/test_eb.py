@@ -538,13 +538,17 @@ def test_refit_change_prior_stores_per_host_and_class_and_warm_starts() -> None:
     state = _url_state()
     prior = refit_change_prior(state, None, now=NOW, model=model)
     assert prior.columns == list(tables.CHANGE_PRIOR)
+    assert prior.schema == pl.Schema(tables.CHANGE_PRIOR)
     c = GRID.shape[0] + 1
-    assert prior.height == len(HOSTS) * 3 * c  # article, default and the global fit per host
+    assert prior.height == len(HOSTS) * 3  # article, default and the global fit per host
+    assert (prior["weight"].list.len() == c).all()
+    assert prior["component"][0].to_list() == ["poisson"] * (c - 1) + ["periodic"]
+    assert prior["rate_per_day"][0].to_list() == [*GRID.tolist(), 1.0]
     assert set(prior["url_class"]) == {"article", "default", GLOBAL}
     assert prior["fitted_at"].unique().to_list() == [NOW]
     weights = prior_weights(prior, model)
     assert weights[GLOBAL][-1] > 0.3  # half the pages follow the clock
-    counts = prior.filter(pl.col("component") == "periodic").sort("host", "url_class")
+    counts = prior.sort("host", "url_class")
     assert counts["n_pages"].to_list() == [
         int(((state["host"] == h) & (state["url_class"].fill_null("default") == k)).sum())
         if k != GLOBAL
@@ -595,16 +599,21 @@ def test_stored_weights_of_another_model_are_not_used() -> None:
     model = ChangeModel(periods=(DAY,), iterations=3)
     prior = refit_change_prior(_url_state(), None, now=NOW, model=model)
     assert prior_weights(prior, ChangeModel(periods=(Period(7.0, 42),))) is None
-    assert prior_weights(prior.filter(pl.col("component") == "poisson"), model) is None
+    poisson_only = prior.with_columns(
+        pl.col(c).list.head(GRID.shape[0]) for c in ("component", "rate_per_day", "weight")
+    )
+    assert prior_weights(poisson_only, model) is None
     assert prior_weights(pl.DataFrame(schema=tables.CHANGE_PRIOR), model) is None
+    moved = prior.with_columns(pl.col("rate_per_day").list.eval(pl.element() * 1.001))
+    assert prior_weights(moved, model) is None
+    negative = prior.with_columns(pl.col("weight").list.eval(pl.element() - 1.0))
+    assert prior_weights(negative, model) is None
     # two hosts fit apart mix by their page counts
     a = prior.filter(pl.col("host") == "a.example").with_columns(
-        weight=pl.when(pl.col("component") == "periodic").then(0.5).otherwise(0.5 / 48),
-        n_pages=pl.lit(299),
+        weight=pl.lit([0.5 / 48] * 48 + [0.5]), n_pages=pl.lit(299)
     )
     b = prior.filter(pl.col("host") == "b.example").with_columns(
-        weight=pl.when(pl.col("component") == "periodic").then(0.0).otherwise(1.0 / 48),
-        n_pages=pl.lit(99),
+        weight=pl.lit([1.0 / 48] * 48 + [0.0]), n_pages=pl.lit(99)
     )
     mixed = prior_weights(pl.concat([a, b]), model)
     assert mixed[GLOBAL][-1] == pytest.approx(0.5 * 300 / 400)
@@ -693,3 +702,20 @@ def test_phase_likelihood_matches_the_direct_count() -> None:
             expected = np.zeros((n, period.bins))
             np.add.at(expected, row, score * w[:, None])
             np.testing.assert_allclose(phases, expected, rtol=1e-9, atol=1e-9)
+
+
+def test_the_refit_reads_a_sample_but_counts_every_page() -> None:
+    """Beyond max_fit_rows pages with a history the fit reads an even sample of them; the page
+    counts (what a host weighs in a mixed run) and the classes stored still cover every page."""
+    state = _url_state()
+    small = ChangeModel(periods=(DAY,), iterations=3, max_fit_rows=40)
+    full = ChangeModel(periods=(DAY,), iterations=3)
+    sampled = refit_change_prior(state, None, now=NOW, model=small)
+    whole = refit_change_prior(state, None, now=NOW, model=full)
+    assert sampled.select("host", "url_class", "n_pages").equals(
+        whole.select("host", "url_class", "n_pages")
+    )
+    a, b = prior_weights(sampled, small), prior_weights(whole, full)
+    assert set(a) == set(b)
+    assert not np.allclose(a[GLOBAL], b[GLOBAL])  # fit on 40 pages, not 200
+    np.testing.assert_allclose(a[GLOBAL].sum(), 1.0)

@@ -293,12 +293,13 @@ def test_each_cycle_refits_the_change_prior_the_next_plan_scores_with(crawled):
     home = crawled["home"]
     sums = sql(
         home,
-        "SELECT host, url_class, fitted_at, sum(weight) AS total, count(*) AS components "
-        "FROM change_prior GROUP BY ALL",
+        "SELECT host, url_class, fitted_at, list_sum(weight) AS total, "
+        "len(weight) AS components, len(rate_per_day) AS rates FROM change_prior",
     )
     assert sums.height > 0
     assert sums["total"].to_list() == pytest.approx([1.0] * sums.height)
-    assert sums["components"].n_unique() == 1
+    assert sums["components"].n_unique() == 1 and sums["components"].equals(sums["rates"])
+    assert sums.select("host", "url_class", "fitted_at").is_unique().all()
     stamps = sorted(set(sums["fitted_at"].to_list()))
     assert stamps[-1] == crawled["end"] and len(stamps) == 2
     per_host = sums.group_by("host").agg(pl.col("url_class").n_unique().alias("classes"))

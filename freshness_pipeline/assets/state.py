@@ -307,7 +307,13 @@ def url_state(
 
 def periodic_share(prior: pl.DataFrame) -> float:
     """Share of the run's pages the fitted prior expects to change by the clock."""
-    glob = prior.filter((pl.col("url_class") == GLOBAL) & (pl.col("component") == "periodic"))
+    glob = (
+        prior.filter(
+            (pl.col("url_class") == GLOBAL) & (pl.col("fitted_at") == pl.col("fitted_at").max())
+        )
+        .explode("component", "weight")
+        .filter(pl.col("component") == "periodic")
+    )
     hosts = glob["host"].n_unique()
     return float(glob["weight"].sum() / hosts) if hosts else 0.0
 

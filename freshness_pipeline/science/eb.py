@@ -249,29 +249,57 @@ def histories_from_arrays(
     row, d, c = row[ok], d[ok], c[ok]
     wt = None if wt is None else np.clip(np.nan_to_num(wt[ok], nan=0.0), 0.0, None)
     en = None if en is None else en[ok]
+    if row.size and np.any(row[1:] < row[:-1]):
+        o = np.argsort(row, kind="stable")
+        row, d, c = row[o], d[o], c[o]
+        wt = None if wt is None else wt[o]
+        en = None if en is None else en[o]
+    return _sorted_histories(row, d, c, n_rows, en, wt)
+
+
+def _sorted_histories(
+    row: np.ndarray,
+    d: np.ndarray,
+    c: np.ndarray,
+    n_rows: int,
+    end: np.ndarray | None,
+    weight: np.ndarray | None,
+) -> Histories:
+    """Histories from valid observations already in row order (no copies where none is needed:
+    this runs over every observation of every candidate each cycle)."""
     n_obs = np.bincount(row, minlength=n_rows).astype(np.int64)
-    n_changes = np.bincount(row[c], minlength=n_rows).astype(np.int64)
-    unchanged_w = d[~c] if wt is None else d[~c] * wt[~c]
-    s_unchanged = np.bincount(row[~c], weights=unchanged_w, minlength=n_rows).astype(np.float64)
-    order = np.argsort(row[c], kind="stable")
-    changed_weight = None if wt is None else wt[c][order]
+    changed_row = row[c]
+    n_changes = np.bincount(changed_row, minlength=n_rows).astype(np.int64)
+    unchanged = ~c
+    unchanged_w = d[unchanged] if weight is None else d[unchanged] * weight[unchanged]
+    s_unchanged = np.bincount(row[unchanged], weights=unchanged_w, minlength=n_rows)
     timing: dict[str, np.ndarray | None] = {}
-    if en is not None:
-        untimed_rows = np.unique(row[~np.isfinite(en)])
+    if end is not None:
         timed = np.ones(n_rows, dtype=bool)
-        timed[untimed_rows] = False
-        keep = timed[row]
-        o = np.argsort(row[keep], kind="stable")
+        unknown = ~np.isfinite(end)
+        if unknown.any():
+            timed[row[unknown]] = False
+            keep = timed[row]
+            row_t, d_t, c_t, end_t = row[keep], d[keep], c[keep], end[keep]
+            weight_t = None if weight is None else weight[keep]
+        else:
+            row_t, d_t, c_t, end_t, weight_t = row, d, c, end, weight
         timing = {
-            "obs_row": row[keep][o],
-            "obs_start": (en - d)[keep][o],
-            "obs_end": en[keep][o],
-            "obs_changed": c[keep][o],
-            "obs_weight": None if wt is None else wt[keep][o],
+            "obs_row": row_t,
+            "obs_start": end_t - d_t,
+            "obs_end": end_t,
+            "obs_changed": c_t,
+            "obs_weight": weight_t,
             "timed": timed,
         }
     return Histories(
-        n_obs, n_changes, s_unchanged, row[c][order], d[c][order], changed_weight, **timing
+        n_obs,
+        n_changes,
+        s_unchanged.astype(np.float64),
+        changed_row,
+        d[c],
+        None if weight is None else weight[c],
+        **timing,
     )
 
 
@@ -305,32 +333,30 @@ def flatten_histories(
         pl.col(intervals).cast(pl.List(pl.Float64)).alias("d"),
         pl.col(changed).cast(pl.List(pl.Boolean)).alias("c"),
     )
-    bad = lists.select(
-        (pl.col("d").list.len().fill_null(0) != pl.col("c").list.len().fill_null(0)).any()
-    ).item()
-    if bad:
+    lengths = lists["d"].list.len().fill_null(0).to_numpy()
+    if not np.array_equal(lengths, lists["c"].list.len().fill_null(0).to_numpy()):
         raise ValueError(f"{intervals} and {changed} must have equal lengths per row")
+    # Arrow's flatten skips null and empty lists, so each value's row is a plain repeat.
+    flat_d = lists["d"].to_arrow().flatten()
+    flat_c = lists["c"].to_arrow().flatten()
+    row = np.repeat(np.arange(state.height, dtype=np.int64), lengths)
+    d = flat_d.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    known = flat_c.is_valid().to_numpy(zero_copy_only=False)
+    c = flat_c.fill_null(False).to_numpy(zero_copy_only=False).astype(bool, copy=False)
     # every valid interval is a link of the chain back from the anchor, even one whose changed
     # flag is missing (it still took time)
-    flat = (
-        lists.with_row_index("row")
-        .explode(["d", "c"])
-        .filter(pl.col("d").is_finite() & (pl.col("d") > 0))
-    )
-    row = flat["row"].to_numpy().astype(np.int64)
-    d = flat["d"].to_numpy().astype(np.float64)
-    known = flat["c"].is_not_null().to_numpy()
-    c = flat["c"].fill_null(False).to_numpy().astype(bool)
+    with np.errstate(invalid="ignore"):
+        valid = np.isfinite(d) & (d > 0)
+    if not valid.all():
+        row, d, c, known = row[valid], d[valid], c[valid], known[valid]
     half = _half_lives(state)
     back = None
     if anchor is not None or half is not None:
-        # days from each observation's end to the end of its row's newest one (rows are
-        # contiguous and in list order after the explode)
-        cs = np.cumsum(d)
-        first = np.searchsorted(row, row, side="left")
-        within = cs - (cs[first] - d[first]) if d.size else d
-        total = np.bincount(row, weights=d, minlength=state.height)
-        back = total[row] - within
+        # days from each observation's end to the end of its row's newest one: the row's
+        # running total at its last observation minus the running total at this one
+        running = np.cumsum(d)
+        row_end = np.cumsum(np.bincount(row, weights=d, minlength=state.height))
+        back = row_end[row] - running if d.size else d
     end = None
     if anchor is not None:
         epoch_days = (
@@ -341,14 +367,11 @@ def flatten_histories(
         )
         end = epoch_days[row] - back
     weight = None if half is None else np.exp2(-back / half[row])
-    return histories_from_arrays(
-        row[known],
-        d[known],
-        c[known],
-        state.height,
-        end=None if end is None else end[known],
-        weight=None if weight is None else weight[known],
-    )
+    if not known.all():
+        row, d, c = row[known], d[known], c[known]
+        end = None if end is None else end[known]
+        weight = None if weight is None else weight[known]
+    return _sorted_histories(row, d, c, state.height, end, weight)
 
 
 def _as_histories(histories: Histories | pl.DataFrame) -> Histories:
@@ -923,7 +946,7 @@ class ChangeModel:
     iterations: int = 3
     shrinkage: float = 500.0
     #: the prior is fit on at most this many pages with observations (an even sample)
-    max_fit_rows: int = 200_000
+    max_fit_rows: int = 100_000
 
     def __post_init__(self) -> None:
         _check_grid(np.asarray(self.grid))
@@ -950,57 +973,54 @@ def component_table(model: ChangeModel) -> pl.DataFrame:
     ).with_row_index("_pos")
 
 
-def _rate_key() -> pl.Expr:
-    # rates are matched to 1e-9 relative, so a rate read back from Parquet finds its component
-    return (pl.col("rate_per_day").log() * 1e9).round(0).cast(pl.Int64).alias("_rate_key")
-
-
 def prior_weights(table: pl.DataFrame | None, model: ChangeModel) -> dict[str, np.ndarray] | None:
     """The weights stored by :func:`refit_change_prior`, one vector per class, as
     :func:`fit_grid_prior` takes them.
 
-    Rows of several hosts (one run's hosts) are averaged per class and component, each host
-    weighing by its pages with observations (+1, so hosts without any still count a little).
-    A class whose stored components are not exactly the model's (a release changed the grid)
-    is dropped: it starts over from the global or the starting weights. None when nothing is
-    usable.
+    Rows of several hosts (one run's hosts) are averaged per class, each host weighing by its
+    pages with observations (+1, so hosts without any still count a little). A row whose
+    components are not exactly the model's (a release changed the grid; rates are matched to
+    1e-9 relative, so rates read back from Parquet find theirs) or whose weights are not finite
+    and non-negative is dropped: its class starts over from the global or the starting weights.
+    None when nothing is usable.
     """
     if table is None or table.height == 0:
         return None
-    comps = component_table(model).with_columns(_rate_key())
-    rows = (
-        table.select(
-            pl.col("url_class").cast(pl.String),
-            pl.col("component").cast(pl.String),
-            pl.col("rate_per_day").cast(pl.Float64),
-            pl.col("weight").cast(pl.Float64),
-            (pl.col("n_pages").cast(pl.Float64).fill_null(0.0).clip(lower_bound=0.0) + 1.0).alias(
-                "_n"
-            ),
-        )
-        .filter(
-            pl.col("url_class").is_not_null()
-            & pl.col("weight").is_finite()
-            & (pl.col("weight") >= 0)
-            & (pl.col("rate_per_day") > 0)
-        )
-        .with_columns(_rate_key())
-        .group_by("url_class", "component", "_rate_key")
-        .agg(((pl.col("weight") * pl.col("_n")).sum() / pl.col("_n").sum()).alias("weight"))
-        .join(comps.select("component", "_rate_key", "_pos"), on=["component", "_rate_key"])
-        .sort("url_class", "_pos")
-    )
+    comps = component_table(model)
     c = comps.height
-    out: dict[str, np.ndarray] = {}
-    for (name,), part in rows.group_by(["url_class"], maintain_order=True):
-        w = part["weight"].to_numpy()
-        if part.height == c and w.sum() > 0:
-            out[str(name)] = w / w.sum()
-    return out or None
-
-
-#: Columns of the ``change_prior`` table (freshness_pipeline.tables.CHANGE_PRIOR).
-_PRIOR_COLUMNS = ("host", "url_class", "component", "rate_per_day", "weight", "n_pages")
+    rows = table.select(
+        pl.col("url_class").cast(pl.String),
+        pl.col("component").cast(pl.List(pl.String)),
+        pl.col("rate_per_day").cast(pl.List(pl.Float64)),
+        pl.col("weight").cast(pl.List(pl.Float64)),
+        (pl.col("n_pages").cast(pl.Float64).fill_null(0.0).clip(lower_bound=0.0) + 1.0).alias("_n"),
+    ).filter(
+        pl.col("url_class").is_not_null()
+        & (pl.col("component").list.len() == c)
+        & (pl.col("rate_per_day").list.len() == c)
+        & (pl.col("weight").list.len() == c)
+        & (pl.col("component").list.join("|") == "|".join(comps["component"]))
+    )
+    if rows.height == 0:
+        return None
+    rates = rows["rate_per_day"].list.to_array(c).to_numpy()
+    weights = rows["weight"].list.to_array(c).to_numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        same_rates = np.all(
+            np.abs(np.log(rates) - np.log(comps["rate_per_day"].to_numpy())) <= 1e-9, axis=1
+        )
+        usable = (
+            same_rates
+            & np.all(np.isfinite(weights) & (weights >= 0), axis=1)
+            & (weights.sum(axis=1) > 0)
+        )
+    if not usable.any():
+        return None
+    names, codes = _codes(rows["url_class"].filter(pl.Series(usable)))
+    n = rows["_n"].to_numpy()[usable]
+    mixed = np.zeros((len(names), c))
+    np.add.at(mixed, codes, weights[usable] * n[:, None])
+    return {name: mixed[k] / mixed[k].sum() for k, name in enumerate(names)}
 
 
 def latest_fit_before(table: pl.DataFrame | None, now: datetime) -> pl.DataFrame:
@@ -1034,23 +1054,34 @@ def refit_change_prior(
     """The ``change_prior`` table's rows for the hosts of ``state`` after this cycle: this
     cycle's fit, stamped ``fitted_at`` = ``now``, next to the newest fit before it (which a
     re-run of the cycle starts from again, see :func:`latest_fit_before`). A fit is, per host
-    and per class on it (plus ``GLOBAL``), one row per component with its ``weight`` and the
-    host's ``n_pages`` with observations in that class.
+    and per class on it (plus ``GLOBAL``), one row: the model's components in weight order
+    (lists ``component`` and ``rate_per_day``), their ``weight`` list and the host's
+    ``n_pages`` with a history in that class.
 
     ``state``: url_state rows (host, url_class, obs_interval_days, obs_changed, last_seen_at).
     ``previous``: what the table holds for these hosts (warm start from the newest fit before
     ``now``; empty or None: start from :func:`initial_weights`). The prior is fit on all of
-    ``state`` (the run's hosts) with ``model.iterations`` EM iterations; every host stores the
+    ``state`` (the run's hosts; at most ``model.max_fit_rows`` of its pages with a history, an
+    even sample) with ``model.iterations`` EM iterations; every host stores the
     same weights, and its page counts say how much it weighs when a later run mixes hosts fit
     apart.
     """
     before = latest_fit_before(previous, now)
     anchor = "last_seen_at" if "last_seen_at" in state.columns else None
-    hist = flatten_histories(state, anchor=anchor)
-    classes = state["url_class"] if "url_class" in state.columns else None
+    classes = _class_keys(
+        state["url_class"] if "url_class" in state.columns else None, state.height
+    )
+    # a page with a history counts; the fit itself reads an even sample of them (flattening
+    # every history of a million pages to fit 50-odd weights would be most of the cost)
+    has_history = (state["obs_interval_days"].list.len().fill_null(0) > 0).to_numpy()
+    fit_rows = np.flatnonzero(has_history)
+    if fit_rows.shape[0] > model.max_fit_rows:
+        fit_rows = fit_rows[np.linspace(0, fit_rows.shape[0] - 1, model.max_fit_rows).astype(int)]
+    sample = state[fit_rows] if fit_rows.shape[0] < state.height else state
+    hist = flatten_histories(sample, anchor=anchor)
     weights = fit_grid_prior(
         hist,
-        classes,
+        classes.gather(fit_rows) if fit_rows.shape[0] < state.height else classes,
         grid=model.grid_array,
         periods=_usable_periods(hist, model),
         mismatch=model.mismatch,
@@ -1063,24 +1094,19 @@ def refit_change_prior(
     if not hist.has_times and model.periods:
         # no times, no clocks: store the periodic components at their floor weight
         weights = {k: _with_periodic_floor(w, model) for k, w in weights.items()}
+    for name in classes.unique().to_list():
+        # a class whose pages have no history yet is stored at the global weights
+        weights.setdefault(name, weights[GLOBAL])
     comps = component_table(model)
-    long = pl.concat(
-        [
-            comps.select(
-                pl.lit(name, dtype=pl.String).alias("url_class"),
-                "component",
-                "rate_per_day",
-                pl.Series("weight", w, dtype=pl.Float64),
-            )
-            for name, w in sorted(weights.items())
-        ]
+    fits = pl.DataFrame(
+        {
+            "url_class": list(weights),
+            "weight": [w.tolist() for w in weights.values()],
+        },
+        schema={"url_class": pl.String, "weight": pl.List(pl.Float64)},
     )
     pages = pl.DataFrame(
-        {
-            "host": state["host"].cast(pl.String),
-            "url_class": _class_keys(classes, state.height),
-            "_has": hist.n_obs > 0,
-        }
+        {"host": state["host"].cast(pl.String), "url_class": classes, "_has": has_history}
     ).drop_nulls("host")
     counts = pl.concat(
         [
@@ -1090,23 +1116,21 @@ def refit_change_prior(
             ),
         ]
     )
-    fitted = counts.join(long, on="url_class", how="inner").select(
-        *_PRIOR_COLUMNS[:-1],
-        pl.col("n_pages").cast(pl.Int64),
+    fitted = counts.join(fits, on="url_class", how="inner").select(
+        "host",
+        "url_class",
         pl.lit(as_utc(now)).dt.cast_time_unit("us").alias("fitted_at"),
+        pl.col("n_pages").cast(pl.Int64),
+        pl.lit(comps["component"].to_list(), dtype=pl.List(pl.String)).alias("component"),
+        pl.lit(comps["rate_per_day"].to_list(), dtype=pl.List(pl.Float64)).alias("rate_per_day"),
+        "weight",
     )
     if before.height:
         kept = before.select(
-            pl.col("host").cast(pl.String),
-            pl.col("url_class").cast(pl.String),
-            pl.col("component").cast(pl.String),
-            pl.col("rate_per_day").cast(pl.Float64),
-            pl.col("weight").cast(pl.Float64),
-            pl.col("n_pages").cast(pl.Int64),
-            pl.col("fitted_at").dt.cast_time_unit("us"),
+            pl.col(name).cast(dtype) for name, dtype in fitted.schema.items()
         ).filter(pl.col("host").is_in(fitted["host"].unique().implode()))
         fitted = pl.concat([kept, fitted])
-    return fitted.sort("host", "fitted_at", "url_class", "component", "rate_per_day")
+    return fitted.sort("host", "fitted_at", "url_class")
 
 
 def _matching(
