@@ -55,7 +55,7 @@ BIG_FILE = "url_state_one_file.parquet"
 BIG_PRIOR_FILE = "change_prior_one_file.parquet"
 # What kind of site a host is, and the url_class mix of its pages: a few classes per host, as a
 # real crawl has (a shop has no articles), which is what sizes the change_prior table (one row
-# per host, class on it and component).
+# per host and class on it, per fit).
 SITE_CLASSES = {
     "news": {"article": 0.60, "listing": 0.20, "index": 0.05, "static": 0.10, "default": 0.05},
     "shop": {"product": 0.60, "listing": 0.20, "index": 0.05, "static": 0.10, "default": 0.05},
@@ -445,7 +445,11 @@ def phase_run(args: argparse.Namespace) -> dict:
         # the same plan from both estimation modes is the check that incremental is exact
         "plan_digest": int(chosen.select(pl.col("url").hash(0).sum()).item()),
         "rate_digest": float(estimated["change_rate"].sum()),
-        "prior_digest": float((fit["weight"] * fit["rate_per_day"].log()).sum()),
+        "prior_digest": float(
+            fit.explode("weight", "rate_per_day")
+            .select((pl.col("weight") * pl.col("rate_per_day").log()).sum())
+            .item()
+        ),
     }
 
 
