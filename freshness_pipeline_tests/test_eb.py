@@ -719,3 +719,45 @@ def test_the_refit_reads_a_sample_but_counts_every_page() -> None:
     assert set(a) == set(b)
     assert not np.allclose(a[GLOBAL], b[GLOBAL])  # fit on 40 pages, not 200
     np.testing.assert_allclose(a[GLOBAL].sum(), 1.0)
+
+
+def test_classes_whose_prior_has_no_clocks_are_scored_without_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Below CLOCK_FLOOR of prior mass on the clocks a class skips the phase likelihoods (half
+    the scoring cost); what it scores must not move beyond what that mass could explain."""
+    import freshness_pipeline.science.eb as eb_module
+
+    model = ChangeModel(periods=(DAY,), iterations=10)
+    state = _url_state()
+    weights = prior_weights(refit_change_prior(state, None, now=NOW, model=model), model)
+    tiny = weights["article"].copy()
+    tiny[-1] = 1e-9
+    weights["article"] = tiny / tiny.sum()
+    later = NOW + timedelta(hours=30)
+    ages = (later - state["last_seen_at"].max()).total_seconds() / 86_400 + np.zeros(state.height)
+
+    def summary() -> pl.DataFrame:
+        return posterior_summary(
+            flatten_histories(state, anchor="last_seen_at"),
+            weights,
+            state["url_class"],
+            grid=GRID,
+            periods=(DAY,),
+            age_days=ages,
+            now_days=later.timestamp() / 86_400,
+        )
+
+    skipped = summary()
+    monkeypatch.setattr(eb_module, "CLOCK_FLOOR", 0.0)
+    computed = summary()
+    article = (state["url_class"] == "article").fill_null(False).to_numpy().astype(bool)
+    assert 0 < article.sum() < state.height
+    for column in ("expected_index", "expected_capture", "change_rate"):
+        a, b = skipped[column].to_numpy(), computed[column].to_numpy()
+        np.testing.assert_array_equal(a[~article], b[~article])
+        # half these pages do follow the clock: 40 consistent fetches lift a 1e-9 prior to a
+        # posterior share of a few thousandths, which is what skipping it may cost
+        np.testing.assert_allclose(a[article], b[article], rtol=1e-2)
+    assert (skipped["periodic_share"].to_numpy()[article] == 0).all()
+    assert computed["periodic_share"].to_numpy()[~article].max() > 0.5
