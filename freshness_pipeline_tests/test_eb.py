@@ -761,3 +761,16 @@ def test_classes_whose_prior_has_no_clocks_are_scored_without_them(
         np.testing.assert_allclose(a[article], b[article], rtol=1e-2)
     assert (skipped["periodic_share"].to_numpy()[article] == 0).all()
     assert computed["periodic_share"].to_numpy()[~article].max() > 0.5
+
+
+def test_flatten_handles_rows_without_any_history() -> None:
+    empty = pl.DataFrame(
+        {"obs_interval_days": [[], None], "obs_changed": [[], None], "last_seen_at": [None, NOW]},
+        schema={
+            "obs_interval_days": pl.List(pl.Float64),
+            "obs_changed": pl.List(pl.Boolean),
+            "last_seen_at": pl.Datetime("us", "UTC"),
+        },
+    )
+    h = flatten_histories(empty, anchor="last_seen_at")
+    assert h.n_obs.tolist() == [0, 0] and h.obs_row.size == 0 and h.timed.all()

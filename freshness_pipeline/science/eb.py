@@ -354,9 +354,8 @@ def flatten_histories(
     if anchor is not None or half is not None:
         # days from each observation's end to the end of its row's newest one: the row's
         # running total at its last observation minus the running total at this one
-        running = np.cumsum(d)
-        row_end = np.cumsum(np.bincount(row, weights=d, minlength=state.height))
-        back = row_end[row] - running if d.size else d
+        back = np.cumsum(np.bincount(row, weights=d, minlength=state.height), dtype=float)[row]
+        back -= np.cumsum(d)
     end = None
     if anchor is not None:
         epoch_days = (
@@ -365,8 +364,10 @@ def flatten_histories(
             .fill_null(np.nan)
             .to_numpy()
         )
-        end = epoch_days[row] - back
+        end = epoch_days[row]
+        end -= back
     weight = None if half is None else np.exp2(-back / half[row])
+    del back
     if not known.all():
         row, d, c = row[known], d[known], c[known]
         end = None if end is None else end[known]
