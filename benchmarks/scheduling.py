@@ -1098,8 +1098,9 @@ it (ratios above 1; see the clairvoyant rows of the ablations).
 "no floor": `max_interval_days=1e6`; "no reserved shares": `reestimate_share=0,
 verify_share=0`. "genie": a ceiling for learners from this start state (see above); it is not
 a policy anyone can run. "capture objective": `PlanConfig(objective="capture")`, which ranks
-by the chance a fetch catches a change; it trades freshness for fewer fetches per detected
-change (the last column). "forgetting": the `obs_half_life_days` column, which both estimators
+by the chance a fetch catches a change; it gives up freshness to catch more changes per fetch,
+which shows with flat values (the last column); with Zipf values the pages' values dominate
+either ranking. "forgetting": the `obs_half_life_days` column, which both estimators
 honour (each observation counts 2^(−age/half-life)). "clairvoyant": knows every change time and
 fetches the stale pages whose copy would then stay fresh longest; it shows what knowing when
 pages change is worth.
