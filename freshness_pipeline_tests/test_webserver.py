@@ -54,6 +54,34 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def describe(pids: list[int]) -> str:
+    """pid, state and command line of each process, for a failure message."""
+    out = []
+    for pid in pids:
+        try:
+            cmd = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ")
+            state = (Path("/proc") / str(pid) / "stat").read_text().split(") ")[1][0]
+        except OSError:
+            continue
+        out.append(f"{pid} [{state}] {cmd.decode(errors='replace')[:200]}")
+    return "; ".join(out)
+
+
+def wait_for_run_workers(pgid: int, before: set[int], timeout: float = 30.0) -> None:
+    """Until the processes the run added to the group (its worker) have exited: a run reads
+    SUCCESS before its worker has torn down, and a SIGINT landing in that teardown left every
+    process of the group alive 60 s later, twice in CI under load."""
+
+    def workers() -> list[int]:
+        # the code server's multiprocessing resource tracker stays until the server stops
+        added = set(group_members(pgid)) - before
+        return [pid for pid in added if "resource_tracker" not in describe([pid])]
+
+    deadline = time.monotonic() + timeout
+    while workers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
 def group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes in a process group, from /proc: ``os.killpg(pgid, 0)`` also
     succeeds on zombies an init-less container never reaps."""
@@ -210,6 +238,7 @@ def test_dagster_dev_serves_the_code_location_and_runs_one_host(tmp_path):
 
         seeded_at = time.monotonic()
         dagit = Dagit(free_port(), env, tmp_path)
+        before_run: set[int] | None = None
         try:
             repository = dagit.wait_until_loaded(timeout=90)
             served_at = time.monotonic()
@@ -260,6 +289,7 @@ def test_dagster_dev_serves_the_code_location_and_runs_one_host(tmp_path):
             assert "2025-01-06T00:00:00+00:00" in request["runConfigYaml"]
 
             # -- materialize one host from the UI: the job, the partition tag, the cycle's now
+            before_run = set(group_members(dagit.pgid))
             launched = dagit.graphql(
                 LAUNCH_RUN,
                 {
@@ -302,12 +332,15 @@ def test_dagster_dev_serves_the_code_location_and_runs_one_host(tmp_path):
             assert Warehouse(home).read("url_state", [host]).height == seeded_urls > 0
             assert web.request_log.snapshot(), "the run fetched nothing from the synthetic web"
         finally:
+            if before_run is not None:
+                wait_for_run_workers(dagit.pgid, before_run)
             stopping = time.monotonic()
             left = dagit.stop()
             stop_took = time.monotonic() - stopping
+            lingering = describe(left)
             if left:
                 dagit.kill()
-        assert not left, f"still running after SIGINT: {left}\n{dagit.tail()}"
+        assert not left, f"still running after SIGINT: {lingering}\n{dagit.tail()}"
         assert dagit.proc.returncode is not None
         assert group_members(dagit.pgid) == []
     print(
