@@ -68,9 +68,9 @@ def describe(pids: list[int]) -> str:
 
 
 def wait_for_run_workers(pgid: int, before: set[int], timeout: float = 30.0) -> None:
-    """Until the processes the run added to the group (its worker) have exited: a run reads
-    SUCCESS before its worker has torn down, and a SIGINT landing in that teardown left every
-    process of the group alive 60 s later, twice in CI under load."""
+    """Until the processes the run added to the group (its worker) have exited. A run reads
+    SUCCESS before its worker has torn down; twice in CI the whole group outlived a Ctrl-C sent
+    right as a run ended (cause not found), and this takes that race out of the test."""
 
     def workers() -> list[int]:
         # the code server's multiprocessing resource tracker stays until the server stops
