@@ -145,14 +145,20 @@ class Dagit:
             time.sleep(0.5)
         raise AssertionError(f"dagster dev did not answer within {timeout}s:\n{self.tail()}")
 
-    def stop(self, timeout: float = 30.0) -> list[int]:
-        """SIGINT to the whole group, as Ctrl-C would; returns whatever is still alive."""
+    def stop(self, timeout: float = 150.0, linger: float = 30.0) -> list[int]:
+        """SIGINT to the whole group, as Ctrl-C would; returns whatever is still alive.
+
+        ``dagster dev`` gives its webserver and its daemon 60 s each to stop before it kills
+        them (dagster/_cli/dev.py), so its own worst case is about two minutes: ``timeout``
+        waits past that, then ``linger`` for the group's last processes. Usually it stops in
+        about 2 s; in CI its webserver sometimes took over a minute.
+        """
         if not group_members(self.pgid):
             return []
         os.killpg(self.pgid, signal.SIGINT)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout)
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + linger
         while group_members(self.pgid) and time.monotonic() < deadline:
             time.sleep(0.2)
         return group_members(self.pgid)
