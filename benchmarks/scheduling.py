@@ -569,6 +569,47 @@ def scenario(args: tuple) -> dict:
 # --------------------------------------------------------------------- estimator accuracy
 
 
+OURS_EST = "ours (estimate_rates)"
+BAYES_EST = "Bayes, true prior"
+BOUND_EST = "bound: Bayes, true prior, told λ in 0.1-10"
+
+
+def bayes_window_estimates(
+    d: np.ndarray,
+    changed: np.ndarray,
+    prior_range: tuple[float, float],
+    band: tuple[float, float] | None = None,
+    half_width: float = 0.25,
+    grid_size: int = 1601,
+    chunk: int = 4000,
+) -> np.ndarray:
+    """The estimate that maximizes P(|log(estimate / λ)| <= half_width) under the true prior.
+
+    The prior is the benchmark's own (log-uniform over ``prior_range``), which no estimator in
+    the product is given. With ``band``, only rates inside it count as a hit: the best any
+    estimator can do on "the share of pages within 10x of the sampling rate whose error is at
+    most 0.25", so the median it reaches is a floor for every estimator on that metric.
+    """
+    log_grid = np.linspace(np.log(prior_range[0]), np.log(prior_range[1]), grid_size)
+    grid = np.exp(log_grid)
+    counts = np.ones(grid_size) if band is None else ((grid >= band[0]) & (grid <= band[1]))
+    k = int(round(half_width / (log_grid[1] - log_grid[0])))
+    centre = np.arange(grid_size)
+    lo_i, hi_i = np.maximum(centre - k, 0), np.minimum(centre + k, grid_size - 1) + 1
+    out = np.empty(d.shape[0])
+    for start in range(0, d.shape[0], chunk):
+        dd, cc = d[start : start + chunk], changed[start : start + chunk]
+        loglik = -np.where(cc, 0.0, dd).sum(axis=1)[:, None] * grid[None, :]
+        for j in range(dd.shape[1]):
+            rows = np.flatnonzero(cc[:, j])
+            loglik[rows] += np.log(-np.expm1(-dd[rows, j][:, None] * grid[None, :]))
+        post = np.exp(loglik - loglik.max(axis=1, keepdims=True))
+        cum = np.zeros((post.shape[0], grid_size + 1))
+        np.cumsum(post * counts, axis=1, out=cum[:, 1:])
+        out[start : start + chunk] = grid[(cum[:, hi_i] - cum[:, lo_i]).argmax(axis=1)]
+    return out
+
+
 def estimator_table(n_pages: int, seed: int) -> pl.DataFrame:
     """Median |log(estimate / true)| by true-rate decile after 10, 20 and 50 observations.
 
@@ -606,9 +647,13 @@ def estimator_table(n_pages: int, seed: int) -> pl.DataFrame:
             "naive X/ΣΔ": others["naive"].to_numpy(),
             "Cho improved": others["cho"].to_numpy(),
             "exposure Gamma posterior": others["exposure"].to_numpy(),
-            "ours (estimate_rates)": ours,
+            OURS_EST: ours,
             "EB posterior mean (ours-eb)": eb_summary["change_rate"].to_numpy(),
             "EB posterior geometric mean": np.exp(eb_summary["rate_log_mean"].to_numpy()),
+            BAYES_EST: bayes_window_estimates(d[:, :n_obs], changed[:, :n_obs], (0.01, 100.0)),
+            BOUND_EST: bayes_window_estimates(
+                d[:, :n_obs], changed[:, :n_obs], (0.01, 100.0), band=(0.1, 10.0)
+            ),
         }
         for name, est in ests.items():
             err = np.abs(np.log(np.maximum(est, 1e-4) / lam))
@@ -982,6 +1027,10 @@ def main() -> None:
     dec_names = [f"{lo[i]:.3g}-{lo[i + 1]:.3g}" for i in range(10)]
     est_table = fmt_table(["estimator", "obs"] + dec_names + ["all 0.1-10"], est_rows)
 
+    def band_err(name: str, n_obs: int) -> str:
+        row = est.filter((pl.col("estimator") == name) & (pl.col("n") == n_obs))
+        return f"{row['0.1-10/day'].item():.3f}"
+
     def abl(web: str, weights: str, share: float, p: str) -> str:
         v = abl_ratio.get((web, weights, share, p))
         return "-" if v is None else f"{v:.3f}"
@@ -1119,7 +1168,14 @@ ln(2n + 1)/interval. "ours (estimate_rates)" is url_state's `change_rate`, with 
 prior Gamma(1/7, 1 day). The EB rows fit the change prior's Poisson rates on the same pages (200
 EM iterations from uniform weights), so their prior is the population's; the posterior mean is
 what `posterior_summary` reports as `change_rate`, the geometric mean (exp of the posterior mean
-of ln λ) is shown because this metric is on the log scale.
+of ln λ) is shown because this metric is on the log scale. The two Bayes rows are given the
+benchmark's own prior (log-uniform over 0.01-100/day), which nothing in the product knows, and
+report for each page the estimate most likely to be within e^±0.25 of its rate. "Bayes, true
+prior" gets the most pages within that cut that any estimator can expect to; "bound" counts a
+hit only when the rate lies in 0.1-10/day, so no estimator can expect more pages of that band
+within the cut, and its "all 0.1-10" median is as low as that column can be expected to go. It
+gets there by pinning pages seen changed at every visit near 10/day, which is why it is poor
+outside the band.
 
 {est_table}
 
@@ -1191,11 +1247,19 @@ of ln λ) is shown because this metric is on the log scale.
   be learned page by page; with Zipf values the valuable pages are fetched often and learned
   fast, which is where the planner comes closest to the oracle.
 * Rate accuracy (last table): the EB posterior mean beats `estimate_rates` for slow pages
-  seen a few times and for pages changing 6+ times per interval (it knows how many such pages
-  there are); it is about equal at 0.16-2.5/day and worse at 2.5-6.3/day, where "changed at
+  seen a few times and for pages changing 16+ times per interval (it knows how many such pages
+  there are); it is about equal at 0.4-2.5/day and worse at 2.5-16/day, where "changed at
   every fetch" cannot tell 4/day from 40/day and the posterior mean averages over the
-  population's fast pages while `estimate_rates` caps at ln(2n + 1)/interval. url_state keeps
+  population's fast pages while `estimate_rates` reports ln(2n + 1)/shortest interval. url_state keeps
   reporting `estimate_rates`; the plan uses the whole posterior, not a point estimate.
+* Issue 3's target for rates is a median |log error| of at most 0.25 at 20 observations over
+  pages within 10x of the sampling rate. `estimate_rates` reaches {band_err(OURS_EST, 20)}. An
+  estimator that knows the true prior reaches {band_err(BAYES_EST, 20)} there, and the bound,
+  which also knows which pages are in the band, {band_err(BOUND_EST, 20)}: the target sits
+  within the last few hundredths that only knowing the band buys. The pages that decide it are
+  the slow end of the band (about 2-5 changes in 20 fetches: Poisson noise) and the fast end
+  (seen changed at nearly every fetch). Those need more fetches, not a better formula: at 50
+  observations `estimate_rates` reaches {band_err(OURS_EST, 50)}.
 """
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -180,17 +180,48 @@ def test_all_changed_is_finite_lower_bound() -> None:
     rates = out["change_rate"].to_list()
     assert all(math.isfinite(r) for r in rates)
     assert out["rate_is_lower_bound"].to_list() == [True, True]
-    # with a negligible prior the estimate sits at the sampling cap ln(2n + 1)/median interval
-    assert rates[0] == pytest.approx(math.log(2 * n + 1) / 1.0)
-    assert rates[1] == pytest.approx(math.log(2 * n + 1) / 0.25)
+    # the sampling rate ln(2n)/interval (half an unchanged interval expected)
+    assert rates[0] == pytest.approx(math.log(2 * n) / 1.0)
+    assert rates[1] == pytest.approx(math.log(2 * n) / 0.25)
     capped = estimate_rates(state, max_rate_per_day=5.0)["change_rate"].to_list()
-    assert capped == pytest.approx([math.log(2 * n + 1), 5.0])
+    assert capped == pytest.approx([math.log(2 * n), 5.0])
 
 
-def test_all_changed_with_prior_stays_below_cap_and_flagged() -> None:
-    out = estimate_rates(_state([[1.0] * 3], [[True] * 3], alpha=0.5, beta=3.5))
-    assert out["rate_is_lower_bound"].item() is True
-    assert 0 < out["change_rate"].item() <= math.log(7)
+def test_all_changed_takes_the_sampling_cap_whatever_the_prior() -> None:
+    """A prior's pseudo-days of "no change" must not pull a page seen changed at every visit
+    below "as fast as we sample": with Gamma(0.5, 3.5) its root would sit near 0.9/day."""
+    d = [[1.0] * 3, [2.0, 0.5, 1.0] * 7, [7.0] * 20 + [1 / 24]]
+    out = estimate_rates(_state(d, [[True] * len(x) for x in d], alpha=0.5, beta=3.5))
+    assert out["rate_is_lower_bound"].to_list() == [True, True, True]
+    rates = out["change_rate"].to_list()
+    assert rates[0] == pytest.approx(math.log(6))  # ln(2n)/interval
+    for lam, ds in zip(rates[1:], d[1:], strict=True):
+        # unequal intervals: the rate at which half an unchanged interval was expected
+        assert np.exp(-lam * np.array(ds)).sum() == pytest.approx(0.5, rel=1e-9)
+    # one changed hour among weekly visits: fast, but not ln(43) per hour (~90/day)
+    assert 10 < rates[2] < 20
+    # one unchanged interval: a finite root, below the cap the all-changed page gets
+    one_quiet = estimate_rates(_state([[1.0] * 3], [[True, False, True]], alpha=0.5, beta=3.5))
+    assert one_quiet["rate_is_lower_bound"].item() is False
+    assert 0 < one_quiet["change_rate"].item() < math.log(7)
+
+
+def test_all_changed_rate_never_drops_with_one_more_change() -> None:
+    """Unequal intervals: appending a changed interval to an all-changed history, or seeing
+    the one unchanged interval of a history changed instead, never lowers the estimate."""
+    rng = np.random.default_rng(11)
+    rows = [
+        rng.choice([1 / 24, 0.25, 1.0, 3.0, 7.0, 30.0], int(k)).tolist()
+        for k in rng.integers(1, 25, 300)
+    ]
+    extra = rng.choice([1 / 24, 1.0, 30.0], len(rows)).tolist()
+    before = estimate_rates(_state(rows, [[True] * len(d) for d in rows]))["change_rate"]
+    longer = [d + [x] for d, x in zip(rows, extra, strict=True)]
+    after = estimate_rates(_state(longer, [[True] * len(d) for d in longer]))["change_rate"]
+    assert (after.to_numpy() >= before.to_numpy() * (1 - 1e-9)).all()
+    one_quiet = [[True] * len(d) + [False] for d in rows]
+    quiet = estimate_rates(_state(longer, one_quiet))["change_rate"]
+    assert (after.to_numpy() >= quiet.to_numpy() * (1 - 1e-9)).all()
 
 
 def test_monotone_in_number_of_changes() -> None:

@@ -21,9 +21,16 @@ decreases in λ: the root is unique and Newton from the exposure estimate (alway
 climbs monotonically to it in a handful of steps.
 
 When every observed interval saw a change, the data only say "at least as fast as we sample":
-the likelihood has no maximum, the estimate is capped at min(max_rate_per_day, ln(2n + 1) /
-shortest interval) (the largest finite value of Cho's estimator at n regular visits, at the
-fastest rate we have sampled, so that one more change never lowers the estimate) and flagged.
+the likelihood has no maximum, and the estimate is the sampling rate λ* at which half an
+unchanged interval was to be expected, Σ_i e^{−λ*Δ_i} = 1/2, capped at max_rate_per_day and
+flagged ``rate_is_lower_bound``. At n regular visits that is ln(2n)/Δ, next to ln(2n + 1)/Δ,
+the largest finite value of Cho's estimator. With unequal intervals every interval counts by
+how likely it was to be seen unchanged, so one short interval does not set the rate alone
+(ln(2n + 1)/shortest interval would), and one more changed interval adds a term to the sum,
+so it never lowers the estimate. The class prior is not let pull
+such a page down: its pseudo-exposure of "no change" held an all-changed page near 3 changes
+per interval after 20 fetches however fast it was, which cost 0.02 of median |log error| over
+pages within 10x of the sampling rate (docs/scheduling.md, estimator table).
 
 Old observations can be discounted (exponential forgetting, ``obs_half_life_days`` column or
 ``HALF_LIFE_DAYS``): each observation then counts 2^(−age/h) in both sums. Off by default: on
@@ -55,8 +62,8 @@ DEFAULT_CLASS = "default"
 #: pseudo-exposure beta is at most one day: it weighs like a day of observation, so a few
 #: fetches override it. science.md §3 measured that beta = 7 days still biases a daily page
 #: −15 % after 50 daily fetches; the benchmark (docs/scheduling.md) measured the median
-#: |log error| at 20 fetches over pages within 10x of the sampling rate at 0.44 with
-#: (0.5, 3.5) and 0.32 with (1/7, 1), at no cost in freshness (freshness barely depends on
+#: |log error| at 20 fetches over pages within 10x of the sampling rate at 0.35 with
+#: (0.5, 3.5) and 0.29 with (1/7, 1), at no cost in freshness (freshness barely depends on
 #: the prior, rate reports do). Means by page type follow seed doc 004 (index 6 h, listing
 #: 1 d, detail 3 d, archive 30 d).
 PRIORS_BY_CLASS: dict[str, tuple[float, float]] = {
@@ -264,6 +271,36 @@ def _solve_censored(
     return lam
 
 
+def _sampling_rate(
+    row: np.ndarray, d: np.ndarray, rows: np.ndarray, n_obs: np.ndarray, iterations: int = 60
+) -> np.ndarray:
+    """λ* with Σ_i e^{−λ*Δ_i} = 1/2 for the masked rows (NaN elsewhere).
+
+    The left side is convex and decreasing in λ, so Newton from ln(2n)/longest interval (where
+    the sum is at least 1/2) climbs monotonically to the root.
+    """
+    n = rows.shape[0]
+    entries = np.flatnonzero(rows[row])
+    r, dd = row[entries], d[entries]
+    longest = np.zeros(n)
+    np.maximum.at(longest, r, dd)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lam = np.where(rows, np.log(2.0 * n_obs) / longest, np.nan)
+    active = rows.copy()
+    for _ in range(iterations):
+        e = np.exp(-lam[r] * dd)
+        f = np.bincount(r, weights=e, minlength=n) - 0.5
+        slope = -np.bincount(r, weights=dd * e, minlength=n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step = np.where(active & (slope < 0), -f / slope, 0.0)
+        step = np.maximum(np.nan_to_num(step, nan=0.0, posinf=0.0), 0.0)
+        lam = lam + step
+        active = active & (step > 1e-12 * lam)
+        if not active.any():
+            break
+    return lam
+
+
 def _forgetting_weights(state: pl.DataFrame, row: np.ndarray, d: np.ndarray) -> np.ndarray:
     """Weight 2^{−age/h} of each observation, age = days from its end to the latest fetch.
 
@@ -392,26 +429,14 @@ def _estimate_arrays(
     lower_bound = (n_obs > 0) & (n_changes == n_obs)
 
     cap = np.full(n, float(max_rate_per_day))
-    if lower_bound.any():
-        lb_rows = np.flatnonzero(lower_bound)
-        # The fastest we have sampled: a page that changed in every interval, however short,
-        # is "at least as fast as that". Using the shortest interval (not a typical one) keeps
-        # the estimate monotone: one more change can never lower it.
-        shortest = (
-            pl.DataFrame({"row": row, "d": d})
-            .filter(pl.col("row").is_in(lb_rows))
-            .group_by("row")
-            .agg(pl.col("d").min())
-        )
-        fastest = np.ones(n)
-        fastest[shortest["row"].to_numpy()] = shortest["d"].to_numpy()
-        sampling_cap = np.log(2.0 * n_obs + 1.0) / fastest
-        cap = np.where(lower_bound, np.minimum(cap, sampling_cap), cap)
-
+    stop_at = np.where(lower_bound, 0.0, cap)  # those rows take the sampling rate: no root
     lam = _solve_censored(
-        alpha, beta, s_unchanged, x_w, s_changed, row[c], d[c], cap, iterations, wt[c]
+        alpha, beta, s_unchanged, x_w, s_changed, row[c], d[c], stop_at, iterations, wt[c]
     )
     lam = np.minimum(np.where(np.isfinite(lam), lam, cap), cap)
+    if lower_bound.any():
+        sampled = _sampling_rate(row, d, lower_bound, n_obs)
+        lam = np.where(lower_bound, np.minimum(sampled, cap), lam)
     return lam, n_obs, n_changes, lower_bound
 
 
