@@ -12,12 +12,22 @@ host_buckets = 256                 # Dagster partitions are hash buckets of host
 
 [planning]
 objective = "capture"              # or "freshness" (the default), see below
+cost = "credits"                   # or "fetches" (the default) or "bytes", see below
+
+[planning.credits]                 # with cost = "credits": what one fetch of a class costs
+product = 5                        # e.g. fetched through a rendering API
+default = 1                        # every other class (1 when omitted)
 ```
 
 ``objective``: "freshness" keeps the value-weighted share of fresh copies highest (pages that
 change far faster than the budget can follow get less); "capture" counts every change a fetch
 catches, so the fastest pages get the most (a change feed, an archive). A run's
 ``resources.cycle.config.objective`` overrides it for that run.
+
+``cost``: what a page's gain is divided by (science.cost). "fetches" counts every fetch alike;
+"bytes" uses the mean bytes a request of that host and URL class transferred over the last
+30 days of fetch_log (304s are cheap); "credits" the ``[planning.credits]`` table. The budget
+still counts fetches; the cost decides which fetches it buys.
 
 ``host_buckets`` (default 0: one Dagster partition per host) is read when the code location
 loads, so restart `dagster dev` after changing it. The warehouse keeps one file per host either
@@ -30,6 +40,7 @@ change observation), not a wave of false changes.
 
 from __future__ import annotations
 
+import math
 import tomllib
 import zlib
 from collections.abc import Mapping
@@ -38,12 +49,14 @@ from pathlib import Path
 
 import polars as pl
 
+from freshness_pipeline.science.cost import COST_BASES
 from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION
 from freshness_pipeline.science.normalize import TRACKING_PARAMS
 
 CONFIG_FILE = "freshness.toml"
 MAX_HOST_BUCKETS = 4096
 OBJECTIVES = ("freshness", "capture")
+PLANNING_KEYS = frozenset({"objective", "cost", "credits"})
 
 
 class ConfigError(ValueError):
@@ -70,6 +83,8 @@ class PipelineConfig:
     class_selectors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     host_buckets: int = 0
     objective: str = "freshness"
+    cost_basis: str = "fetches"
+    class_credits: Mapping[str, float] = field(default_factory=dict)
 
     def strip_params_for(self, host: str) -> frozenset[str]:
         return TRACKING_PARAMS | frozenset(self.host_strip_params.get(host, ()))
@@ -112,25 +127,42 @@ def load_config(home: Path) -> PipelineConfig:
         classes[url_class] = _strings(
             settings.get("selectors", []), f"{path}: url_classes.{url_class}.selectors"
         )
+    planning = data.get("planning")
+    if planning is None:
+        planning = {}
+    if not isinstance(planning, dict) or set(planning) - PLANNING_KEYS:
+        raise ConfigError(f"{path}: [planning] takes only {', '.join(sorted(PLANNING_KEYS))}")
     return PipelineConfig(
         host_strip_params=hosts,
         class_selectors=classes,
         host_buckets=_host_buckets(data.get("partitioning"), path),
-        objective=_objective(data.get("planning"), path),
+        objective=_choice(planning, "objective", OBJECTIVES, path),
+        cost_basis=_choice(planning, "cost", COST_BASES, path),
+        class_credits=_credits(planning.get("credits", {}), path),
     )
 
 
-def _objective(section: object, path: Path) -> str:
-    if section is None:
-        return "freshness"
-    if not isinstance(section, dict) or set(section) - {"objective"}:
-        raise ConfigError(f"{path}: [planning] takes only objective")
-    value = section.get("objective", "freshness")
-    if value not in OBJECTIVES:
+def _choice(section: dict, key: str, allowed: tuple[str, ...], path: Path) -> str:
+    value = section.get(key, allowed[0])
+    if value not in allowed:
         raise ConfigError(
-            f"{path}: planning.objective must be one of {', '.join(OBJECTIVES)}, not {value!r}"
+            f"{path}: planning.{key} must be one of {', '.join(allowed)}, not {value!r}"
         )
     return value
+
+
+def _credits(section: object, path: Path) -> dict[str, float]:
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: [planning.credits] must be a table of URL class = credits")
+    credits: dict[str, float] = {}
+    for url_class, value in section.items():
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not ok or not math.isfinite(value) or value <= 0:
+            raise ConfigError(
+                f"{path}: planning.credits.{url_class} must be a positive number, not {value!r}"
+            )
+        credits[url_class.strip().lower()] = float(value)
+    return credits
 
 
 def _host_buckets(section: object, path: Path) -> int:

@@ -27,7 +27,11 @@ T1 = DEFAULT_START + timedelta(hours=6)
         ("[url_classes.article]\nselectors = [1]\n", "url_classes.article.selectors"),
         ('[hosts."a.example"]\ncolour = 1\n', "takes only strip_params"),
         ('[planning]\nobjective = "speed"\n', "planning.objective must be one of"),
-        ("[planning]\nbudget = 3\n", "takes only objective"),
+        ("[planning]\nbudget = 3\n", "takes only cost, credits, objective"),
+        ('[planning]\ncost = "dollars"\n', "planning.cost must be one of fetches, bytes"),
+        ("[planning.credits]\nproduct = -2\n", "planning.credits.product must be a positive"),
+        ('[planning.credits]\nproduct = "5"\n', "planning.credits.product must be a positive"),
+        ("[planning]\ncredits = 3\n", r"\[planning.credits\] must be a table"),
     ],
 )
 def test_bad_config_is_named(tmp_path, text, message):
@@ -100,3 +104,45 @@ def test_the_objective_switch_changes_what_a_fetch_is_worth(tmp_path):
     assert gains["capture"].len() == gains["freshness"].len() > 0
     assert gains["capture"].max() <= 1.0
     assert gains["freshness"].min() > 1.0
+
+
+def test_cost_basis_prices_page_types(tmp_path):
+    """[planning] cost: "credits" divides each page's gain by its class's credits; "bytes" by
+    what its host and class's requests transferred (from fetch_log), so after a real cycle the
+    plan's cost follows the bytes each class sent."""
+    os.environ.setdefault("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
+    world = build_world(
+        7, start=DEFAULT_START, horizon_days=1, sites=[SiteSpec("honest", "honest", 30)]
+    )
+    home = tmp_path / "home"
+    with SyntheticWeb(world) as web:
+        web.set_now(DEFAULT_START)
+        seeds = web.seeds_csv(tmp_path / "seeds.csv", variants=False).read_bytes()
+        load_seeds(home, seeds, added_at=DEFAULT_START)
+        run_cycle(home, DEFAULT_START, budget=1000)  # fetch everything once: fetch_log
+        plans = {}
+        for text in (
+            '[planning]\ncost = "credits"\n[planning.credits]\nproduct = 10\ndefault = 2\n',
+            '[planning]\ncost = "bytes"\n',
+            "",
+        ):
+            (home / "freshness.toml").write_text(text)
+            run_cycle(home, T1, dry_run=True)
+            plans[text.split("\n")[1] if text else "fetches"] = Warehouse(home).read("revisit_plan")
+    base = plans["fetches"].select("url", "url_class", pl.col("cost").alias("base"))
+
+    def type_cost(name: str) -> pl.DataFrame:
+        """Cost over the "fetches" plan's (host health, a URL's errors): the page type's part."""
+        return base.join(plans[name].select("url", "cost"), on="url").with_columns(
+            (pl.col("cost") / pl.col("base")).alias("ratio")
+        )
+
+    credits = type_cost('cost = "credits"').group_by("url_class").agg(pl.col("ratio").unique())
+    assert credits.height > 1
+    for url_class, ratios in credits.iter_rows():
+        assert ratios == pytest.approx([10.0 if url_class == "product" else 2.0]), url_class
+    log = Warehouse(home).read("fetch_log").join(base, on="url")
+    mean_bytes = log.group_by("url_class").agg(pl.col("bytes").mean()).sort("bytes")
+    priced = type_cost('cost = "bytes"').group_by("url_class").agg(pl.col("ratio").mean())
+    assert priced["ratio"].n_unique() > 1
+    assert priced.sort("ratio")["url_class"].to_list() == mean_bytes["url_class"].to_list()

@@ -6,7 +6,7 @@ url_state, the change prior, robots crawl-delays, last cycle's host health) and 
 cycle's now.
 """
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import dagster as dg
 import polars as pl
@@ -16,6 +16,7 @@ from freshness_pipeline.assets.common import cycle_asset, run_hosts
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, WarehouseResource
+from freshness_pipeline.science.cost import bytes_cost, credits_cost
 from freshness_pipeline.science.eb import expected_gains
 from freshness_pipeline.science.hints import host_trust, lastmod_hints
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
@@ -26,6 +27,8 @@ ERROR_COST_WEIGHT = 3.0
 # A URL that moved for good, or whose content another URL of its host duplicates, is only a
 # second copy: it is re-checked now and then (in case it diverges), not kept fresh.
 SECOND_COPY_COST = 8.0
+# How far back fetch_log is read to price a page type by the bytes its requests transfer.
+BYTES_HISTORY = timedelta(days=30)
 
 
 def host_health(results: pl.DataFrame, hosts: list[str]) -> pl.DataFrame:
@@ -125,6 +128,20 @@ def plan_inputs(
     )
 
 
+def page_type_cost(
+    inputs: pl.DataFrame, settings: PipelineConfig, log: pl.DataFrame | None
+) -> pl.Series:
+    """Each candidate's cost basis (science.cost): 1, its class's credits, or its type's bytes
+    per request relative to an average request (``log``: fetch_log rows, with url)."""
+    if settings.cost_basis == "credits":
+        return inputs.select(credits_cost(pl.col("url_class"), settings.class_credits)).to_series()
+    if settings.cost_basis == "bytes" and log is not None:
+        classes = inputs.select("url", "url_class").unique("url")
+        priced = log.select("url", "host", "bytes").join(classes, on="url", how="left")
+        return bytes_cost(inputs.select("host", "url_class"), priced)
+    return pl.Series("cost", [1.0] * inputs.height, dtype=pl.Float64)
+
+
 def with_lastmod_hints(inputs: pl.DataFrame, evidence: pl.DataFrame, now: datetime) -> pl.DataFrame:
     """Add ``hinted_change``: what a host's sitemap lastmod says about each page since we last
     saw it, only on hosts whose lastmod has proven accurate against our own fetches."""
@@ -154,6 +171,8 @@ def revisit_plan(
         wh.read("lastmod_evidence", hosts),
         now,
     )
+    log = wh.read_fetch_log(hosts, now - BYTES_HISTORY) if settings.cost_basis == "bytes" else None
+    inputs = inputs.with_columns(pl.col("cost") * page_type_cost(inputs, settings, log))
     config = PlanConfig(objective=cycle.plan_objective(settings))  # type: ignore[arg-type]
     # What a fetch now is worth under the change prior url_state fit last cycle.
     inputs = inputs.with_columns(
@@ -182,5 +201,6 @@ def revisit_plan(
                 int(plan["hinted_change"].is_not_null().sum())
             ),
             "expected_gain": dg.MetadataValue.float(float(selected["expected_gain"].sum() or 0.0)),
+            "cost_basis": dg.MetadataValue.text(settings.cost_basis),
         },
     )
