@@ -1250,7 +1250,8 @@ outside the band.
   seen a few times and for pages changing 16+ times per interval (it knows how many such pages
   there are); it is about equal at 0.4-2.5/day and worse at 2.5-16/day, where "changed at
   every fetch" cannot tell 4/day from 40/day and the posterior mean averages over the
-  population's fast pages while `estimate_rates` reports ln(2n + 1)/shortest interval. url_state keeps
+  population's fast pages while `estimate_rates` reports the rate at which half an
+  unchanged interval was to be expected (ln(2n)/interval at regular visits). url_state keeps
   reporting `estimate_rates`; the plan uses the whole posterior, not a point estimate.
 * Issue 3's target for rates is a median |log error| of at most 0.25 at 20 observations over
   pages within 10x of the sampling rate. `estimate_rates` reaches {band_err(OURS_EST, 20)}. An
