@@ -40,11 +40,16 @@ def test_bad_config_is_named(tmp_path, text, message):
         load_config(tmp_path)
 
 
-def test_strip_params_and_selectors_take_effect(tmp_path):
+def honest_world(seed: int, pages: int):
+    """One honest synthetic host of ``pages`` pages over a day, served on loopback."""
     os.environ.setdefault("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
-    world = build_world(
-        3, start=DEFAULT_START, horizon_days=1, sites=[SiteSpec("honest", "honest", 12)]
+    return build_world(
+        seed, start=DEFAULT_START, horizon_days=1, sites=[SiteSpec("honest", "honest", pages)]
     )
+
+
+def test_strip_params_and_selectors_take_effect(tmp_path):
+    world = honest_world(3, pages=12)
     home = tmp_path / "home"
     with SyntheticWeb(world) as web:
         web.set_now(DEFAULT_START)
@@ -84,10 +89,7 @@ def test_the_objective_switch_changes_what_a_fetch_is_worth(tmp_path):
     """[planning] objective: "capture" scores a fetch by the chance it catches a change (at
     most 1), "freshness" by the days of fresh copy it buys (a never-fetched page: the expected
     time to its next change, many days)."""
-    os.environ.setdefault("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
-    world = build_world(
-        5, start=DEFAULT_START, horizon_days=1, sites=[SiteSpec("honest", "honest", 12)]
-    )
+    world = honest_world(5, pages=12)
     home = tmp_path / "home"
     gains = {}
     with SyntheticWeb(world) as web:
@@ -110,10 +112,7 @@ def test_cost_basis_prices_page_types(tmp_path):
     """[planning] cost: "credits" divides each page's gain by its class's credits; "bytes" by
     what its host and class's requests transferred (from fetch_log), so after a real cycle the
     plan's cost follows the bytes each class sent."""
-    os.environ.setdefault("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
-    world = build_world(
-        7, start=DEFAULT_START, horizon_days=1, sites=[SiteSpec("honest", "honest", 30)]
-    )
+    world = honest_world(7, pages=30)
     home = tmp_path / "home"
     with SyntheticWeb(world) as web:
         web.set_now(DEFAULT_START)
