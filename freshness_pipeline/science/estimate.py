@@ -37,6 +37,13 @@ Old observations can be discounted (exponential forgetting, ``obs_half_life_days
 the benchmark's bursty web it bought under 0.5 % of freshness and on the periodic web it cost
 up to 2 % (docs/scheduling.md), because it throws away evidence that stationary pages need; it
 is there for page types known to change behaviour.
+
+Content ages (``AGE_COLUMN``): a fetch that finds changed content may also tell how long ago it
+changed (a trusted Last-Modified header). A changed interval whose last change is known to be a
+days before the fetch has likelihood λ e^{−λa} instead of the censored 1 − e^{−λΔ}: it is one
+change over an exposure of a (the conjugate update α + 1, β + a) and leaves the censored sum.
+A page changed at every visit is then no longer only bounded below once one of its changes
+carries an age.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ import numpy as np
 import polars as pl
 
 __all__ = [
+    "AGE_COLUMN",
     "DEFAULT_CLASS",
     "PRIORS_BY_CLASS",
     "append_observations",
@@ -57,6 +65,15 @@ __all__ = [
 ]
 
 DEFAULT_CLASS = "default"
+
+#: url_state list column of content ages, aligned with ``obs_interval_days``: per fetch, the days
+#: since the content last changed (server Date minus a trusted Last-Modified), null = unknown. A
+#: null list (or no column) means no age is known for that row.
+AGE_COLUMN = "obs_age_days"
+#: An age up to this share (plus ``_AGE_SLACK_DAYS``) past its interval is rounding (clock skew,
+#: second-resolution headers) and is clipped to the interval; a larger one is not trusted.
+_AGE_SLACK = 1e-3
+_AGE_SLACK_DAYS = 1e-6
 
 #: (alpha, beta in days) per URL class: prior mean alpha/beta changes per day. The
 #: pseudo-exposure beta is at most one day: it weighs like a day of observation, so a few
@@ -127,15 +144,33 @@ def append_observations(
     cycle with the same ``now`` yields a zero interval, which carries no information and would
     otherwise count as a free "unchanged". Observations for URLs absent from ``state`` are
     ignored (the state defines the universe); a URL observed twice is a caller bug and raises.
+
+    Content ages: ``observations`` may carry ``age_days`` (Float64, null = unknown). When it
+    does or ``state`` has ``AGE_COLUMN``, the result has ``AGE_COLUMN`` kept aligned with the
+    interval lists: a row's null age list is padded with nulls to its history's length before
+    the new age is appended, and it is cut to the last ``max_obs`` like the others. Without
+    either, the result has no age column (exactly as before ages existed).
     """
     if max_obs < 1:
         raise ValueError("max_obs must be >= 1")
     if observations["url"].is_duplicated().any():
         raise ValueError("observations must hold at most one row per url")
+    with_ages = AGE_COLUMN in state.columns or "age_days" in observations.columns
     obs = observations.select(
         pl.col("url"),
         pl.col("interval_days").cast(pl.Float64).alias("_obs_interval"),
         pl.col("changed").cast(pl.Boolean).alias("_obs_changed"),
+        *(
+            [
+                (
+                    pl.col("age_days").cast(pl.Float64)
+                    if "age_days" in observations.columns
+                    else pl.lit(None, dtype=pl.Float64)
+                ).alias("_obs_age")
+            ]
+            if with_ages
+            else []
+        ),
     ).filter(
         pl.col("_obs_interval").is_finite()
         & (pl.col("_obs_interval") > 0)
@@ -146,13 +181,15 @@ def append_observations(
     base = state.with_columns(
         pl.col("obs_interval_days").cast(list_f), pl.col("obs_changed").cast(list_b)
     )
+    if with_ages:
+        base = base.with_columns(aligned_ages(base).alias(AGE_COLUMN))
     if obs.height == 0:
         return base
     joined = base.join(obs, on="url", how="left", maintain_order="left")
     has = pl.col("_obs_interval").is_not_null()
     empty_f = pl.lit([], dtype=list_f)
     empty_b = pl.lit([], dtype=list_b)
-    return joined.with_columns(
+    appended = [
         pl.when(has)
         .then(
             pl.concat_list(
@@ -169,7 +206,71 @@ def append_observations(
         )
         .otherwise(pl.col("obs_changed"))
         .alias("obs_changed"),
-    ).drop("_obs_interval", "_obs_changed")
+    ]
+    if with_ages:
+        # a null age list stands for "all unknown": make it that many nulls so the new age
+        # lands at the position of the new interval
+        padded = (
+            pl.when(pl.col(AGE_COLUMN).is_null())
+            .then(_null_list_like("obs_interval_days").fill_null(empty_f))
+            .otherwise(pl.col(AGE_COLUMN))
+        )
+        appended.append(
+            pl.when(has)
+            .then(pl.concat_list(padded, pl.col("_obs_age")).list.tail(max_obs))
+            .otherwise(pl.col(AGE_COLUMN))
+            .alias(AGE_COLUMN)
+        )
+    return joined.with_columns(appended).drop(
+        "_obs_interval", "_obs_changed", *(["_obs_age"] if with_ages else [])
+    )
+
+
+def _null_list_like(intervals: str) -> pl.Expr:
+    """A list of nulls (Float64) as long as each row's ``intervals`` list (null stays null)."""
+    return pl.col(intervals).list.eval(pl.element().cast(pl.Float64) * pl.lit(None, pl.Float64))
+
+
+def aligned_ages(state: pl.DataFrame, intervals: str = "obs_interval_days") -> pl.Series:
+    """``AGE_COLUMN`` as a List(Float64) series aligned with ``intervals``: a null list (or no
+    column) becomes as many nulls as the row's intervals (null where the intervals are null).
+
+    A non-null age list of another length than the row's intervals raises ValueError: the
+    ages could not be matched to their fetches.
+    """
+    list_f = pl.List(pl.Float64)
+    if AGE_COLUMN not in state.columns:
+        return state.select(_null_list_like(intervals).cast(list_f).alias(AGE_COLUMN))[AGE_COLUMN]
+    frame = state.select(
+        pl.col(intervals).cast(list_f).alias("_d"), pl.col(AGE_COLUMN).cast(list_f).alias("_a")
+    )
+    bad = frame.select(
+        (
+            pl.col("_a").is_not_null()
+            & (pl.col("_a").list.len() != pl.col("_d").list.len().fill_null(0))
+        ).any()
+    ).item()
+    if bad:
+        raise ValueError(f"{AGE_COLUMN} must be null or as long as {intervals} in every row")
+    return frame.select(
+        pl.when(pl.col("_a").is_null())
+        .then(_null_list_like("_d"))
+        .otherwise(pl.col("_a"))
+        .alias(AGE_COLUMN)
+    )[AGE_COLUMN]
+
+
+def clean_ages(age: np.ndarray, interval: np.ndarray) -> np.ndarray:
+    """Usable content ages of changed intervals: an age in [0, Δ] as is, one a hair past Δ
+    (at most Δ·1.001 + 1e-6 days: clock skew, header rounding) clipped to Δ; NaN otherwise
+    (unknown, negative, or too long to be the age of a change inside the interval)."""
+    age = np.asarray(age, dtype=np.float64)
+    interval = np.asarray(interval, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        ok = (
+            np.isfinite(age) & (age >= 0) & (age <= interval * (1.0 + _AGE_SLACK) + _AGE_SLACK_DAYS)
+        )
+    return np.where(ok, np.minimum(age, interval), np.nan)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,8 +288,13 @@ def _phi_and_slope(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return phi, slope
 
 
-def _flatten(state: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(row index, interval, changed) of every valid observation, as flat numpy arrays."""
+def _flatten_with_ages(
+    state: pl.DataFrame,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """(row index, interval, changed, content age) of every valid observation, as flat numpy
+    arrays; the ages (NaN = unknown) are None when the state has no ``AGE_COLUMN`` or no age
+    in it is known."""
+    with_ages = AGE_COLUMN in state.columns and state[AGE_COLUMN].null_count() < state.height
     lists = state.select(
         pl.col("obs_interval_days").cast(pl.List(pl.Float64)).alias("d"),
         pl.col("obs_changed").cast(pl.List(pl.Boolean)).alias("c"),
@@ -198,15 +304,25 @@ def _flatten(state: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ).item()
     if mismatch:
         raise ValueError("obs_interval_days and obs_changed must have equal lengths per row")
+    columns = ["d", "c"]
+    if with_ages:
+        lists = lists.with_columns(aligned_ages(state).alias("a"))
+        columns.append("a")
     flat = (
         lists.with_row_index("row")
-        .explode(["d", "c"])
+        .explode(columns)
         .filter(pl.col("d").is_finite() & (pl.col("d") > 0) & pl.col("c").is_not_null())
     )
+    age = None
+    if with_ages:
+        age = flat["a"].fill_null(np.nan).to_numpy().astype(np.float64, copy=False)
+        if not np.isfinite(age).any():
+            age = None
     return (
         flat["row"].to_numpy().astype(np.int64, copy=False),
         flat["d"].to_numpy().astype(np.float64, copy=False),
         flat["c"].to_numpy().astype(bool, copy=False),
+        age,
     )
 
 
@@ -340,10 +456,13 @@ def estimate_rates(
     """Add ``change_rate``, ``n_obs``, ``n_changes`` and ``rate_is_lower_bound`` to ``state``.
 
     Needs ``obs_interval_days`` (list[f64]), ``obs_changed`` (list[bool]), ``prior_alpha`` and
-    ``prior_beta``. Null or empty history gives the prior mean α/β. Invalid observations (null,
-    non-positive or non-finite interval) are skipped. Vectorized over all rows: one bincount per
-    Newton step over the flattened observations; ``iterations`` bounds the steps, which are
-    typically 3–8 (about 6 s for 1M URLs x 20 observations on 2 cores, benchmarks/scale_plan.py).
+    ``prior_beta``; reads ``AGE_COLUMN`` (list[f64], content ages) when present (module
+    docstring: an aged change is one change over exposure a, and a page changed at every visit
+    with at least one aged change is not a lower bound). Null or empty history gives the prior
+    mean α/β. Invalid observations (null, non-positive or non-finite interval) are skipped.
+    Vectorized over all rows: one bincount per Newton step over the flattened observations;
+    ``iterations`` bounds the steps, which are typically 3–8 (about 6 s for 1M URLs x 20
+    observations on 2 cores, benchmarks/scale_plan.py).
 
     ``only_rows`` (a boolean mask, one entry per row; null counts as False) makes the update
     incremental: only those rows are re-estimated and every other row keeps the four columns it
@@ -419,14 +538,26 @@ def _estimate_arrays(
     """(change_rate, n_obs, n_changes, rate_is_lower_bound) of every row, from its history."""
     n = state.height
     alpha, beta = _prior_arrays(state)
-    row, d, c = _flatten(state)
+    row, d, c, age = _flatten_with_ages(state)
     n_obs = np.bincount(row, minlength=n)
     n_changes = np.bincount(row[c], minlength=n)
     wt = _forgetting_weights(state, row, d)
-    x_w = np.bincount(row[c], weights=wt[c], minlength=n)
     s_unchanged = np.bincount(row[~c], weights=wt[~c] * d[~c], minlength=n)
-    s_changed = np.bincount(row[c], weights=wt[c] * d[c], minlength=n)
     lower_bound = (n_obs > 0) & (n_changes == n_obs)
+    if age is not None:
+        # a changed interval with a known content age a: one change over exposure a
+        # (likelihood λ e^{−λa}, the conjugate update α + 1, β + a); it leaves the censored set
+        a = clean_ages(age, d)
+        aged = c & np.isfinite(a)
+        if aged.any():
+            alpha = alpha + np.bincount(row[aged], weights=wt[aged], minlength=n)
+            s_unchanged = s_unchanged + np.bincount(
+                row[aged], weights=wt[aged] * a[aged], minlength=n
+            )
+            lower_bound &= np.bincount(row[aged], minlength=n) == 0
+            c = c & ~aged
+    x_w = np.bincount(row[c], weights=wt[c], minlength=n)
+    s_changed = np.bincount(row[c], weights=wt[c] * d[c], minlength=n)
 
     cap = np.full(n, float(max_rate_per_day))
     stop_at = np.where(lower_bound, 0.0, cap)  # those rows take the sampling rate: no root
