@@ -101,6 +101,7 @@ FETCH_RESULTS = {
     "retry_after_s": pl.Float64,
     "error": pl.String,
     "sent": pl.Boolean,
+    "content_age_days": pl.Float64,
 }
 
 FETCH_LOG = {
@@ -149,6 +150,7 @@ URL_STATE = {
     "consecutive_errors": pl.Int64,
     "obs_interval_days": pl.List(pl.Float64),
     "obs_changed": pl.List(pl.Boolean),
+    "obs_age_days": pl.List(pl.Float64),
 }
 
 # One row per fetch that graded a sitemap lastmod (did it say "changed" when the page had?).

@@ -13,6 +13,7 @@ import tracemalloc
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import pytest
 from aiohttp import web
@@ -24,6 +25,7 @@ from freshness_pipeline.web.client import (
     FetchRequest,
     FetchResult,
     FetchSettings,
+    content_age_days,
     fetch_all,
     fetch_all_sync,
     host_key,
@@ -121,6 +123,37 @@ def test_settings_validate_user_agent() -> None:
         FetchSettings(user_agent="Mozilla/5.0")
     with pytest.raises(ValueError):
         FetchSettings(host_concurrency=0)
+
+
+def test_content_age_is_measured_on_the_servers_clock() -> None:
+    lm = "Tue, 01 Dec 2026 00:00:00 GMT"
+    assert content_age_days(lm, "Wed, 02 Dec 2026 12:00:00 GMT") == 1.5
+    # no Date: the local clock stands in
+    local = datetime(2026, 12, 1, 6, tzinfo=UTC)
+    assert content_age_days(lm, None, now=local) == 0.25
+    assert content_age_days(lm, "not a date", now=local) == 0.25
+    # "generated now", the future, and nonsense date nothing
+    assert content_age_days(lm, "Tue, 01 Dec 2026 00:00:01 GMT") is None
+    assert content_age_days(lm, "Mon, 30 Nov 2026 00:00:00 GMT") is None
+    assert content_age_days("yesterday", "Tue, 01 Dec 2026 00:00:01 GMT") is None
+    assert content_age_days(None, "Tue, 01 Dec 2026 00:00:01 GMT") is None
+
+
+def test_a_body_reports_its_content_age_and_a_304_does_not() -> None:
+    lm = "Tue, 01 Dec 2026 00:00:00 GMT"
+
+    async def go() -> list[FetchResult]:
+        dated = {"Last-Modified": lm, "Date": "Tue, 01 Dec 2026 06:00:00 GMT"}
+        routes = {"/a": text("a", **dated), "/b": status(304, **dated), "/c": text("c")}
+        async with serve(routes) as server:
+            return await run(
+                [req(server, "/a"), req(server, "/b", last_modified=lm), req(server, "/c")]
+            )
+
+    a, b, c = run_sync(go())
+    assert a.outcome == "new" and a.content_age_days == 0.25
+    assert b.outcome == "not_modified" and b.content_age_days is None
+    assert c.content_age_days is None
 
 
 def test_parse_retry_after() -> None:

@@ -223,3 +223,48 @@ def test_the_change_prior_is_fit_from_url_state_and_scores_the_next_plan():
     assert plan["expected_gain"].to_list() == pytest.approx(gains.to_list())
     # six hours after the last fetch a page that changed at every fetch is the better buy
     assert sorted(plan.filter("selected")["url"].to_list()) == urls[3:]
+
+
+def test_content_ages_are_kept_for_dating_hosts_only_and_dropped_when_trust_goes():
+    url = "http://a.example/p"
+    cands = candidates(url)
+
+    def fetch(previous, at, outcome, fp, age, dating):
+        res = results(
+            [
+                {
+                    "url": url,
+                    "fetched_at": at,
+                    "outcome": outcome,
+                    "http_status": 200,
+                    "fingerprint": fp,
+                    "content_age_days": age,
+                }
+            ]
+        )
+        plan = plan_for([url])
+        state, _ = update_state(previous, cands, res, plan, at, dating_hosts=dating)
+        return state
+
+    times = [T0 + timedelta(hours=6 * i) for i in range(5)]
+    s = fetch(tables.empty("url_state"), times[0], "new", "f0", 30.0, [HOST])
+    assert s["obs_age_days"][0] is None or s["obs_age_days"][0].to_list() == []
+    s = fetch(s, times[1], "changed", "f1", 0.1, [HOST])
+    s = fetch(s, times[2], "unchanged", "f1", 0.35, [HOST])  # no change: nothing to date
+    s = fetch(s, times[3], "changed", "f2", 3.0, [HOST])  # dated before our last look: lags
+    row = s.row(0, named=True)
+    assert row["obs_changed"] == [True, False, True]
+    assert row["obs_age_days"] == [0.1, None, None]
+    dated_rate = row["change_rate"]
+    # the same history on a host not (or no longer) trusted to date changes
+    s = fetch(s, times[4], "unchanged", "f2", 1.25, [])
+    row = s.row(0, named=True)
+    assert row["obs_age_days"] is None and len(row["obs_interval_days"]) == 4
+    undated = fetch(tables.empty("url_state"), times[0], "new", "f0", None, [])
+    for i, (outcome, fp) in enumerate([("changed", "f1"), ("unchanged", "f1"), ("changed", "f2")]):
+        undated = fetch(undated, times[i + 1], outcome, fp, None, [])
+    assert undated["obs_age_days"][0] is None
+    # the dated change moved the estimate; once the dates are dropped, it is the undated one
+    assert dated_rate != pytest.approx(undated["change_rate"][0], rel=1e-3)
+    undated = fetch(undated, times[4], "unchanged", "f2", None, [])
+    assert row["change_rate"] == pytest.approx(undated["change_rate"][0])

@@ -13,6 +13,7 @@ from freshness_pipeline.science.validators import (
     HISTORY_COLUMNS,
     TRUST_SCHEMA,
     TrustRules,
+    content_age_trust,
     drop_untrusted_validators,
     validator_trust,
 )
@@ -293,3 +294,62 @@ def test_trust_from_history_feeds_the_filter() -> None:
     assert out["etag"][0] is None and out["last_modified"][0] == LM1
     with pytest.raises(ValueError, match="requests lacks"):
         drop_untrusted_validators(plan().drop("etag"), trust_table())
+
+
+# ------------------------------------------------------------------ Last-Modified as a change date
+
+
+def ages_of(rows: pl.DataFrame, host: str = "h", **rules: float) -> dict:
+    trust = validator_trust(rows, TrustRules(**rules) if rules else None)  # type: ignore[arg-type]
+    out = content_age_trust(trust, TrustRules(**rules) if rules else None)  # type: ignore[arg-type]
+    assert out.columns == ["host", "ages_trusted", "ages_reason"]
+    return out.filter(pl.col("host") == host).row(0, named=True)
+
+
+LMS = [f"{d} Jan 2026 00:00:00 GMT" for d in ("Thu, 01", "Fri, 02", "Sat, 03", "Sun, 04")]
+
+
+def test_a_last_modified_dates_changes_only_after_moving_with_enough_of_them() -> None:
+    changing = [body(fp, lm=lm) for fp, lm in zip("ABCD", LMS, strict=True)]
+    quiet = [body("A", lm=LM1), not_modified("last_modified", "A", lm=LM1)]
+    two = frame(history("h", "/a", changing[:3]), history("h", "/q", quiet))
+    t = ages_of(two)
+    assert not t["ages_trusted"] and "fewer than 3" in t["ages_reason"]
+    three = frame(history("h", "/a", changing), history("h", "/q", quiet))
+    t = ages_of(three)
+    assert t["ages_trusted"] and t["ages_reason"] is None
+    assert ages_of(three, min_age_tracks=4)["ages_trusted"] is False
+
+
+def test_a_last_modified_that_lags_or_wanders_dates_nothing() -> None:
+    tracking = [body(fp, lm=lm) for fp, lm in zip("ABCD", LMS, strict=True)]
+    # one change in four under an unmoved Last-Modified, with conditional GETs allowed to
+    # live with it: dating changes by it is not
+    lagging = [body("A", lm=LM1), body("B", lm=LM1)]
+    t = ages_of(
+        frame(history("h", "/a", tracking), history("h", "/b", lagging)), max_stuck_share=0.5
+    )
+    assert not t["ages_trusted"] and t["ages_reason"] == "stayed on 1 of 4 content changes"
+    # a Last-Modified that moved on unchanged content in 1 of 4 checks
+    wandering = [body("A", lm=LMS[0]), body("A", lm=LMS[1])] + [
+        not_modified("last_modified", "A", lm=LMS[1]) for _ in range(3)
+    ]
+    t = ages_of(frame(history("h", "/a", tracking), history("h", "/w", wandering)))
+    assert not t["ages_trusted"] and "moved on 1 of 4 unchanged checks" in t["ages_reason"]
+    # the same with a tenth of them is tolerated
+    steady = [not_modified("last_modified", "A", lm=LMS[1]) for _ in range(6)]
+    t = ages_of(
+        frame(
+            history("h", "/a", tracking), history("h", "/w", wandering), history("h", "/s", steady)
+        )
+    )
+    assert t["ages_trusted"], t
+
+
+def test_a_last_modified_condemned_for_conditional_gets_dates_nothing_either() -> None:
+    stuck = [body("A", lm=LM1), body("B", lm=LM1), body("C", lm=LM1)]
+    tracking = [body(fp, lm=lm) for fp, lm in zip("ABCD", LMS, strict=True)]
+    t = ages_of(frame(history("h", "/a", tracking), history("h", "/b", stuck)))
+    assert not t["ages_trusted"] and t["ages_reason"].startswith("stuck")
+    with pytest.raises(ValueError, match="trust lacks"):
+        content_age_trust(pl.DataFrame({"host": ["h"]}))

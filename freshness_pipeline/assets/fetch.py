@@ -8,26 +8,22 @@ one file per cycle per host, named after the cycle so a re-run replaces rather t
 import concurrent.futures
 import multiprocessing
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
 from freshness_pipeline import tables
-from freshness_pipeline.assets.common import cycle_asset, run_hosts
+from freshness_pipeline.assets.common import cycle_asset, host_validator_trust, run_hosts
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
-from freshness_pipeline.science.validators import drop_untrusted_validators, validator_trust
+from freshness_pipeline.science.validators import drop_untrusted_validators
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.web.client import FetchRequest, FetchSettings, fetch_all_sync
 from freshness_pipeline.web.netguard import IPNetwork
 from freshness_pipeline.web.throttle import Throttles
-
-# How far back validator behaviour is judged: long enough to see a stuck Last-Modified, short
-# enough that a host that fixes its server is trusted again within weeks.
-VALIDATOR_HISTORY = timedelta(days=30)
 
 
 def fetch_requests(plan: pl.DataFrame, config: PipelineConfig) -> list[FetchRequest]:
@@ -145,7 +141,7 @@ def _fetch_hosts(
     allow: tuple[IPNetwork, ...],
 ) -> FetchStage:
     wh = Warehouse(home)
-    trust = validator_trust(wh.read_fetch_log(hosts, now - VALIDATOR_HISTORY))
+    trust = host_validator_trust(wh, hosts, now)
     planned = drop_untrusted_validators(plan.filter(pl.col("selected")), trust)
     throttles = Throttles(settings.throttle_policy())
     results = fetch_all_sync(

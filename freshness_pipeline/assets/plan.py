@@ -90,6 +90,7 @@ def plan_inputs(
         # the history the change prior scores each page on (science.eb.expected_gains)
         "obs_interval_days",
         "obs_changed",
+        "obs_age_days",
         "etag",
         "last_modified",
         "fingerprint",

@@ -9,6 +9,7 @@ prior (table ``change_prior``, science.eb) from these histories: the next plan s
 under it.
 """
 
+from collections.abc import Collection
 from datetime import datetime, timedelta
 
 import dagster as dg
@@ -16,16 +17,22 @@ import numpy as np
 import polars as pl
 
 from freshness_pipeline import tables
-from freshness_pipeline.assets.common import cycle_asset, run_hosts
+from freshness_pipeline.assets.common import cycle_asset, host_validator_trust, run_hosts
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.plots import state_plots
 from freshness_pipeline.resources import CycleResource, WarehouseResource
 from freshness_pipeline.science.eb import GLOBAL, refit_change_prior
-from freshness_pipeline.science.estimate import append_observations, estimate_rates, prior_columns
+from freshness_pipeline.science.estimate import (
+    AGE_COLUMN,
+    append_observations,
+    estimate_rates,
+    prior_columns,
+)
 from freshness_pipeline.science.fingerprint import content_fingerprint
 from freshness_pipeline.science.hints import hint_evidence
 from freshness_pipeline.science.intervals import due_age_days
 from freshness_pipeline.science.schedule import PlanConfig
+from freshness_pipeline.science.validators import content_age_trust
 
 SUCCESS = ["not_modified", "unchanged", "changed", "new"]
 OBSERVED = ["not_modified", "unchanged", "changed"]
@@ -71,6 +78,11 @@ def merge_state(
         pl.col("etag").alias("r_etag"),
         pl.col("last_modified").alias("r_last_modified"),
         pl.col("location").alias("r_location"),
+        (
+            pl.col("content_age_days")
+            if "content_age_days" in results.columns
+            else pl.lit(None, pl.Float64)
+        ).alias("r_age"),
     )
     merged = prev.join(cand, on="url", how="full", coalesce=True).join(sent, on="url", how="left")
     outcome = pl.col("r_outcome")
@@ -112,6 +124,11 @@ def merge_state(
         status=new_status,
         observed_interval=pl.when(observed).then(_days(pl.col("r_at") - pl.col("last_seen_at"))),
         observed_changed=pl.when(observed).then(changed),
+        # Only a change can be dated, and only within the interval it was seen in: content
+        # dated before our previous look, yet changed since, means the header lags.
+        observed_age=pl.when(
+            observed & changed & (pl.col("r_age") <= _days(pl.col("r_at") - pl.col("last_seen_at")))
+        ).then("r_age"),
         observed_since=pl.when(observed).then(pl.col("last_seen_at")),
         # A new class means a new prior: that row's estimate must be redone too.
         class_changed=pl.col("c_class").is_not_null()
@@ -161,24 +178,39 @@ def update_state(
     plan: pl.DataFrame,
     now: datetime,
     config: PlanConfig | None = None,
+    dating_hosts: Collection[str] = (),
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The whole state update: merge, add observations, re-estimate rates, set next checks;
     also returns this cycle's grading of sitemap lastmod hints.
+
+    ``dating_hosts`` are the hosts whose Last-Modified has earned belief as the date of a
+    content change (validators.content_age_trust): their changed fetches keep the content's age
+    in ``obs_age_days``, which the estimates read as "changed then, not since". Every other
+    host's ages are dropped, also those kept while it was trusted, so a host that starts lying
+    stops steering its rates at once.
 
     ``n_obs`` and ``n_changes`` count the observations the estimate rests on (the kept history
     window); lifetime counts are in fetch_log.
     """
     config = config or PlanConfig()
     merged = merge_state(previous, candidates, results, now)
+    dating = pl.col("host").is_in(pl.Series(list(dating_hosts), dtype=pl.String).implode())
     observations = merged.filter(pl.col("observed_interval").is_not_null()).select(
         "url",
         pl.col("observed_interval").alias("interval_days"),
         pl.col("observed_changed").alias("changed"),
+        pl.when(dating).then("observed_age").alias("age_days"),
     )
-    with_history = append_observations(merged, observations)
+    had_ages = pl.col(AGE_COLUMN).list.drop_nulls().list.len().fill_null(0) > 0
+    merged = merged.with_columns(ages_dropped=had_ages & ~dating)
+    with_history = append_observations(merged, observations).with_columns(
+        pl.when(dating).then(pl.col(AGE_COLUMN)).alias(AGE_COLUMN)
+    )
     # Only rows whose history or prior moved are re-solved; the rest keep their (identical)
     # stored estimates. A change of estimator or priors needs one full pass (only_rows=None).
-    redo = pl.col("observed_interval").is_not_null() | pl.col("class_changed")
+    redo = (
+        pl.col("observed_interval").is_not_null() | pl.col("class_changed") | pl.col("ages_dropped")
+    )
     estimated = estimate_rates(
         prior_columns(with_history), only_rows=with_history.select(redo).to_series()
     )
@@ -271,6 +303,9 @@ def url_state(
     hosts = run_hosts(context, warehouse.warehouse())
     now = cycle.cycle_now(context)
     wh = warehouse.warehouse()
+    # fetch_results has appended this cycle to fetch_log: its changes count as evidence too.
+    age_trust = content_age_trust(host_validator_trust(wh, hosts, now))
+    dating_hosts = age_trust.filter(pl.col("ages_trusted"))["host"].to_list()
     state, grades = update_state(
         wh.read("url_state", hosts),
         url_candidates,
@@ -278,6 +313,7 @@ def url_state(
         revisit_plan,
         now,
         PlanConfig(objective=cycle.plan_objective(warehouse.pipeline_config())),  # type: ignore[arg-type]
+        dating_hosts,
     )
     evidence = updated_evidence(wh.read("lastmod_evidence", hosts), grades, now)
     wh.write_partitions("lastmod_evidence", hosts, evidence)
@@ -300,6 +336,7 @@ def url_state(
                 float(live["change_rate"].median() or 0.0)
             ),
             "periodic_prior_share": dg.MetadataValue.float(periodic_share(prior)),
+            "hosts_dating_changes": dg.MetadataValue.int(len(dating_hosts)),
             **plot_metadata(state, now, len(hosts)),
         },
     )

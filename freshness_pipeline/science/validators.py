@@ -37,6 +37,7 @@ __all__ = [
     "OPTIONAL_HISTORY_COLUMNS",
     "TRUST_SCHEMA",
     "TrustRules",
+    "content_age_trust",
     "drop_untrusted_validators",
     "validator_trust",
 ]
@@ -87,18 +88,32 @@ class TrustRules:
     Useless: at least ``min_useless`` volatile or ignored observations, making up at least
     ``max_useless_share`` of all observations of the validator with unchanged content
     (304s honoured, stable validators on unchanged bodies, volatile, ignored).
+
+    Content ages (Last-Modified read as "the content last changed then", which feeds the rate
+    estimates) ask more than a conditional GET does, and positive proof: at least
+    ``min_age_tracks`` changed bodies whose Last-Modified moved with them, at most
+    ``max_age_stuck_share`` of changed bodies under an unmoved one, at most
+    ``max_age_volatile_share`` of the unchanged checks with one that moved anyway.
     """
 
     min_stuck: int = 1
     max_stuck_share: float = 0.05
     min_useless: int = 3
     max_useless_share: float = 0.5
+    min_age_tracks: int = 3
+    max_age_stuck_share: float = 0.1
+    max_age_volatile_share: float = 0.1
 
     def __post_init__(self) -> None:
         # At least one observation: a share of nothing must never condemn a validator.
-        if self.min_stuck < 1 or self.min_useless < 1:
-            raise ValueError("min_stuck and min_useless must be at least 1")
-        for name in ("max_stuck_share", "max_useless_share"):
+        if self.min_stuck < 1 or self.min_useless < 1 or self.min_age_tracks < 1:
+            raise ValueError("min_stuck, min_useless and min_age_tracks must be at least 1")
+        for name in (
+            "max_stuck_share",
+            "max_useless_share",
+            "max_age_stuck_share",
+            "max_age_volatile_share",
+        ):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be within [0, 1]")
 
@@ -268,6 +283,41 @@ def _verdict(v: str, rules: TrustRules) -> tuple[pl.Expr, pl.Expr]:
         .otherwise(pl.lit(None, pl.String))
     )
     return ~(is_stuck | is_useless), reason
+
+
+def content_age_trust(trust: pl.DataFrame, rules: TrustRules | None = None) -> pl.DataFrame:
+    """Per host of ``trust`` (:func:`validator_trust`'s output): ``ages_trusted``, whether its
+    Last-Modified may date content changes, with the reason when not.
+
+    A Last-Modified that lags (stuck) makes pages look slower than they are and one that moves
+    on its own (volatile, "now") makes them look faster, so both must be rare, and the header
+    must have been seen moving with real changes: no evidence means *not* trusted here, unlike
+    for conditional requests, where a wrong guess costs one body.
+    """
+    rules = rules or TrustRules()
+    _check_columns(trust, TRUST_SCHEMA, "trust")
+    tracks, stuck = pl.col("last_modified_tracks"), pl.col("last_modified_stuck")
+    volatile = pl.col("last_modified_volatile")
+    unchanged = volatile + pl.col("last_modified_stable") + pl.col("last_modified_honored")
+    few_tracks = tracks < rules.min_age_tracks
+    lags = stuck.cast(pl.Float64) > rules.max_age_stuck_share * (stuck + tracks)
+    wanders = volatile.cast(pl.Float64) > rules.max_age_volatile_share * unchanged
+    reason = (
+        pl.when(pl.col("last_modified_trusted").not_())
+        .then(pl.col("last_modified_reason"))
+        .when(few_tracks)
+        .then(
+            pl.format(
+                "moved with {} content changes, fewer than " + str(rules.min_age_tracks), tracks
+            )
+        )
+        .when(lags)
+        .then(pl.format("stayed on {} of {} content changes", stuck, stuck + tracks))
+        .when(wanders)
+        .then(pl.format("moved on {} of {} unchanged checks", volatile, unchanged))
+        .otherwise(pl.lit(None, pl.String))
+    )
+    return trust.select("host", ages_trusted=reason.is_null(), ages_reason=reason).sort("host")
 
 
 def drop_untrusted_validators(

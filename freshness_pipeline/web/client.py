@@ -55,6 +55,7 @@ __all__ = [
     "Fingerprinter",
     "Outcome",
     "Throttles",
+    "content_age_days",
     "fetch_all",
     "fetch_all_sync",
     "host_key",
@@ -215,6 +216,8 @@ class FetchResult:
     # (If-Modified-Since) or None. Validator trust (science/validators.py) needs to know which
     # validator a 200 or 304 answered.
     validator: str | None = None
+    # Days from the body's Last-Modified to the response's Date (see content_age_days).
+    content_age_days: float | None = None
 
 
 # --------------------------------------------------------------------------- body reading
@@ -473,6 +476,34 @@ def parse_retry_after(
             ref = datetime.now(UTC)
         seconds = (when - ref).total_seconds()
     return min(max(seconds, 0.0), float(cap))
+
+
+#: A Last-Modified this close to the response's Date is taken for "generated now", which says
+#: nothing about when the content changed.
+MIN_CONTENT_AGE_S = 2.0
+
+
+def content_age_days(
+    last_modified: str | None, date: str | None, *, now: datetime | None = None
+) -> float | None:
+    """How long before the response its content last changed, by the server's own word.
+
+    Measured against the response's ``Date`` (the server's clock on both sides, so a skewed local
+    clock or a fetch late in the cycle does not matter); without one, against ``now``. None when
+    either date is missing or unparsable, when Last-Modified lies in the future, and when it is
+    within :data:`MIN_CONTENT_AGE_S` of the Date: dynamic pages stamp every response "now".
+    Whether a host's Last-Modified deserves belief is judged elsewhere, from its track record.
+    """
+    modified = _http_date(last_modified)
+    if modified is None:
+        return None
+    ref = _http_date(date) if date else None
+    if ref is None:
+        ref = now or datetime.now(UTC)
+    seconds = (ref - modified).total_seconds()
+    if not seconds >= MIN_CONTENT_AGE_S:
+        return None
+    return seconds / 86_400.0
 
 
 def _http_date(text: str | None) -> datetime | None:
@@ -837,6 +868,7 @@ async def _classify(
             result.error = f"fingerprint failed: {type(exc).__name__}: {exc}"
             return
         result.fingerprint = fp
+        result.content_age_days = content_age_days(result.last_modified, resp.headers.get("Date"))
         if req.prev_fingerprint is None:
             result.outcome = "new"
         elif fp == req.prev_fingerprint:
