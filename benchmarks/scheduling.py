@@ -1034,39 +1034,31 @@ def main() -> None:
 
     abl_rows = []
     abl_ratio: dict[tuple[str, str, float, str], float] = {}
+
+    def abl_row(r: dict, p: str) -> list[str]:
+        """One ablations row: policy ``p``'s result in run ``r``."""
+        v = r["results"][p]
+        return [
+            r["web"],
+            r["weights"],
+            f"{r['share']:.0%}",
+            f"{p} (defaults)" if p == "ours" else p,
+            f"{v['freshness']:.4f}",
+            f"{v['freshness'] / oracle_of(r):.3f}",
+            f"{v['fetches_per_change']:.2f}",
+        ]
+
     for r in abl_res:
         o = oracle_of(r)
         for p, v in r["results"].items():
             if p.startswith("oracle"):
                 continue
             abl_ratio[(r["web"], r["weights"], r["share"], p)] = v["freshness"] / o
-            abl_rows.append(
-                [
-                    r["web"],
-                    r["weights"],
-                    f"{r['share']:.0%}",
-                    p,
-                    f"{v['freshness']:.4f}",
-                    f"{v['freshness'] / o:.3f}",
-                    f"{v['fetches_per_change']:.2f}",
-                ]
-            )
+            abl_rows.append(abl_row(r, p))
     abl_keys = {(r["web"], r["weights"], r["share"]) for r in abl_res}
     for r in main_res:
         if (r["web"], r["weights"], r["share"]) in abl_keys:
-            for p in (WITH_EB, "ours"):
-                v = r["results"][p]
-                abl_rows.append(
-                    [
-                        r["web"],
-                        r["weights"],
-                        f"{r['share']:.0%}",
-                        f"{p} (defaults)" if p == "ours" else p,
-                        f"{v['freshness']:.4f}",
-                        f"{v['freshness'] / oracle_of(r):.3f}",
-                        f"{v['fetches_per_change']:.2f}",
-                    ]
-                )
+            abl_rows += [abl_row(r, p) for p in (WITH_EB, "ours")]
     # Last-Modified ages: every cho2000 cell, next to ours with the defaults
     lm_ratio: dict[tuple[str, float, str], float] = {}
     for r in main_res:
@@ -1074,19 +1066,8 @@ def main() -> None:
             continue
         key = (r["web"], r["weights"], r["share"])
         for p in ([] if key in abl_keys else ["ours"]) + [LM_ALL, LM_HALF]:
-            v = r["results"][p]
-            lm_ratio[(r["weights"], r["share"], p)] = v["freshness"] / oracle_of(r)
-            abl_rows.append(
-                [
-                    r["web"],
-                    r["weights"],
-                    f"{r['share']:.0%}",
-                    f"{p} (defaults)" if p == "ours" else p,
-                    f"{v['freshness']:.4f}",
-                    f"{v['freshness'] / oracle_of(r):.3f}",
-                    f"{v['fetches_per_change']:.2f}",
-                ]
-            )
+            lm_ratio[(r["weights"], r["share"], p)] = r["results"][p]["freshness"] / oracle_of(r)
+            abl_rows.append(abl_row(r, p))
     abl_rows.sort(key=lambda x: (WEBS.index(x[0]), x[1] != "zipf", float(x[2][:-1]), x[3]))
 
     abl_table = fmt_table(
