@@ -5,9 +5,12 @@ import polars as pl
 import pytest
 
 from freshness_pipeline.science.estimate import (
+    DEFAULT_CLASS,
     PRIORS_BY_CLASS,
     append_observations,
+    by_class,
     cho_improved_rate,
+    class_key,
     estimate_rates,
     exposure_rate,
     naive_rate,
@@ -421,3 +424,12 @@ def test_incremental_rejects_a_bad_mask() -> None:
         estimate_rates(after, only_rows=np.arange(10))
     with pytest.raises(ValueError, match="9 entries for 10 rows"):
         estimate_rates(after, only_rows=np.ones(9, dtype=bool))
+
+
+def test_one_class_rule_for_every_table_keyed_by_class() -> None:
+    classes = pl.DataFrame({"c": [" Article ", "LISTING", "", None, "unknown"]})
+    keys = classes.select(class_key(pl.col("c"))).to_series().to_list()
+    assert keys == ["article", "listing", DEFAULT_CLASS, DEFAULT_CLASS, "unknown"]
+    table = {"article": 2.0, "listing": 3.0}
+    got = classes.select(by_class(pl.col("c"), table, 9.0)).to_series().to_list()
+    assert got == [2.0, 3.0, 9.0, 9.0, 9.0]

@@ -23,12 +23,13 @@ from collections.abc import Mapping
 
 import polars as pl
 
+from freshness_pipeline.science.estimate import DEFAULT_CLASS, by_class, class_key
+
 __all__ = [
     "COST_BASES",
     "REQUEST_OVERHEAD_BYTES",
     "SHRINK_REQUESTS",
     "bytes_cost",
-    "class_key",
     "credits_cost",
 ]
 
@@ -42,16 +43,10 @@ REQUEST_OVERHEAD_BYTES = 800.0
 SHRINK_REQUESTS = 5.0
 
 
-def class_key(url_class: pl.Expr) -> pl.Expr:
-    """URL classes compare trimmed and case-blind; a missing class is ``default``."""
-    return url_class.cast(pl.String).str.strip_chars().str.to_lowercase().fill_null("default")
-
-
 def credits_cost(url_class: pl.Expr, credits: Mapping[str, float]) -> pl.Expr:
     """Credits per fetch of each row's URL class; ``credits["default"]`` (else 1) otherwise."""
     table = {k.strip().lower(): float(v) for k, v in credits.items()}
-    default = table.get("default", 1.0)
-    return class_key(url_class).replace_strict(table, default=default, return_dtype=pl.Float64)
+    return by_class(url_class, table, table.get(DEFAULT_CLASS, 1.0))
 
 
 def bytes_cost(candidates: pl.DataFrame, log: pl.DataFrame) -> pl.Series:

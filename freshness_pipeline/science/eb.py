@@ -462,9 +462,7 @@ def _class_keys(classes: Sequence | np.ndarray | pl.Series | None, n: int) -> pl
     s = classes if isinstance(classes, pl.Series) else pl.Series("c", classes, dtype=pl.String)
     if s.len() != n:
         raise ValueError(f"classes has {s.len()} entries for {n} rows")
-    keys = s.cast(pl.String).str.strip_chars().str.to_lowercase()
-    keys = pl.select(pl.when(keys.str.len_chars() > 0).then(keys).otherwise(None)).to_series()
-    return keys.fill_null(DEFAULT_CLASS)
+    return s.cast(pl.String).to_frame("c").select(_estimate.class_key(pl.col("c"))).to_series()
 
 
 def _codes(keys: pl.Series) -> tuple[list[str], np.ndarray]:

@@ -56,7 +56,7 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from freshness_pipeline.science.estimate import DEFAULT_CLASS, PRIORS_BY_CLASS
+from freshness_pipeline.science.estimate import DEFAULT_CLASS, PRIORS_BY_CLASS, by_class
 from freshness_pipeline.science.timecols import as_utc, utc_column
 
 __all__ = [
@@ -253,12 +253,7 @@ class PlanConfig:
 
 
 def _by_class(class_col: pl.Expr, table: dict[str, float]) -> pl.Expr:
-    return (
-        class_col.cast(pl.String)
-        .str.strip_chars()
-        .str.to_lowercase()
-        .replace_strict(table, default=table[DEFAULT_CLASS], return_dtype=pl.Float64)
-    )
+    return by_class(class_col, table, table[DEFAULT_CLASS])
 
 
 def _prior_mean_expr(class_col: pl.Expr) -> pl.Expr:
