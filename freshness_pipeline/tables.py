@@ -102,6 +102,7 @@ FETCH_RESULTS = {
     "error": pl.String,
     "sent": pl.Boolean,
     "content_age_days": pl.Float64,
+    "dates_changes": pl.Boolean,
 }
 
 FETCH_LOG = {

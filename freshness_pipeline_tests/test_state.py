@@ -239,11 +239,12 @@ def test_content_ages_are_kept_for_dating_hosts_only_and_dropped_when_trust_goes
                     "http_status": 200,
                     "fingerprint": fp,
                     "content_age_days": age,
+                    "dates_changes": HOST in dating,
                 }
             ]
         )
         plan = plan_for([url])
-        state, _ = update_state(previous, cands, res, plan, at, dating_hosts=dating)
+        state, _ = update_state(previous, cands, res, plan, at)
         return state
 
     times = [T0 + timedelta(hours=6 * i) for i in range(5)]
@@ -256,6 +257,9 @@ def test_content_ages_are_kept_for_dating_hosts_only_and_dropped_when_trust_goes
     assert row["obs_changed"] == [True, False, True]
     assert row["obs_age_days"] == [0.1, None, None]
     dated_rate = row["change_rate"]
+    # a cycle that does not fetch the host says nothing about its trust: the ages stay
+    idle, _ = update_state(s, cands, results([]), plan_for([url]), times[3] + timedelta(hours=1))
+    assert idle["obs_age_days"][0].to_list() == [0.1, None, None]
     # the same history on a host not (or no longer) trusted to date changes
     s = fetch(s, times[4], "unchanged", "f2", 1.25, [])
     row = s.row(0, named=True)

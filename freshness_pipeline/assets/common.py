@@ -7,10 +7,8 @@ same graph over ``n`` host buckets (``cycle_assets_for``) when ``freshness.toml`
 """
 
 from collections.abc import Callable, Iterable
-from datetime import datetime, timedelta
 
 import dagster as dg
-import polars as pl
 
 from freshness_pipeline.partitions import (
     hosts_in_buckets,
@@ -18,13 +16,9 @@ from freshness_pipeline.partitions import (
     n_buckets_of,
     partitions_for,
 )
-from freshness_pipeline.science.validators import validator_trust
 from freshness_pipeline.storage import Warehouse
 
 GROUP = "freshness_cycle"
-#: How far back validator behaviour is judged: long enough to see a stuck Last-Modified, short
-#: enough that a host that fixes its server is trusted again within weeks.
-VALIDATOR_HISTORY = timedelta(days=30)
 
 _ASSET_FUNCTIONS: dict[str, Callable] = {}
 
@@ -64,8 +58,3 @@ def partition_hosts(
 
 def run_hosts(context: dg.AssetExecutionContext, warehouse: Warehouse) -> list[str]:
     return partition_hosts(context.partition_keys, context.assets_def.partitions_def, warehouse)
-
-
-def host_validator_trust(wh: Warehouse, hosts: list[str], now: datetime) -> pl.DataFrame:
-    """Validator trust of ``hosts`` from their fetch_log of the last VALIDATOR_HISTORY."""
-    return validator_trust(wh.read_fetch_log(hosts, now - VALIDATOR_HISTORY))

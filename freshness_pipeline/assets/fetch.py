@@ -8,22 +8,30 @@ one file per cycle per host, named after the cycle so a re-run replaces rather t
 import concurrent.futures
 import multiprocessing
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
 from freshness_pipeline import tables
-from freshness_pipeline.assets.common import cycle_asset, host_validator_trust, run_hosts
+from freshness_pipeline.assets.common import cycle_asset, run_hosts
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
-from freshness_pipeline.science.validators import drop_untrusted_validators
+from freshness_pipeline.science.validators import (
+    content_age_trust,
+    drop_untrusted_validators,
+    validator_trust,
+)
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.web.client import FetchRequest, FetchSettings, fetch_all_sync
 from freshness_pipeline.web.netguard import IPNetwork
 from freshness_pipeline.web.throttle import Throttles
+
+# How far back validator behaviour is judged: long enough to see a stuck Last-Modified, short
+# enough that a host that fixes its server is trusted again within weeks.
+VALIDATOR_HISTORY = timedelta(days=30)
 
 
 def fetch_requests(plan: pl.DataFrame, config: PipelineConfig) -> list[FetchRequest]:
@@ -59,6 +67,18 @@ def results_frame(
             fetched_at=pl.lit(now).cast(tables.UTC_TIME),
             fingerprint_version=config.version_expr(),
         ),
+    )
+
+
+def dated_by_host(frame: pl.DataFrame, trust: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with ``dates_changes``: whether its host's Last-Modified has earned belief as
+    the date of a content change (validators.content_age_trust, judged on the history before
+    this cycle; no history: False). url_state keeps content ages only where it is True."""
+    verdict = content_age_trust(trust).select("host", pl.col("ages_trusted").alias("_dates"))
+    return (
+        frame.join(verdict, on="host", how="left", maintain_order="left")
+        .with_columns(dates_changes=pl.col("_dates").fill_null(False))
+        .drop("_dates")
     )
 
 
@@ -141,13 +161,13 @@ def _fetch_hosts(
     allow: tuple[IPNetwork, ...],
 ) -> FetchStage:
     wh = Warehouse(home)
-    trust = host_validator_trust(wh, hosts, now)
+    trust = validator_trust(wh.read_fetch_log(hosts, now - VALIDATOR_HISTORY))
     planned = drop_untrusted_validators(plan.filter(pl.col("selected")), trust)
     throttles = Throttles(settings.throttle_policy())
     results = fetch_all_sync(
         fetch_requests(planned, config), settings, allow=allow, throttles=throttles
     )
-    frame = results_frame(plan, results, now, config)
+    frame = dated_by_host(results_frame(plan, results, now, config), trust)
     sent = frame.filter(pl.col("sent"))
     by_host = sent.partition_by("host", as_dict=True)
     for host in hosts:

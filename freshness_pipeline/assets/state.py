@@ -9,7 +9,6 @@ prior (table ``change_prior``, science.eb) from these histories: the next plan s
 under it.
 """
 
-from collections.abc import Collection
 from datetime import datetime, timedelta
 
 import dagster as dg
@@ -17,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from freshness_pipeline import tables
-from freshness_pipeline.assets.common import cycle_asset, host_validator_trust, run_hosts
+from freshness_pipeline.assets.common import cycle_asset, run_hosts
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.plots import state_plots
 from freshness_pipeline.resources import CycleResource, WarehouseResource
@@ -32,7 +31,6 @@ from freshness_pipeline.science.fingerprint import content_fingerprint
 from freshness_pipeline.science.hints import hint_evidence
 from freshness_pipeline.science.intervals import due_age_days
 from freshness_pipeline.science.schedule import PlanConfig
-from freshness_pipeline.science.validators import content_age_trust
 
 SUCCESS = ["not_modified", "unchanged", "changed", "new"]
 OBSERVED = ["not_modified", "unchanged", "changed"]
@@ -83,6 +81,9 @@ def merge_state(
             if "content_age_days" in results.columns
             else pl.lit(None, pl.Float64)
         ).alias("r_age"),
+        pl.col("dates_changes").alias("r_dates")
+        if "dates_changes" in results.columns
+        else pl.lit(None, pl.Boolean).alias("r_dates"),
     )
     merged = prev.join(cand, on="url", how="full", coalesce=True).join(sent, on="url", how="left")
     outcome = pl.col("r_outcome")
@@ -178,23 +179,30 @@ def update_state(
     plan: pl.DataFrame,
     now: datetime,
     config: PlanConfig | None = None,
-    dating_hosts: Collection[str] = (),
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The whole state update: merge, add observations, re-estimate rates, set next checks;
     also returns this cycle's grading of sitemap lastmod hints.
 
-    ``dating_hosts`` are the hosts whose Last-Modified has earned belief as the date of a
-    content change (validators.content_age_trust): their changed fetches keep the content's age
-    in ``obs_age_days``, which the estimates read as "changed then, not since". Every other
-    host's ages are dropped, also those kept while it was trusted, so a host that starts lying
-    stops steering its rates at once.
+    Content ages: ``results.dates_changes`` says whether the fetch stage found the host's
+    Last-Modified fit to date content changes (validators.content_age_trust). On such hosts a
+    changed fetch keeps the content's age in ``obs_age_days``, which the estimates read as
+    "changed then, not since". A host fetched this cycle without that trust loses every age it
+    has, also those kept while it was trusted, so a host that starts lying stops steering its
+    rates at once; a host not fetched this cycle keeps what it has.
 
     ``n_obs`` and ``n_changes`` count the observations the estimate rests on (the kept history
     window); lifetime counts are in fetch_log.
     """
     config = config or PlanConfig()
     merged = merge_state(previous, candidates, results, now)
-    dating = pl.col("host").is_in(pl.Series(list(dating_hosts), dtype=pl.String).implode())
+    verdict = (
+        merged.filter(pl.col("r_outcome").is_not_null())
+        .group_by("host")
+        .agg(pl.col("r_dates").fill_null(False).all().alias("_dates"))
+    )
+    merged = merged.join(verdict, on="host", how="left", maintain_order="left")
+    dating = pl.col("_dates").fill_null(False)
+    distrusted = ~pl.col("_dates").fill_null(True)
     observations = merged.filter(pl.col("observed_interval").is_not_null()).select(
         "url",
         pl.col("observed_interval").alias("interval_days"),
@@ -202,9 +210,9 @@ def update_state(
         pl.when(dating).then("observed_age").alias("age_days"),
     )
     had_ages = pl.col(AGE_COLUMN).list.drop_nulls().list.len().fill_null(0) > 0
-    merged = merged.with_columns(ages_dropped=had_ages & ~dating)
+    merged = merged.with_columns(ages_dropped=had_ages & distrusted)
     with_history = append_observations(merged, observations).with_columns(
-        pl.when(dating).then(pl.col(AGE_COLUMN)).alias(AGE_COLUMN)
+        pl.when(distrusted).then(None).otherwise(pl.col(AGE_COLUMN)).alias(AGE_COLUMN)
     )
     # Only rows whose history or prior moved are re-solved; the rest keep their (identical)
     # stored estimates. A change of estimator or priors needs one full pass (only_rows=None).
@@ -303,9 +311,6 @@ def url_state(
     hosts = run_hosts(context, warehouse.warehouse())
     now = cycle.cycle_now(context)
     wh = warehouse.warehouse()
-    # fetch_results has appended this cycle to fetch_log: its changes count as evidence too.
-    age_trust = content_age_trust(host_validator_trust(wh, hosts, now))
-    dating_hosts = age_trust.filter(pl.col("ages_trusted"))["host"].to_list()
     state, grades = update_state(
         wh.read("url_state", hosts),
         url_candidates,
@@ -313,7 +318,6 @@ def url_state(
         revisit_plan,
         now,
         PlanConfig(objective=cycle.plan_objective(warehouse.pipeline_config())),  # type: ignore[arg-type]
-        dating_hosts,
     )
     evidence = updated_evidence(wh.read("lastmod_evidence", hosts), grades, now)
     wh.write_partitions("lastmod_evidence", hosts, evidence)
@@ -336,7 +340,9 @@ def url_state(
                 float(live["change_rate"].median() or 0.0)
             ),
             "periodic_prior_share": dg.MetadataValue.float(periodic_share(prior)),
-            "hosts_dating_changes": dg.MetadataValue.int(len(dating_hosts)),
+            "hosts_dating_changes": dg.MetadataValue.int(
+                fetch_results.filter(pl.col("dates_changes"))["host"].n_unique()
+            ),
             **plot_metadata(state, now, len(hosts)),
         },
     )
