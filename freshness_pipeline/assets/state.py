@@ -115,6 +115,7 @@ def merge_state(
         .otherwise(pl.col("status").fill_null("new"))
     )
     observed = fresh_fetch & outcome.is_in(OBSERVED) & pl.col("last_seen_at").is_not_null()
+    interval = _days(pl.col("r_at") - pl.col("last_seen_at"))
     return merged.with_columns(
         host=pl.coalesce("host", "c_host"),
         value=pl.coalesce("c_value", "value", pl.lit(1.0)),
@@ -123,13 +124,11 @@ def merge_state(
             "first_seen_at", "c_first_seen", pl.lit(now).cast(tables.UTC_TIME)
         ),
         status=new_status,
-        observed_interval=pl.when(observed).then(_days(pl.col("r_at") - pl.col("last_seen_at"))),
+        observed_interval=pl.when(observed).then(interval),
         observed_changed=pl.when(observed).then(changed),
         # Only a change can be dated, and only within the interval it was seen in: content
         # dated before our previous look, yet changed since, means the header lags.
-        observed_age=pl.when(
-            observed & changed & (pl.col("r_age") <= _days(pl.col("r_at") - pl.col("last_seen_at")))
-        ).then("r_age"),
+        observed_age=pl.when(observed & changed & (pl.col("r_age") <= interval)).then("r_age"),
         observed_since=pl.when(observed).then(pl.col("last_seen_at")),
         # A new class means a new prior: that row's estimate must be redone too.
         class_changed=pl.col("c_class").is_not_null()

@@ -220,16 +220,15 @@ def append_observations(
         .alias("obs_changed"),
     ]
     if with_ages:
-        # a null age list stands for "all unknown": make it that many nulls so the new age
-        # lands at the position of the new interval
-        padded = (
-            pl.when(pl.col(AGE_COLUMN).is_null())
-            .then(_null_list_like("obs_interval_days").fill_null(empty_f))
-            .otherwise(pl.col(AGE_COLUMN))
-        )
+        # base's ages are aligned already: null only where the intervals are, so both lists
+        # start from the same length and the new age lands beside the new interval
         appended.append(
             pl.when(has)
-            .then(pl.concat_list(padded, pl.col("_obs_age")).list.tail(max_obs))
+            .then(
+                pl.concat_list(pl.col(AGE_COLUMN).fill_null(empty_f), pl.col("_obs_age")).list.tail(
+                    max_obs
+                )
+            )
             .otherwise(pl.col(AGE_COLUMN))
             .alias(AGE_COLUMN)
         )
