@@ -28,26 +28,12 @@ from freshness_pipeline.science.estimate import (
     append_observations,
     estimate_rates,
 )
+from freshness_pipeline_tests.histories import LIST_F
+from freshness_pipeline_tests.histories import history_frame as _state
 
-LIST_F = pl.List(pl.Float64)
-LIST_B = pl.List(pl.Boolean)
 GRID = rate_grid()
 G = GRID.shape[0]
 EPOCH_DAY = 20_000.0  # days since the Unix epoch (midnight UTC)
-
-
-def _state(intervals, changed, ages=None, alpha=0.5, beta=3.5) -> pl.DataFrame:
-    n = len(intervals)
-    cols = {
-        "url": [f"u{i}" for i in range(n)],
-        "obs_interval_days": pl.Series(intervals, dtype=LIST_F),
-        "obs_changed": pl.Series(changed, dtype=LIST_B),
-        "prior_alpha": [alpha] * n,
-        "prior_beta": [beta] * n,
-    }
-    if ages is not None:
-        cols[AGE_COLUMN] = pl.Series(ages, dtype=LIST_F)
-    return pl.DataFrame(cols)
 
 
 def _rates(state: pl.DataFrame) -> np.ndarray:

@@ -17,28 +17,14 @@ from freshness_pipeline.science.estimate import (
     prior_columns,
     prior_mean,
 )
-
-LIST_F = pl.List(pl.Float64)
-LIST_B = pl.List(pl.Boolean)
-
-
-def _state(intervals, changed, alpha=0.5, beta=3.5) -> pl.DataFrame:
-    return pl.DataFrame(
-        {
-            "url": [f"u{i}" for i in range(len(intervals))],
-            "obs_interval_days": intervals,
-            "obs_changed": changed,
-            "prior_alpha": [alpha] * len(intervals),
-            "prior_beta": [beta] * len(intervals),
-        },
-        schema_overrides={"obs_interval_days": LIST_F, "obs_changed": LIST_B},
-    )
+from freshness_pipeline_tests.histories import LIST_B, LIST_F
+from freshness_pipeline_tests.histories import history_frame as _state
 
 
 def _simulate(lam: float, intervals: np.ndarray, alpha: float, beta: float, seed: int):
     rng = np.random.default_rng(seed)
     changed = rng.random(intervals.shape) < -np.expm1(-lam * intervals)
-    return _state(intervals.tolist(), changed.tolist(), alpha, beta)
+    return _state(intervals.tolist(), changed.tolist(), alpha=alpha, beta=beta)
 
 
 # ------------------------------------------------------------------------------------ priors
