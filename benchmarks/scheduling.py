@@ -813,12 +813,20 @@ class OursLM(Ours):
         )
 
 
+#: ours with re-estimation ordered as before PlanConfig.reestimate_order (most overdue first)
+REEST_AGE = "ours, re-estimation by age"
+
 LM_ALL = "ours + Last-Modified ages (all pages)"
 LM_HALF = "ours + Last-Modified ages (half the pages)"
 
 
 def lm_policies() -> list[Policy]:
     return [OursLM(LM_ALL, 1.0), OursLM(LM_HALF, 0.5)]
+
+
+def cho2000_extras() -> list[Policy]:
+    """Run on every cho2000 cell beside ours: Last-Modified ages, and re-estimation by age."""
+    return [*lm_policies(), Ours(REEST_AGE, PlanConfig(reestimate_order="age"))]
 
 
 class Forgetting(Ours):
@@ -881,7 +889,7 @@ def main() -> None:
     started = time.perf_counter()
 
     # cho2000 runs on for as long again: the steady state after a warm-up of one horizon
-    # cho2000 also runs ours with Last-Modified ages
+    # cho2000 also runs ours with Last-Modified ages and with re-estimation by age
     tasks = [
         (
             web,
@@ -891,7 +899,7 @@ def main() -> None:
             cycles,
             cycles if web == "cho2000" else 0,
             args.seed,
-            [*baselines(), *learners(), *lm_policies()] if web == "cho2000" else None,
+            [*baselines(), *learners(), *cho2000_extras()] if web == "cho2000" else None,
         )
         for web in WEBS
         for weights in ("zipf", "flat")
@@ -964,7 +972,7 @@ def main() -> None:
         if r["web"] != "cho2000":
             continue
         o_late = max(r["results"][p]["late"] for p in ("oracle-optimal", "oracle-index"))
-        for p in [*ORDER[:-2], LM_ALL, LM_HALF]:
+        for p in [*ORDER[:-2], LM_ALL, LM_HALF, REEST_AGE]:
             late_of[(r["weights"], r["share"], p)] = r["results"][p]["late"] / o_late
     late_window = f"cycles {cycles + 1}-{2 * cycles}"
 
@@ -1065,9 +1073,10 @@ def main() -> None:
         if r["web"] != "cho2000":
             continue
         key = (r["web"], r["weights"], r["share"])
-        for p in ([] if key in abl_keys else ["ours"]) + [LM_ALL, LM_HALF]:
+        for p in ["ours", LM_ALL, LM_HALF, REEST_AGE]:
             lm_ratio[(r["weights"], r["share"], p)] = r["results"][p]["freshness"] / oracle_of(r)
-            abl_rows.append(abl_row(r, p))
+            if p != "ours" or key not in abl_keys:
+                abl_rows.append(abl_row(r, p))
     abl_rows.sort(key=lambda x: (WEBS.index(x[0]), x[1] != "zipf", float(x[2][:-1]), x[3]))
 
     abl_table = fmt_table(
@@ -1161,6 +1170,29 @@ def main() -> None:
         f"{late_of[('zipf', 0.02, 'ours')]:.3f} / {late_of[('zipf', 0.05, 'ours')]:.3f}."
     )
 
+    def by_order(weights: str, key: str) -> str:
+        return " / ".join(
+            f"{lm_ratio[(weights, share, key)]:.3f}" for share in (0.02, 0.05, 0.10, 0.20)
+        )
+
+    def late_by_order(key: str) -> str:
+        return " / ".join(f"{late_of[('zipf', share, key)]:.3f}" for share in (0.02, 0.05))
+
+    flat_same = by_order("flat", REEST_AGE) == by_order("flat", "ours")
+    flat_part = (
+        "with flat values and equal costs the two orders coincide"
+        if flat_same
+        else f"{by_order('flat', REEST_AGE)} against {by_order('flat', 'ours')} with flat values"
+    )
+    reest_sentence = (
+        f"The re-estimation share goes first to the pages whose misjudged rate would cost most "
+        f'(how overdue they are times value / cost, `PlanConfig.reestimate_order="value"`, '
+        f"the default); ranked by age alone, as before, ours reaches "
+        f"{by_order('zipf', REEST_AGE)} at 2 / 5 / 10 / 20 % (zipf) against "
+        f"{by_order('zipf', 'ours')} ({flat_part}); over {late_window}, "
+        f"{late_by_order(REEST_AGE)} against {late_by_order('ours')} at 2 / 5 % (zipf)."
+    )
+
     misses_now, misses_before = misses("ours"), misses(BEFORE)
     mode = "quick" if args.quick else "full"
     setup = (
@@ -1191,7 +1223,8 @@ the rows it stored last cycle, over {rate_grid().shape[0]} Poisson rates from 1e
 three clocks: a change every 12 h, 1 day or 1 week at a fixed phase); as revisit_plan does,
 `expected_gains` (each page's posterior expectation of what a fetch now is worth) as
 `expected_gain_override` into `build_plan` with the default `PlanConfig` (30-day staleness
-floor taking at most 5 % of a cycle's budget, 5 % re-estimation and 2 % verification shares).
+floor taking at most 5 % of a cycle's budget, 5 % re-estimation share ranked by how overdue a
+page is times value / cost, 2 % verification share).
 The steps that led to it, one change at a time: **before** is the planner as it was (Gamma
 class prior, posterior index, staleness floor uncapped); **+ floor cap** caps the floor at 5 %
 of the budget; **+ eb prior** adds the change prior with Poisson rates only
@@ -1226,7 +1259,7 @@ reach {abl("cho2000", "zipf", 0.02, GENIE)} (zipf) and {abl("cho2000", "flat", 0
 {mine("cho2000", "zipf", 0.02)} / {mine("cho2000", "flat", 0.02)} and {mine("cho2000", "zipf", 0.1)} / {mine("cho2000", "flat", 0.1)}. Without
 the staleness floor and the reserved shares ours would reach {abl("cho2000", "zipf", 0.02, NO_BOTH)} at 2 % (zipf). The change prior's
 step (refit + expected gains) took {np.mean(eb_ms):.0f} ms per cycle on average at N = {n:,} (max
-{np.max(eb_ms):.0f} ms), on a shared machine. {lm_sentence}
+{np.max(eb_ms):.0f} ms), on a shared machine. {lm_sentence} {reest_sentence}
 
 Webs: `cho2000` realistic heavy-tailed mix (science.md §6), `broad` mostly static, `fast` all rates
 in [1, 24]/day, `periodic` (half daily at a fixed time of day, 30 % weekly, 20 % every 12 h,
@@ -1257,7 +1290,9 @@ fetches the stale pages whose copy would then stay fresh longest; it shows what 
 pages change is worth. "Last-Modified ages" (cho2000 only, every cell): ours with the default
 model where a fetch that finds a change also learns how long ago the content changed (the
 simulated last change time), on all pages or on a fixed random half of them; the rest stay
-binary.
+binary. "re-estimation by age" (cho2000 only, every cell): ours with
+`PlanConfig(reestimate_order="age")`, the re-estimation share ranked by how overdue a page is
+alone, as before the default became value / cost times that.
 
 {abl_table}
 

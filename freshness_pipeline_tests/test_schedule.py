@@ -299,6 +299,27 @@ def test_reestimation_and_verification_shares() -> None:
     assert min(quiet) == pytest.approx(20.0 + 2.0)
 
 
+def test_reestimation_goes_first_where_a_misjudged_rate_costs_most() -> None:
+    # 10 re-estimation fetches; the priority pages soak up the rest of the budget
+    rows = [{"age": 2.0, "value": 1e6, "rate": 1.0} for _ in range(190)]
+    cheap = [{"age": 40.0 + i, "value": 0.01, "rate": 0.001} for i in range(10)]
+    dear = [{"age": 15.0, "value": 5.0, "rate": 0.001, "cost": 2.0} for _ in range(10)]
+    worthless = [{"age": None, "value": 0.0} for _ in range(10)]  # active, never fetched: ∞ overdue
+    cands = _cands(rows + cheap + dear + worthless)
+    picked = {}
+    for order in ("value", "age"):
+        config = PlanConfig(reestimate_share=0.05, verify_share=0.0, reestimate_order=order)
+        plan = build_plan(cands, BIG, now=NOW, budget=200, config=config)
+        picked[order] = plan.filter(pl.col("reason") == "reestimate")
+    # by value: 15/14 overdue x 5/2 beats 40/14 x 0.01; the never-fetched worthless pages last
+    assert picked["value"].height == 10
+    assert picked["value"]["value"].to_list() == [5.0] * 10
+    # by age: the never-fetched (infinitely overdue) first, whatever they are worth
+    assert picked["age"]["value"].to_list() == [0.0] * 10
+    with pytest.raises(ValueError, match="reestimate_order"):
+        PlanConfig(reestimate_order="random")  # type: ignore[arg-type]
+
+
 def test_unused_reserve_flows_back_to_priority() -> None:
     rows = [{"age": 1.0 + i / 100} for i in range(100)]
     config = PlanConfig(verify_share=0.0)  # only active, recently fetched, well observed pages

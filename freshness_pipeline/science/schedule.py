@@ -36,8 +36,9 @@ The plan is filled in this order, each step capped per host by ``host_capacity``
    without a cap), so no page is forgotten whatever its estimate;
 2. reserved shares of the budget: ``new`` URLs (by value), ``reestimate`` (long-quiet or
    barely observed pages, and gone pages after ``gone_recheck_days``: the estimator only learns
-   from what the scheduler fetches, so pages it starves would stay misjudged forever), and a
-   random ``verify`` sample that checks the model on pages it would not choose;
+   from what the scheduler fetches, so pages it starves would stay misjudged forever; the most
+   overdue first, weighted by value per cost, see ``reestimate_order``), and a random
+   ``verify`` sample that checks the model on pages it would not choose;
 3. ``priority``: the rest of the budget, including any unused reserve, by priority.
 
 Hard guarantees: selected <= budget; per host selected <= capacity (a host missing from
@@ -226,6 +227,12 @@ class PlanConfig:
     reestimate_min_obs: int = 2
     #: gone pages become re-estimation candidates again after this many days
     gone_recheck_days: float = 30.0
+    #: which re-estimation candidates go first: ``"value"`` ranks them by how overdue they are
+    #: (days since the last fetch over ``reestimate_after_days``, or over ``gone_recheck_days``)
+    #: times value / cost, so the share goes where a misjudged rate costs most (a thin estimate
+    #: of a page worth 100x is checked before a stale one of a page worth little; the floor
+    #: still reaches every page); ``"age"``: the most overdue first, value only breaking ties
+    reestimate_order: Literal["value", "age"] = "value"
     #: combined with ``now`` to draw the verification sample: same (seed, now) -> same plan
     seed: int = 0
     #: costs are clipped to at least this, so a zero cost cannot make a priority infinite
@@ -237,6 +244,10 @@ class PlanConfig:
     def __post_init__(self) -> None:
         if self.objective not in ("freshness", "capture"):
             raise ValueError(f"objective must be 'freshness' or 'capture', not {self.objective!r}")
+        if self.reestimate_order not in ("value", "age"):
+            raise ValueError(
+                f"reestimate_order must be 'value' or 'age', not {self.reestimate_order!r}"
+            )
         shares = (self.new_share, self.reestimate_share, self.verify_share)
         if any(not 0.0 <= s <= 1.0 for s in shares) or sum(shares) > 1.0:
             raise ValueError("shares must be in [0, 1] and sum to at most 1")
@@ -452,6 +463,10 @@ def build_plan(
         .otherwise(age / cfg.reestimate_after_days)
         .fill_null(math.inf)
     )
+    if cfg.reestimate_order == "value":
+        # a worthless page is not worth re-estimating (and ∞ × 0 must not sort first)
+        worth = pl.col("_value") / pl.col("_cost")
+        overdue = pl.when(worth > 0).then(overdue * worth).otherwise(0.0)
     work = work.with_columns(
         _floor=spaced & not_gone_or_blocked & (age >= cfg.max_interval_days).fill_null(False),
         _hard=spaced
