@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/scheduling.py            # full run (~30 min on 2 shared cores)
     .venv/bin/python benchmarks/scheduling.py --quick --out /tmp/quick.md   # N = 2,000 (~4 min)
+    .venv/bin/python benchmarks/scheduling.py --cell cho2000/zipf/2 --cell fast/zipf/2   # no docs
 
 An in-memory simulator of the protocol in shared/reference/science.md §7: N pages, cycles of
 6 h, a budget of B fetches per cycle, at t = 0 the pages were last fetched 1..N/B cycles ago
@@ -877,14 +878,67 @@ def fmt_table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
+def parse_cell(text: str) -> tuple[str, str, float]:
+    """'web/values/budget %', e.g. 'cho2000/zipf/2' -> ('cho2000', 'zipf', 0.02)."""
+    try:
+        web, weights, pct = text.split("/")
+        share = float(pct.rstrip("%")) / 100.0
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a cell is web/values/budget%, not {text!r}") from None
+    if web not in WEBS or weights not in ("zipf", "flat") or not 0.0 < share <= 1.0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: web one of {', '.join(WEBS)}, values zipf or flat, budget in (0, 100]"
+        )
+    return web, weights, share
+
+
+def run_cells(cells: list[tuple[str, str, float]], n: int, cycles: int, args) -> None:
+    """The main table's policies on a few cells, printed as ratios to the oracle; for trying a
+    change to the planner in a minute or two before the full run. Writes no docs."""
+    tasks = [
+        (web, weights, share, n, cycles, 0, args.seed, None)
+        if web != "cho2000"
+        else (
+            web,
+            weights,
+            share,
+            n,
+            cycles,
+            0,
+            args.seed,
+            [*baselines(), *learners(), *cho2000_extras()],
+        )
+        for web, weights, share in cells
+    ]
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        for r in pool.map(scenario, tasks):
+            oracle = max(r["results"][p]["freshness"] for p in ("oracle-optimal", "oracle-index"))
+            print(
+                f"{r['web']}/{r['weights']}/{r['share']:.0%} (oracle {oracle:.4f}, seed {args.seed})"
+            )
+            for name, res in r["results"].items():
+                if not name.startswith("oracle"):
+                    print(f"  {name:45s} {res['freshness'] / oracle:.4f}  ({res['seconds']:.0f} s)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="N=2000, 60 cycles (a few minutes)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "scheduling.md")
+    ap.add_argument(
+        "--cell",
+        type=parse_cell,
+        action="append",
+        help="only this cell (web/values/budget%%, e.g. cho2000/zipf/2; repeatable): print the "
+        "main table's ratios to the oracle, write no docs",
+    )
     args = ap.parse_args()
     n, cycles = (2000, 60) if args.quick else (10_000, 120)
+    if args.cell:
+        run_cells(args.cell, n, cycles, args)
+        return
     shares = [0.02, 0.05, 0.10, 0.20]
     started = time.perf_counter()
 
