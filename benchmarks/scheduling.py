@@ -892,24 +892,19 @@ def parse_cell(text: str) -> tuple[str, str, float]:
     return web, weights, share
 
 
+def main_task(
+    web: str, weights: str, share: float, n: int, cycles: int, seed: int, late: int = 0
+) -> tuple:
+    """scenario()'s arguments for one main-table cell: every baseline and learner, and on
+    cho2000 also the extra variants."""
+    extra = [*baselines(), *learners(), *cho2000_extras()] if web == "cho2000" else None
+    return (web, weights, share, n, cycles, late, seed, extra)
+
+
 def run_cells(cells: list[tuple[str, str, float]], n: int, cycles: int, args) -> None:
     """The main table's policies on a few cells, printed as ratios to the oracle; for trying a
     change to the planner in a minute or two before the full run. Writes no docs."""
-    tasks = [
-        (web, weights, share, n, cycles, 0, args.seed, None)
-        if web != "cho2000"
-        else (
-            web,
-            weights,
-            share,
-            n,
-            cycles,
-            0,
-            args.seed,
-            [*baselines(), *learners(), *cho2000_extras()],
-        )
-        for web, weights, share in cells
-    ]
+    tasks = [main_task(web, weights, share, n, cycles, args.seed) for web, weights, share in cells]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         for r in pool.map(scenario, tasks):
             oracle = max(r["results"][p]["freshness"] for p in ("oracle-optimal", "oracle-index"))
@@ -945,16 +940,7 @@ def main() -> None:
     # cho2000 runs on for as long again: the steady state after a warm-up of one horizon
     # cho2000 also runs ours with Last-Modified ages and with re-estimation by age
     tasks = [
-        (
-            web,
-            weights,
-            share,
-            n,
-            cycles,
-            cycles if web == "cho2000" else 0,
-            args.seed,
-            [*baselines(), *learners(), *cho2000_extras()] if web == "cho2000" else None,
-        )
+        main_task(web, weights, share, n, cycles, args.seed, cycles if web == "cho2000" else 0)
         for web in WEBS
         for weights in ("zipf", "flat")
         for share in shares
