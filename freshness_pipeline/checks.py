@@ -8,6 +8,7 @@ import polars as pl
 from freshness_pipeline.assets.plan import polite_capacity
 from freshness_pipeline.partitions import hosts_partitions, partitions_for
 from freshness_pipeline.resources import CycleResource
+from freshness_pipeline.science.calibration import verify_calibration
 
 _CHECKS: list[tuple[Callable, dict]] = []
 
@@ -103,6 +104,44 @@ def results_account_for_plan(
     return dg.AssetCheckResult(passed=missing == 0, metadata={"planned_without_result": missing})
 
 
+#: fewer verified pages than this in a run say too little to judge the model by
+MIN_VERIFIED = 30
+#: |z| beyond this: the forecasts and the verified outcomes disagree
+MAX_CALIBRATION_Z = 3.0
+
+
+@cycle_check(
+    asset="fetch_results",
+    additional_ins={"revisit_plan": dg.AssetIn(key="revisit_plan")},
+)
+def verify_sample_matches_the_model(
+    fetch_results: pl.DataFrame, revisit_plan: pl.DataFrame
+) -> dg.AssetCheckResult:
+    """The random verification sample, fetched whatever the model thought of it, should find
+    about as many changes as the model forecast for it (science.calibration). A warning, not a
+    failure: a model that misjudges the pages of this crawl still plans (every fetch also
+    corrects its estimates), but a lasting warning says its rates deserve a look. Runs with
+    fewer than ``MIN_VERIFIED`` verified pages pass and say so: too small a sample to judge.
+    """
+    cal = verify_calibration(revisit_plan, fetch_results)
+    judged = cal.n >= MIN_VERIFIED
+    metadata: dict[str, int | float | str] = {"verified_pages": cal.n}
+    if cal.n:
+        metadata |= {
+            "forecast_change_share": round(cal.predicted, 4),
+            "observed_change_share": round(cal.observed, 4),
+            "z": round(cal.z, 2),
+            "brier_score": round(cal.brier, 4),
+        }
+    if not judged:
+        metadata["verdict"] = f"fewer than {MIN_VERIFIED} verified pages: not judged"
+    return dg.AssetCheckResult(
+        passed=not judged or abs(cal.z) <= MAX_CALIBRATION_Z,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata=metadata,
+    )
+
+
 def candidates_missing_from_state(candidates: pl.DataFrame, state: pl.DataFrame) -> int:
     return candidates.select("url").join(state.select("url"), on="url", how="anti").height
 
@@ -129,5 +168,6 @@ ALL_CHECKS = [
     candidates_have_unique_urls,
     plan_within_budget,
     results_account_for_plan,
+    verify_sample_matches_the_model,
     state_keeps_every_candidate,
 ]

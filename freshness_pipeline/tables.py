@@ -69,6 +69,7 @@ REVISIT_PLAN = {
     "cost": pl.Float64,
     "age_days": pl.Float64,
     "expected_gain": pl.Float64,
+    "expected_change": pl.Float64,
     "priority": pl.Float64,
     "reason": pl.String,
     "selected": pl.Boolean,

@@ -12,6 +12,7 @@ import dagster as dg
 import pytest
 import yaml
 
+from freshness_pipeline.checks import ALL_CHECKS
 from freshness_pipeline.distributed import (
     CYCLE_ID_TAG,
     GROUP_RUN_TAG,
@@ -111,4 +112,4 @@ def test_celery_job_builds_over_buckets_with_the_celery_executor(tmp_path, monke
     assert job.partitions_def is not None
     assert job.partitions_def.get_partition_keys() == bucket_keys(8)
     assert defs.resolve_schedule_def(SCHEDULE_NAME).job_name == JOB_NAME
-    assert len(defs.resolve_asset_graph().asset_check_keys) == 4
+    assert len(defs.resolve_asset_graph().asset_check_keys) == len(ALL_CHECKS)

@@ -20,6 +20,7 @@ from freshness_pipeline.science.eb import (
     histories_from_arrays,
     initial_weights,
     latest_fit_before,
+    posterior_gains,
     posterior_summary,
     prior_weights,
     rate_grid,
@@ -641,6 +642,11 @@ def test_expected_gains_rank_a_clock_page_after_its_update() -> None:
     assert ((cap >= 0) & (cap <= 1)).all() and np.median(cap[clock]) > 0.95
     with pytest.raises(ValueError):
         expected_gains(state, prior, now=now, objective="age", model=model)
+    # one pass gives both: the plan ranks by one and keeps the other as its forecast
+    both = posterior_gains(state, prior, now=now, model=model)
+    assert both.columns == ["expected_index", "expected_capture"]
+    assert np.array_equal(both["expected_index"].to_numpy(), gains)
+    assert np.array_equal(both["expected_capture"].to_numpy(), cap)
 
 
 def test_expected_gains_of_new_hinted_and_historyless_candidates() -> None:

@@ -306,3 +306,22 @@ def test_each_cycle_refits_the_change_prior_the_next_plan_scores_with(crawled):
     assert (per_host["classes"] >= 2).all()  # "__global__" and at least one url_class
     gains = sql(home, "SELECT expected_gain FROM revisit_plan WHERE expected_gain IS NOT NULL")
     assert gains.height > 0 and (gains["expected_gain"] >= 0).all()
+
+
+def test_the_plan_forecasts_a_change_for_every_page_it_knows(crawled):
+    """revisit_plan.expected_change: the model's probability that the page changed since its
+    last fetch, which the verification sample's check (science.calibration) puts to the test."""
+    plan = sql(
+        crawled["home"],
+        "SELECT status, last_fetched_at, expected_change, hinted_change FROM revisit_plan",
+    )
+    fetched = plan.filter(pl.col("last_fetched_at").is_not_null() & (pl.col("status") == "active"))
+    assert fetched.height > 0
+    assert fetched["expected_change"].is_between(0.0, 1.0).all()
+    # a trusted sitemap saying "changed" makes it certain; without one a fetched page is not
+    hinted = fetched.filter(pl.col("hinted_change").fill_null(False))
+    assert hinted["expected_change"].to_list() == pytest.approx([1.0] * hinted.height)
+    unhinted = fetched.filter(pl.col("hinted_change").is_null())
+    assert unhinted.height > 0 and unhinted["expected_change"].max() < 1.0
+    never = plan.filter(pl.col("last_fetched_at").is_null() & (pl.col("status") == "new"))
+    assert never["expected_change"].to_list() == pytest.approx([1.0] * never.height)

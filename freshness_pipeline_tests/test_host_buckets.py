@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+from freshness_pipeline.checks import ALL_CHECKS
 from freshness_pipeline.config import ConfigError, load_config
 from freshness_pipeline.definitions import build_definitions
 from freshness_pipeline.partitions import (
@@ -80,7 +81,7 @@ def test_bucketed_definitions_have_one_partition_per_bucket_and_no_sensor():
     assert job.partitions_def is not None
     assert job.partitions_def.get_partition_keys() == bucket_keys(BUCKETS)
     assert not list(defs.sensors or [])
-    assert len(checks) == 4
+    assert len(checks) == len(ALL_CHECKS)
 
 
 def _crawl(home, web, world_start, host_buckets: int):

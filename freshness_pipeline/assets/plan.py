@@ -17,7 +17,7 @@ from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, WarehouseResource
 from freshness_pipeline.science.cost import bytes_cost, credits_cost
-from freshness_pipeline.science.eb import expected_gains
+from freshness_pipeline.science.eb import GAIN_COLUMN, posterior_gains
 from freshness_pipeline.science.hints import host_trust, lastmod_hints
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
 
@@ -87,7 +87,7 @@ def plan_inputs(
         "change_rate",
         "n_obs",
         "n_changes",
-        # the history the change prior scores each page on (science.eb.expected_gains)
+        # the history the change prior scores each page on (science.eb.posterior_gains)
         "obs_interval_days",
         "obs_changed",
         "obs_age_days",
@@ -175,11 +175,12 @@ def revisit_plan(
     log = wh.read_fetch_log(hosts, now - BYTES_HISTORY) if settings.cost_basis == "bytes" else None
     inputs = inputs.with_columns(pl.col("cost") * page_type_cost(inputs, settings, log))
     config = PlanConfig(objective=cycle.plan_objective(settings))  # type: ignore[arg-type]
-    # What a fetch now is worth under the change prior url_state fit last cycle.
+    # What a fetch now is worth under the change prior url_state fit last cycle, and the
+    # model's forecast that it changed, which the random verification sample is scored on.
+    gains = posterior_gains(inputs, wh.read("change_prior", hosts), now=now)
     inputs = inputs.with_columns(
-        expected_gain_override=expected_gains(
-            inputs, wh.read("change_prior", hosts), now=now, objective=config.objective
-        )
+        expected_gain_override=gains[GAIN_COLUMN[config.objective]],
+        expected_change=gains["expected_capture"].clip(0.0, 1.0),  # a sum of weights: 1 + 1 ulp
     )
     plan = build_plan(
         inputs,

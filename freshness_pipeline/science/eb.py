@@ -101,6 +101,7 @@ from freshness_pipeline.science.timecols import as_utc, utc_column
 __all__ = [
     "AGE_COLUMN",
     "DEFAULT_PERIODS",
+    "GAIN_COLUMN",
     "GLOBAL",
     "ChangeModel",
     "Histories",
@@ -115,6 +116,7 @@ __all__ = [
     "histories_from_arrays",
     "initial_weights",
     "latest_fit_before",
+    "posterior_gains",
     "posterior_summary",
     "prior_weights",
     "rate_grid",
@@ -1287,6 +1289,10 @@ def _with_periodic_floor(w: np.ndarray, model: ChangeModel) -> np.ndarray:
     return np.r_[w * (1.0 - start[g:].sum()), start[g:]]
 
 
+#: the column of :func:`posterior_gains` each planning objective ranks by
+GAIN_COLUMN = {"freshness": "expected_index", "capture": "expected_capture"}
+
+
 def expected_gains(
     candidates: pl.DataFrame,
     prior: pl.DataFrame | None,
@@ -1296,19 +1302,36 @@ def expected_gains(
     model: ChangeModel = ChangeModel(),  # noqa: B008 - frozen dataclass, safe as a default
 ) -> pl.Series:
     """``expected_gain_override`` for :func:`freshness_pipeline.science.schedule.build_plan`:
-    what a fetch at ``now`` is worth for each candidate under the stored prior (``prior``:
+    what a fetch at ``now`` is worth for each candidate under the stored prior, for the
+    planning ``objective``: "freshness" (the expected index) or "capture" (P(changed since the
+    last fetch)). Arguments as for :func:`posterior_gains`.
+    """
+    if objective not in GAIN_COLUMN:
+        raise ValueError(f"objective must be 'freshness' or 'capture', not {objective!r}")
+    gains = posterior_gains(candidates, prior, now=now, model=model)
+    return gains[GAIN_COLUMN[objective]].alias("expected_gain_override")
+
+
+def posterior_gains(
+    candidates: pl.DataFrame,
+    prior: pl.DataFrame | None,
+    *,
+    now: datetime,
+    model: ChangeModel = ChangeModel(),  # noqa: B008 - frozen dataclass, safe as a default
+) -> pl.DataFrame:
+    """Per candidate, in order: ``expected_index`` (the freshness a fetch at ``now`` buys, in
+    days) and ``expected_capture`` (the probability that the page changed since its last
+    fetch), both averaged over the page's posterior under the stored prior (``prior``:
     ``change_prior`` rows of the run's hosts, of which the newest fit before ``now`` is used;
-    none: the starting weights).
+    none: the starting weights). One pass gives both: the plan ranks by one and keeps the
+    other, the model's forecast that the random verification sample puts to the test.
 
     ``candidates``: url_class, last_fetched_at (null = never: infinitely stale), and the
     history columns obs_interval_days / obs_changed / last_seen_at (and ``AGE_COLUMN`` when
     url_state has it) from url_state (absent or null: no history); hinted_change = True (a
     trusted sitemap says it changed) is scored as infinitely stale, False is zeroed by the
-    planner itself. ``objective``: "freshness" (the expected index) or "capture" (P(changed
-    since the last fetch)).
+    planner itself.
     """
-    if objective not in ("freshness", "capture"):
-        raise ValueError(f"objective must be 'freshness' or 'capture', not {objective!r}")
     n = candidates.height
     cols = set(candidates.columns)
     if {"obs_interval_days", "obs_changed"} <= cols:
@@ -1352,8 +1375,7 @@ def expected_gains(
         age_days=age,
         now_days=now_utc.timestamp() / 86_400.0,
     )
-    column = "expected_index" if objective == "freshness" else "expected_capture"
-    return summary[column].alias("expected_gain_override")
+    return summary.select("expected_index", "expected_capture")
 
 
 # -------------------------------------------------------------------------------- storage

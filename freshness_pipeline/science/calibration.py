@@ -1,0 +1,85 @@
+"""Does the change model foresee what a random sample of fetches finds?
+
+The planner's ``verify`` share fetches pages drawn uniformly at random from those it knows,
+whatever their priority. Only on them is the share found changed a fair test of the model:
+the pages the planner chose itself were chosen for high forecasts, so their outcomes say as
+much about the choice as about the model. Each verified page carries the plan's forecast,
+``expected_change``: the probability that it changed since its last fetch, averaged over its
+posterior. If the model is right, the number of changes found is a sum of independent
+Bernoulli draws with those probabilities, so
+
+    z = (changes − Σ p) / sqrt(Σ p (1 − p))
+
+is about standard normal; a |z| of 3 or more says the forecasts are off (rates too low when
+positive: pages change more than the model thinks). Pages with a trusted sitemap hint are left
+out (the hint, not the model, set their forecast), as are first fetches (nothing to compare)
+and fetches that saw no content (gone, error, deferred).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import polars as pl
+
+__all__ = ["Calibration", "calibration", "verify_calibration"]
+
+#: outcomes that compare content with the previous copy (verify fetches are unconditional,
+#: but a 304 answered anyway still says "unchanged")
+COMPARED = {"changed": True, "unchanged": False, "not_modified": False}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Forecast against outcome over a sample of fetches."""
+
+    n: int
+    #: mean forecast probability of a change
+    predicted: float
+    #: share of the fetches that found a change
+    observed: float
+    #: standardized difference of the counts (0 when the forecasts leave no variance)
+    z: float
+    #: mean squared difference between forecast and outcome
+    brier: float
+
+
+def calibration(forecast: pl.Series, changed: pl.Series) -> Calibration:
+    """Compare forecasts (probabilities in [0, 1]) with outcomes (booleans), row by row; rows
+    where either is null or the forecast is not a probability are skipped."""
+    frame = pl.DataFrame({"p": forecast.cast(pl.Float64), "x": changed.cast(pl.Boolean)}).filter(
+        pl.col("p").is_between(0.0, 1.0) & pl.col("x").is_not_null()
+    )
+    n = frame.height
+    if n == 0:
+        return Calibration(0, math.nan, math.nan, 0.0, math.nan)
+    x = pl.col("x").cast(pl.Float64)
+    expected, variance, hits, brier = frame.select(
+        pl.col("p").sum().alias("expected"),
+        (pl.col("p") * (1.0 - pl.col("p"))).sum().alias("variance"),
+        x.sum().alias("hits"),
+        ((pl.col("p") - x) ** 2).mean().alias("brier"),
+    ).row(0)
+    z = (hits - expected) / math.sqrt(variance) if variance > 0 else 0.0
+    return Calibration(n, expected / n, hits / n, z, brier)
+
+
+def verify_calibration(plan: pl.DataFrame, results: pl.DataFrame) -> Calibration:
+    """:func:`calibration` over this cycle's verification fetches: ``results`` rows with
+    ``plan_reason`` 'verify' and an outcome that compared content, forecast by the ``plan``
+    row of the same URL (``expected_change``; rows with a ``hinted_change`` are left out)."""
+    if "expected_change" not in plan.columns or results.height == 0:
+        return calibration(pl.Series([], dtype=pl.Float64), pl.Series([], dtype=pl.Boolean))
+    hinted = (
+        pl.col("hinted_change").is_not_null() if "hinted_change" in plan.columns else pl.lit(False)
+    )
+    forecasts = plan.filter(~hinted).select("url", "expected_change").unique("url", keep="first")
+    checked = (
+        results.filter(
+            (pl.col("plan_reason") == "verify") & pl.col("outcome").is_in(list(COMPARED))
+        )
+        .select("url", pl.col("outcome").replace_strict(COMPARED, return_dtype=pl.Boolean))
+        .join(forecasts, on="url", how="inner")
+    )
+    return calibration(checked["expected_change"], checked["outcome"])
