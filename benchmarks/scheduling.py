@@ -1388,7 +1388,7 @@ outside the band.
   later trial (same seed and cell) scored the bit over every revisit interval from 6 h to 3
   years on the change prior's 48 rates, with the shadow price taken from the previous cycle's
   cut, and added H days of that gain: H = 7 / 15 / 30 / 60 gave 0.972 / 0.973 / 0.971 / 0.967
-  against 0.971. Among the pages of value rank 1,000-3,000 ours fetches those changing 1-4
+  against 0.971 without it (re-estimation still by age). Among the pages of value rank 1,000-3,000 ours fetches those changing 1-4
   times a day 3.4 times in 30 days (the oracle 0.9) and those changing 1/7-1 times a day 3.5
   times (the oracle 7.6): one more bit rarely tells the two apart, so a one-step bonus stays
   small exactly where it would matter.
