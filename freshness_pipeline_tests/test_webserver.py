@@ -32,7 +32,7 @@ ASSETS = {"url_inventory", "url_candidates", "revisit_plan", "fetch_results", "u
 CHECKS = {
     "url_candidates": {"candidates_have_unique_urls"},
     "revisit_plan": {"plan_within_budget"},
-    "fetch_results": {"results_account_for_plan"},
+    "fetch_results": {"results_account_for_plan", "verify_sample_matches_the_model"},
     "url_state": {"state_keeps_every_candidate"},
 }
 LOCATION = "freshness_pipeline.definitions"
