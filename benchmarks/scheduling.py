@@ -1,6 +1,6 @@
 """Scheduling benchmark: how close does the project's planner come to the oracle optimum?
 
-    .venv/bin/python benchmarks/scheduling.py            # full run (~30 min on 2 shared cores)
+    .venv/bin/python benchmarks/scheduling.py            # full run (~40 min on 2 shared cores)
     .venv/bin/python benchmarks/scheduling.py --quick --out /tmp/quick.md   # N = 2,000 (~4 min)
     .venv/bin/python benchmarks/scheduling.py --cell cho2000/zipf/2 --cell fast/zipf/2   # no docs
 
@@ -814,7 +814,8 @@ class OursLM(Ours):
         )
 
 
-#: ours with re-estimation ordered as before PlanConfig.reestimate_order (most overdue first)
+#: ours with the re-estimation share in its old order, the most overdue first
+#: (PlanConfig(reestimate_order="age"))
 REEST_AGE = "ours, re-estimation by age"
 
 LM_ALL = "ours + Last-Modified ages (all pages)"
