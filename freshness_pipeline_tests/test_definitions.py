@@ -60,14 +60,17 @@ def test_schedule_asks_for_one_run_over_all_hosts_with_its_tick_as_now(tmp_path)
     instance = dg.DagsterInstance.local_temp(str(tmp_path))
     register_hosts(instance, [f"h{i}.example" for i in range(50)])
     tick = datetime(2026, 11, 30, 13, tzinfo=UTC)
-    context = dg.build_schedule_context(
+    # As a context manager: an evaluated tick enters the instance, and only the context's exit
+    # leaves it (else the instance's state storage outlives the test in a ContextVar and later
+    # materializations in the same process fail on its dead weakref).
+    with dg.build_schedule_context(
         instance=instance, scheduled_execution_time=tick, repository_def=defs.get_repository_def()
-    )
-    data = (
-        defs.get_repository_def()
-        .get_schedule_def("freshness_cycle_schedule")
-        .evaluate_tick(context)
-    )
+    ) as context:
+        data = (
+            defs.get_repository_def()
+            .get_schedule_def("freshness_cycle_schedule")
+            .evaluate_tick(context)
+        )
     assert len(data.run_requests) == 1
     request = data.run_requests[0]
     assert request.tags[RANGE_START_TAG] == "h0.example"
@@ -83,15 +86,17 @@ def test_sensor_registers_seeded_hosts(tmp_path, monkeypatch):
         pl.DataFrame({"url": ["https://new.example/"], "host": ["new.example"]}),
     )
     instance = dg.DagsterInstance.local_temp(str(tmp_path))
-    context = dg.build_sensor_context(instance=instance, repository_def=defs.get_repository_def())
-    # Called directly: a tick's resolution validates keys the daemon adds in the same tick.
-    result = new_hosts_sensor(context)
-    (request,) = result.run_requests
-    assert request.tags[RANGE_START_TAG] == request.tags[RANGE_END_TAG] == "new.example"
-    added = result.dynamic_partitions_requests[0]
-    assert list(added.partition_keys) == ["new.example"]
-    register_hosts(instance, ["new.example"])
-    assert isinstance(new_hosts_sensor(context), dg.SkipReason)
+    with dg.build_sensor_context(
+        instance=instance, repository_def=defs.get_repository_def()
+    ) as context:
+        # Called directly: a tick's resolution validates keys the daemon adds in the same tick.
+        result = new_hosts_sensor(context)
+        (request,) = result.run_requests
+        assert request.tags[RANGE_START_TAG] == request.tags[RANGE_END_TAG] == "new.example"
+        added = result.dynamic_partitions_requests[0]
+        assert list(added.partition_keys) == ["new.example"]
+        register_hosts(instance, ["new.example"])
+        assert isinstance(new_hosts_sensor(context), dg.SkipReason)
 
 
 def test_cycle_runs_are_serialized_by_the_instance_config(tmp_path, monkeypatch):

@@ -62,8 +62,10 @@ def test_schedule_asks_for_one_run_per_group_with_the_tick_as_now(tmp_path):
     schedule = build_group_schedule(8, 2)
     assert schedule.name == SCHEDULE_NAME and schedule.job_name == JOB_NAME
     tick = datetime(2026, 11, 30, 13, tzinfo=UTC)
-    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
-        context = dg.build_schedule_context(instance=instance, scheduled_execution_time=tick)
+    with (
+        dg.instance_for_test(temp_dir=str(tmp_path)) as instance,
+        dg.build_schedule_context(instance=instance, scheduled_execution_time=tick) as context,
+    ):
         requests = schedule.evaluate_tick(context).run_requests
     assert [(r.tags[RANGE_START_TAG], r.tags[RANGE_END_TAG]) for r in requests] == [
         ("bucket-0", "bucket-3"),
