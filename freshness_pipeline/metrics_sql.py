@@ -6,7 +6,12 @@ the views `host_metrics` and `class_metrics` hold it so anyone can query it in t
 - requests_per_change / bytes_per_change: the cost of one detected change;
 - expected_age_h: the value-weighted expected time our copies have been stale, from each page's
   rate and the time since we last saw it (Cho and Garcia-Molina's age metric): the freshness lag;
-- errors, throttled (429/503 answers).
+- errors, throttled (429/503 answers);
+- verified, verify_forecast, verify_observed, verify_z: on the random verification sample (the
+  fetches the planner made whatever the model thought of the pages), the model's mean forecast
+  that a page changed since its last fetch against the share that had, and the standardized
+  difference (science.calibration): near 0 when the change model is right, beyond ±3 when its
+  rates are off (positive: pages change more than it thinks).
 
 Only fixed SQL lives here; no URL or host text is ever put into it.
 """
@@ -24,8 +29,19 @@ FETCH_METRICS = """
     round(count(*) / nullif(count(*) FILTER (WHERE outcome = 'changed'), 0), 2) AS requests_per_change,
     round(sum(bytes) / nullif(count(*) FILTER (WHERE outcome = 'changed'), 0)) AS bytes_per_change,
     count(*) FILTER (WHERE outcome = 'error') AS errors,
-    count(*) FILTER (WHERE http_status IN (429, 503)) AS throttled
-"""
+    count(*) FILTER (WHERE http_status IN (429, 503)) AS throttled,
+    count(*) FILTER (WHERE {verified}) AS verified,
+    round(avg(expected_change) FILTER (WHERE {verified}), 3) AS verify_forecast,
+    round(avg(CASE WHEN outcome = 'changed' THEN 1.0 ELSE 0.0 END) FILTER (WHERE {verified}), 3)
+        AS verify_observed,
+    round((sum(CASE WHEN outcome = 'changed' THEN 1.0 ELSE 0.0 END) FILTER (WHERE {verified})
+           - sum(expected_change) FILTER (WHERE {verified}))
+        / nullif(sqrt(sum(expected_change * (1 - expected_change)) FILTER (WHERE {verified})), 0), 2)
+        AS verify_z
+""".format(
+    verified="plan_reason = 'verify' AND expected_change BETWEEN 0 AND 1"
+    " AND outcome IN ('changed', 'unchanged', 'not_modified')"
+)
 
 STATE_METRICS = """
     count(*) AS urls,

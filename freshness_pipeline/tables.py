@@ -89,6 +89,7 @@ FETCH_RESULTS = {
     "http_status": pl.Int64,
     "outcome": pl.String,
     "plan_reason": pl.String,
+    "expected_change": pl.Float64,
     "fingerprint": pl.String,
     "fingerprint_version": pl.Int64,
     "etag": pl.String,
@@ -121,6 +122,8 @@ FETCH_LOG = {
     "etag": pl.String,
     "last_modified": pl.String,
     "error": pl.String,
+    "plan_reason": pl.String,
+    "expected_change": pl.Float64,
 }
 
 URL_STATE = {

@@ -3,6 +3,7 @@ loopback, then SQL on the DuckDB views. Real HTTP, real Dagster runs, real DuckD
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -325,3 +326,30 @@ def test_the_plan_forecasts_a_change_for_every_page_it_knows(crawled):
     assert unhinted.height > 0 and unhinted["expected_change"].max() < 1.0
     never = plan.filter(pl.col("last_fetched_at").is_null() & (pl.col("status") == "new"))
     assert never["expected_change"].to_list() == pytest.approx([1.0] * never.height)
+
+
+def test_the_verification_metrics_compare_forecast_and_outcome_of_verified_fetches(crawled):
+    """fetch_log keeps why each fetch was planned and the model's forecast of a change; the
+    metric views reduce the random verification fetches to forecast, observed share and z."""
+    home = crawled["home"]
+    log = sql(home, "SELECT plan_reason, outcome, expected_change FROM fetch_log")
+    assert log["plan_reason"].is_not_null().all()
+    verified = log.filter(
+        (pl.col("plan_reason") == "verify")
+        & pl.col("outcome").is_in(["changed", "unchanged", "not_modified"])
+        & pl.col("expected_change").is_between(0.0, 1.0)
+    )
+    assert verified.height > 0
+    by_host = sql(
+        home, "SELECT verified, verify_forecast, verify_observed, verify_z FROM host_metrics"
+    )
+    assert by_host["verified"].sum() == verified.height
+    p = verified["expected_change"]
+    changed = (verified["outcome"] == "changed").cast(pl.Float64)
+    z = (changed.sum() - p.sum()) / math.sqrt((p * (1 - p)).sum())
+    totals = sql(
+        home,
+        "SELECT sum(verified * verify_forecast) / sum(verified) AS forecast FROM host_metrics",
+    )
+    assert totals["forecast"][0] == pytest.approx(p.mean(), abs=2e-3)  # host rows round to 3
+    assert abs(z) < 4.0  # the change model is not far off on the synthetic web

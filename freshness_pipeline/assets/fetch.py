@@ -60,7 +60,17 @@ def results_frame(
     # vars(), not asdict(): the fields are flat, and asdict's deep copy was a tenth of the
     # stage's CPU per 304 (docs/fetch_rate.md).
     frame = pl.DataFrame([vars(r) for r in results], infer_schema_length=None)
-    planned = plan.select("url", "url_class", pl.col("reason").alias("plan_reason"))
+    # the model's forecast of a change, kept with the fetch that tests it (the verify metrics);
+    # where a trusted sitemap hint set the plan's number it is the hint's, not the model's
+    forecast = pl.col("expected_change") if "expected_change" in plan.columns else pl.lit(None)
+    if "hinted_change" in plan.columns:
+        forecast = pl.when(pl.col("hinted_change").is_null()).then(forecast)
+    planned = plan.select(
+        "url",
+        "url_class",
+        pl.col("reason").alias("plan_reason"),
+        forecast.cast(pl.Float64).alias("expected_change"),
+    )
     return tables.conform(
         "fetch_results",
         frame.join(planned, on="url", how="left").with_columns(
