@@ -668,6 +668,11 @@ def test_expected_gains_of_new_hinted_and_historyless_candidates() -> None:
     # never fetched, or a trusted "changed" hint: the prior's gain at infinite age
     assert gains[0] == pytest.approx(gains[1]) and gains[0] > never
     assert gains[2] < gains[0]
+    # capture: certain for the never fetched and the hinted, and a probability however the
+    # posterior's weights round
+    cap = expected_gains(cands, None, now=NOW, objective="capture", model=model).to_numpy()
+    assert cap[0] == pytest.approx(1.0) and cap[1] == pytest.approx(1.0)
+    assert ((cap >= 0.0) & (cap <= 1.0)).all() and cap[2] < 1.0
     # without the history columns every candidate is judged by its prior alone
     with_cols = expected_gains(
         cands.with_columns(

@@ -180,7 +180,7 @@ def revisit_plan(
     gains = posterior_gains(inputs, wh.read("change_prior", hosts), now=now)
     inputs = inputs.with_columns(
         expected_gain_override=gains[GAIN_COLUMN[config.objective]],
-        expected_change=gains["expected_capture"].clip(0.0, 1.0),  # a sum of weights: 1 + 1 ulp
+        expected_change=gains["expected_capture"],
     )
     plan = build_plan(
         inputs,

@@ -990,7 +990,7 @@ def _summary_arrays(
                 w_idx = w_idx + post[:, g + j] * np.where(a > 0, days, 0.0)
                 w_cap = w_cap + post[:, g + j] * np.where(a > 0, stale, 0.0)
             out["idx"][r0:r1] = w_idx
-            out["cap"][r0:r1] = w_cap
+            out["cap"][r0:r1] = np.clip(w_cap, 0.0, 1.0)  # a probability: weights sum to 1 ± ulps
     return out
 
 
