@@ -110,20 +110,15 @@ MIN_VERIFIED = 30
 MAX_CALIBRATION_Z = 3.0
 
 
-@cycle_check(
-    asset="fetch_results",
-    additional_ins={"revisit_plan": dg.AssetIn(key="revisit_plan")},
-)
-def verify_sample_matches_the_model(
-    fetch_results: pl.DataFrame, revisit_plan: pl.DataFrame
-) -> dg.AssetCheckResult:
+@cycle_check(asset="fetch_results")
+def verify_sample_matches_the_model(fetch_results: pl.DataFrame) -> dg.AssetCheckResult:
     """The random verification sample, fetched whatever the model thought of it, should find
     about as many changes as the model forecast for it (science.calibration). A warning, not a
     failure: a model that misjudges the pages of this crawl still plans (every fetch also
     corrects its estimates), but a lasting warning says its rates deserve a look. Runs with
     fewer than ``MIN_VERIFIED`` verified pages pass and say so: too small a sample to judge.
     """
-    cal = verify_calibration(revisit_plan, fetch_results)
+    cal = verify_calibration(fetch_results)
     judged = cal.n >= MIN_VERIFIED
     metadata: dict[str, int | float | str] = {"verified_pages": cal.n}
     if cal.n:

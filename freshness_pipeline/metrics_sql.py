@@ -18,6 +18,8 @@ Only fixed SQL lives here; no URL or host text is ever put into it.
 
 from __future__ import annotations
 
+from freshness_pipeline.science.calibration import COMPARED
+
 FETCH_METRICS = """
     count(*) AS requests,
     count(*) FILTER (WHERE conditional) AS conditional,
@@ -40,7 +42,7 @@ FETCH_METRICS = """
         AS verify_z
 """.format(
     verified="plan_reason = 'verify' AND expected_change BETWEEN 0 AND 1"
-    " AND outcome IN ('changed', 'unchanged', 'not_modified')"
+    f" AND outcome IN ({', '.join(repr(o) for o in COMPARED)})"
 )
 
 STATE_METRICS = """

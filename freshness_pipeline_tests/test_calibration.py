@@ -55,14 +55,7 @@ def test_unusable_rows_are_skipped_and_certain_forecasts_give_no_z():
 
 
 def test_only_verified_fetches_that_compared_content_count():
-    plan = pl.DataFrame(
-        {
-            "url": [f"u{i}" for i in range(7)],
-            "expected_change": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7],
-            "hinted_change": [None, None, None, None, None, True, None],
-        },
-        schema_overrides={"hinted_change": pl.Boolean},
-    )
+    # what the fetch stage writes: the plan's reason and forecast beside each outcome
     results = pl.DataFrame(
         {
             "url": [f"u{i}" for i in range(7)] + ["not-planned"],
@@ -74,19 +67,20 @@ def test_only_verified_fetches_that_compared_content_count():
                 "new",  # a first fetch compares nothing
                 "changed",  # chosen by priority: not a random sample
                 "error",  # saw no content
-                "changed",  # a sitemap hint set its forecast
+                "changed",  # a sitemap hint set its forecast: the fetch stage left it null
                 "unchanged",  # counted
                 "changed",  # no forecast to compare with
             ],
+            "expected_change": [0.1, 0.2, 0.3, 0.4, 0.5, None, 0.7, None],
         }
     )
-    cal = verify_calibration(plan, results)
+    cal = verify_calibration(results)
     assert cal.n == 3
     assert cal.predicted == pytest.approx((0.1 + 0.2 + 0.7) / 3)
     assert cal.observed == pytest.approx(1 / 3)
 
 
-def test_a_plan_without_forecasts_judges_nothing():
-    plan = pl.DataFrame({"url": ["u"]})
+def test_results_without_forecasts_judge_nothing():
     results = pl.DataFrame({"url": ["u"], "plan_reason": ["verify"], "outcome": ["changed"]})
-    assert verify_calibration(plan, results).n == 0
+    assert verify_calibration(results).n == 0
+    assert verify_calibration(results.clear()).n == 0

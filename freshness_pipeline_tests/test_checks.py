@@ -234,28 +234,23 @@ def test_a_planned_url_without_a_result_fails(tmp_path):
     assert evaluation.metadata["planned_without_result"].value == 2
 
 
-def verified(n_per_host: int, forecast: float, changed_share: float) -> tuple[pl.DataFrame, ...]:
-    """A plan forecasting ``forecast`` for every verified page, and results in which the first
-    ``changed_share`` of each host's pages changed."""
+def verified(n_per_host: int, forecast: float, changed_share: float) -> dg.AssetsDefinition:
+    """fetch_results of verify fetches, each forecast ``forecast`` by the plan, in which the
+    first ``changed_share`` of each host's pages changed."""
     rows = [u for h in HOSTS for u in urls(h, *map(str, range(n_per_host)))]
-    the_plan = plan([(u, True) for u in rows]).with_columns(expected_change=pl.lit(forecast))
     changed = int(round(changed_share * n_per_host))
     outcomes = ["changed" if i < changed else "unchanged" for _ in HOSTS for i in range(n_per_host)]
     found = results(list(zip(rows, outcomes, strict=True))).with_columns(
-        plan_reason=pl.lit("verify")
+        plan_reason=pl.lit("verify"), expected_change=pl.lit(forecast)
     )
-    return the_plan, found
+    return stand_in("fetch_results", found)
 
 
 @pytest.mark.parametrize(("forecast", "changed_share"), [(0.3, 0.3), (0.3, 0.45)])
 def test_a_verify_sample_that_matches_the_forecast_passes(tmp_path, forecast, changed_share):
     # 40 pages at p = 0.3: 12 changes expected, sd 2.9; 18 found is z = 2.1
-    the_plan, found = verified(20, forecast, changed_share)
-    result, evaluation = run(
-        tmp_path,
-        [stand_in("revisit_plan", the_plan), stand_in("fetch_results", found)],
-        checks.verify_sample_matches_the_model,
-    )
+    found = verified(20, forecast, changed_share)
+    result, evaluation = run(tmp_path, [found], checks.verify_sample_matches_the_model)
     assert result.success and evaluation.passed
     assert evaluation.metadata["verified_pages"].value == 40
     assert evaluation.metadata["forecast_change_share"].value == pytest.approx(0.3)
@@ -263,12 +258,8 @@ def test_a_verify_sample_that_matches_the_forecast_passes(tmp_path, forecast, ch
 
 def test_a_verify_sample_that_changed_far_more_than_forecast_warns(tmp_path):
     # 40 pages at p = 0.3, 24 changed: z = 4.1
-    the_plan, found = verified(20, 0.3, 0.6)
-    result, evaluation = run(
-        tmp_path,
-        [stand_in("revisit_plan", the_plan), stand_in("fetch_results", found)],
-        checks.verify_sample_matches_the_model,
-    )
+    found = verified(20, 0.3, 0.6)
+    result, evaluation = run(tmp_path, [found], checks.verify_sample_matches_the_model)
     assert not evaluation.passed
     assert evaluation.severity == dg.AssetCheckSeverity.WARN
     assert evaluation.metadata["z"].value == pytest.approx(4.14, abs=0.01)
@@ -277,12 +268,8 @@ def test_a_verify_sample_that_changed_far_more_than_forecast_warns(tmp_path):
 
 
 def test_too_small_a_verify_sample_is_not_judged(tmp_path):
-    the_plan, found = verified(10, 0.1, 1.0)  # 20 pages, all changed against p = 0.1
-    _, evaluation = run(
-        tmp_path,
-        [stand_in("revisit_plan", the_plan), stand_in("fetch_results", found)],
-        checks.verify_sample_matches_the_model,
-    )
+    found = verified(10, 0.1, 1.0)  # 20 pages, all changed against p = 0.1
+    _, evaluation = run(tmp_path, [found], checks.verify_sample_matches_the_model)
     assert evaluation.passed
     assert evaluation.metadata["verified_pages"].value == 20
     assert "not judged" in evaluation.metadata["verdict"].value

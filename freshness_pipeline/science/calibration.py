@@ -65,21 +65,14 @@ def calibration(forecast: pl.Series, changed: pl.Series) -> Calibration:
     return Calibration(n, expected / n, hits / n, z, brier)
 
 
-def verify_calibration(plan: pl.DataFrame, results: pl.DataFrame) -> Calibration:
-    """:func:`calibration` over this cycle's verification fetches: ``results`` rows with
-    ``plan_reason`` 'verify' and an outcome that compared content, forecast by the ``plan``
-    row of the same URL (``expected_change``; rows with a ``hinted_change`` are left out)."""
-    if "expected_change" not in plan.columns or results.height == 0:
+def verify_calibration(results: pl.DataFrame) -> Calibration:
+    """:func:`calibration` over a cycle's verification fetches: ``results`` (fetch_results or
+    fetch_log) rows with ``plan_reason`` 'verify' and an outcome that compared content, against
+    the ``expected_change`` the fetch stage copied from the plan (null where a sitemap hint,
+    not the model, set the plan's number)."""
+    if results.height == 0 or not {"plan_reason", "expected_change"} <= set(results.columns):
         return calibration(pl.Series([], dtype=pl.Float64), pl.Series([], dtype=pl.Boolean))
-    hinted = (
-        pl.col("hinted_change").is_not_null() if "hinted_change" in plan.columns else pl.lit(False)
-    )
-    forecasts = plan.filter(~hinted).select("url", "expected_change").unique("url", keep="first")
-    checked = (
-        results.filter(
-            (pl.col("plan_reason") == "verify") & pl.col("outcome").is_in(list(COMPARED))
-        )
-        .select("url", pl.col("outcome").replace_strict(COMPARED, return_dtype=pl.Boolean))
-        .join(forecasts, on="url", how="inner")
-    )
+    checked = results.filter(
+        (pl.col("plan_reason") == "verify") & pl.col("outcome").is_in(list(COMPARED))
+    ).select("expected_change", pl.col("outcome").replace_strict(COMPARED, return_dtype=pl.Boolean))
     return calibration(checked["expected_change"], checked["outcome"])
