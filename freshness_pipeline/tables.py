@@ -80,6 +80,8 @@ REVISIT_PLAN = {
     "crawl_delay": pl.Float64,
     "lastmod": UTC_TIME,
     "hinted_change": pl.Boolean,
+    "lastmod_dates": pl.Boolean,
+    "lastmod_age_days": pl.Float64,
 }
 
 FETCH_RESULTS = {

@@ -7,6 +7,7 @@ from freshness_pipeline.science.hints import (
     HOST_TRUST_SCHEMA,
     hint_evidence,
     host_trust,
+    lastmod_age_days,
     lastmod_hints,
     lastmod_says,
 )
@@ -152,6 +153,48 @@ def test_lastmod_hints_trusts_only_proven_hosts() -> None:
     # too little evidence: nothing trusted
     few = lastmod_hints(_pages(), trust, now=NOW, min_evidence=1e9)
     assert few["hinted_change"].null_count() == few.height
+
+
+def _quiet(lastmod, since) -> float | None:
+    df = pl.DataFrame(
+        {"lastmod": [lastmod], "since": [since]},
+        schema={"lastmod": pl.Datetime("us", "UTC"), "since": pl.Datetime("us", "UTC")},
+    )
+    return df.select(lastmod_age_days(pl.col("lastmod"), pl.col("since"), pl.lit(NOW))).item()
+
+
+def test_a_lastmod_dates_only_the_quiet_time_it_proves() -> None:
+    fetched = NOW - 2 * DAY
+    assert _quiet(NOW - DAY, fetched) == pytest.approx(1.0)
+    assert _quiet(NOW - 3 * DAY, fetched) is None  # "unchanged": no change to date
+    assert _quiet(NOW + DAY, fetched) is None
+    assert _quiet(None, fetched) is None
+    assert _quiet(NOW - DAY, None) is None
+    # date-only: changed some time that day, so quiet only from the day's end (NOW is noon)
+    midnight = datetime(2026, 2, 27, tzinfo=UTC)
+    assert _quiet(midnight, midnight - timedelta(hours=1)) == pytest.approx(1.5)
+    today = datetime(2026, 3, 1, tzinfo=UTC)
+    assert _says(today, today - timedelta(hours=30)) == "changed"
+    assert _quiet(today, today - timedelta(hours=30)) is None  # its day has not ended
+
+
+def test_only_a_host_trusted_both_ways_dates_changes() -> None:
+    ev = _evidence(
+        _history("good.example", "accurate"),
+        _history("stamp.example", "build-time"),
+        _history("frozen.example", "frozen"),
+    )
+    out = lastmod_hints(_pages(), host_trust(ev, now=NOW), now=NOW)
+    dates = dict(zip(out["url"], out["lastmod_dates"], strict=True))
+    ages = dict(zip(out["url"], out["lastmod_age_days"], strict=True))
+    assert ages.pop("http://good.example/a") == pytest.approx(1.0)
+    assert set(ages.values()) == {None}  # unchanged, no lastmod, never fetched, untrusted
+    assert {u for u, d in dates.items() if d} == {f"http://good.example/{p}" for p in "abcd"}
+    # a host right about changes but hiding some (frozen) or crying wolf (stamp) dates nothing
+    assert dates["http://stamp.example/a"] is False and dates["http://frozen.example/a"] is False
+    assert dates["http://new.example/a"] is False
+    strict = lastmod_hints(_pages(), host_trust(ev, now=NOW), now=NOW, min_recall=1.0)
+    assert strict["lastmod_age_days"].null_count() == strict.height
 
 
 def test_planner_acts_on_hints() -> None:

@@ -272,3 +272,41 @@ def test_content_ages_are_kept_for_dating_hosts_only_and_dropped_when_trust_goes
     assert dated_rate != pytest.approx(undated["change_rate"][0], rel=1e-3)
     undated = fetch(undated, times[4], "unchanged", "f2", None, [])
     assert row["change_rate"] == pytest.approx(undated["change_rate"][0])
+
+
+def test_a_trusted_sitemap_dates_the_changes_its_header_cannot():
+    url = "http://a.example/p"
+    cands = candidates(url)
+
+    def fetch(previous, at, outcome, fp, *, header=None, sitemap=None, trusted=True):
+        res = results(
+            [
+                {
+                    "url": url,
+                    "fetched_at": at,
+                    "outcome": outcome,
+                    "http_status": 200,
+                    "fingerprint": fp,
+                    "content_age_days": header,
+                    "dates_changes": header is not None,
+                }
+            ]
+        )
+        plan = plan_for([url]).with_columns(
+            lastmod_dates=pl.lit(trusted), lastmod_age_days=pl.lit(sitemap, pl.Float64)
+        )
+        state, _ = update_state(previous, cands, res, plan, at)
+        return state
+
+    times = [T0 + timedelta(hours=6 * i) for i in range(6)]
+    s = fetch(tables.empty("url_state"), times[0], "new", "f0")
+    s = fetch(s, times[1], "changed", "f1", sitemap=0.1)
+    s = fetch(s, times[2], "unchanged", "f1")
+    s = fetch(s, times[3], "changed", "f2", header=0.05, sitemap=0.2)  # the header is nearer
+    s = fetch(s, times[4], "changed", "f3", sitemap=5.0)  # older than our last look: no date
+    row = s.row(0, named=True)
+    assert row["obs_changed"] == [True, False, True, True]
+    assert row["obs_age_days"] == [0.1, None, 0.05, None]
+    # neither the header nor the sitemap trusted any more: the host's ages go
+    s = fetch(s, times[5], "unchanged", "f3", trusted=False)
+    assert s["obs_age_days"][0] is None and len(s["obs_interval_days"][0]) == 5

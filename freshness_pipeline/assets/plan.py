@@ -145,11 +145,13 @@ def page_type_cost(
 
 def with_lastmod_hints(inputs: pl.DataFrame, evidence: pl.DataFrame, now: datetime) -> pl.DataFrame:
     """Add ``hinted_change``: what a host's sitemap lastmod says about each page since we last
-    saw it, only on hosts whose lastmod has proven accurate against our own fetches."""
+    saw it, only on hosts whose lastmod has proven accurate against our own fetches; and
+    ``lastmod_dates`` / ``lastmod_age_days``, which url_state reads to date the change the
+    fetch then finds (science.hints.lastmod_hints)."""
     trust = host_trust(evidence, now=now)
     pages = inputs.select("host", "lastmod", pl.col("last_seen_at").alias("last_fetched_at"))
-    hinted = lastmod_hints(pages, trust, now=now)["hinted_change"]
-    return inputs.with_columns(hinted_change=hinted)
+    hints = lastmod_hints(pages, trust, now=now)
+    return inputs.with_columns(hints.select("hinted_change", "lastmod_dates", "lastmod_age_days"))
 
 
 @cycle_asset

@@ -185,28 +185,39 @@ def update_state(
     Content ages: ``results.dates_changes`` says whether the fetch stage found the host's
     Last-Modified fit to date content changes (validators.content_age_trust). On such hosts a
     changed fetch keeps the content's age in ``obs_age_days``, which the estimates read as
-    "changed then, not since". A host fetched this cycle without that trust loses every age it
-    has, also those kept while it was trusted, so a host that starts lying stops steering its
-    rates at once; a host not fetched this cycle keeps what it has.
+    "changed then, not since". Where the header gives no age, a sitemap lastmod the plan found
+    fit to date changes does (``plan.lastmod_age_days``, science.hints): quiet since the
+    lastmod up to the cycle's start. A host fetched this cycle with neither trusted loses every
+    age it has, also those kept while it was trusted, so a host that starts lying stops
+    steering its rates at once; a host not fetched this cycle keeps what it has. (A host that
+    keeps one source's trust keeps the ages of both.)
 
     ``n_obs`` and ``n_changes`` count the observations the estimate rests on (the kept history
     window); lifetime counts are in fetch_log.
     """
     config = config or PlanConfig()
-    merged = merge_state(previous, candidates, results, now)
+    merged = merge_state(previous, candidates, results, now).join(
+        sitemap_dating(plan), on="url", how="left", maintain_order="left"
+    )
     verdict = (
         merged.filter(pl.col("r_outcome").is_not_null())
         .group_by("host")
-        .agg(pl.col("r_dates").fill_null(False).all().alias("_dates"))
+        .agg(
+            pl.col("r_dates").fill_null(False).all().alias("_dates"),
+            pl.col("_sm_dates").fill_null(False).any().alias("_sm_host"),
+        )
     )
     merged = merged.join(verdict, on="host", how="left", maintain_order="left")
     dating = pl.col("_dates").fill_null(False)
-    distrusted = ~pl.col("_dates").fill_null(True)
+    distrusted = ~pl.col("_dates").fill_null(True) & ~pl.col("_sm_host").fill_null(False)
+    sitemap_age = pl.when(
+        pl.col("observed_changed") & (pl.col("_sm_age") <= pl.col("observed_interval"))
+    ).then("_sm_age")
     observations = merged.filter(pl.col("observed_interval").is_not_null()).select(
         "url",
         pl.col("observed_interval").alias("interval_days"),
         pl.col("observed_changed").alias("changed"),
-        pl.when(dating).then("observed_age").alias("age_days"),
+        pl.coalesce(pl.when(dating).then("observed_age"), sitemap_age).alias("age_days"),
     )
     had_ages = pl.col(AGE_COLUMN).list.drop_nulls().list.len().fill_null(0) > 0
     merged = merged.with_columns(ages_dropped=had_ages & distrusted)
@@ -251,6 +262,23 @@ def update_state(
 
 # Pages whose extracted content is empty all share one fingerprint; they are not duplicates.
 EMPTY_FINGERPRINT = content_fingerprint(b"", content_type="text/html")
+
+
+def sitemap_dating(plan: pl.DataFrame) -> pl.DataFrame:
+    """Per planned URL: ``_sm_dates`` (its host's sitemap lastmod may date changes) and
+    ``_sm_age`` (the quiet days it gives, null if none); nulls for plans written before the
+    plan carried them."""
+    return plan.select(
+        "url",
+        (
+            pl.col("lastmod_dates") if "lastmod_dates" in plan.columns else pl.lit(None, pl.Boolean)
+        ).alias("_sm_dates"),
+        (
+            pl.col("lastmod_age_days")
+            if "lastmod_age_days" in plan.columns
+            else pl.lit(None, pl.Float64)
+        ).alias("_sm_age"),
+    ).unique("url", keep="first")
 
 
 def content_duplicates() -> pl.Expr:

@@ -16,6 +16,12 @@ Both are Beta-smoothed, recency-weighted counts (half-life ``half_life_days``), 
 starts lying loses trust within weeks and a host that mends its sitemap earns it back; with
 fewer than ``min_evidence`` weighted checks a host is not trusted at all.
 
+A host trusted both ways also dates changes: a lastmod after our previous fetch, on a page the
+fetch then finds changed, says the content changed then and not since, as a trusted
+Last-Modified header does (``lastmod_age_days``; science.estimate reads such ages). The sitemap
+is read before the fetch, so only the quiet time up to ``now`` (the cycle's start, before the
+read) is known; a change between the read and the fetch is left open, never denied.
+
 Lastmod values are compared with care: a date-only lastmod (midnight exactly, the common
 ``YYYY-MM-DD`` form) means "some time that day", so a fetch made on that day cannot be ordered
 against it and gives no hint; a lastmod in the future (clock skew, placeholder dates) is not
@@ -33,7 +39,14 @@ import polars as pl
 
 from freshness_pipeline.science.timecols import utc_column, utc_literal
 
-__all__ = ["HOST_TRUST_SCHEMA", "hint_evidence", "host_trust", "lastmod_hints", "lastmod_says"]
+__all__ = [
+    "HOST_TRUST_SCHEMA",
+    "hint_evidence",
+    "host_trust",
+    "lastmod_age_days",
+    "lastmod_hints",
+    "lastmod_says",
+]
 
 _US_PER_DAY = 86_400_000_000
 
@@ -46,15 +59,20 @@ HOST_TRUST_SCHEMA = {
 }
 
 
+def _latest_instant(lastmod: pl.Expr) -> pl.Expr:
+    """A date-only stamp (midnight exactly) covers [lastmod, lastmod + 1 day): its latest
+    possible instant; any other stamp is its own."""
+    date_only = lastmod.dt.time() == pl.time(0, 0, 0)
+    return pl.when(date_only).then(lastmod + pl.duration(days=1)).otherwise(lastmod)
+
+
 def lastmod_says(lastmod: pl.Expr, since: pl.Expr, now: pl.Expr) -> pl.Expr:
     """'changed' / 'unchanged' / null: what a lastmod claims about the time after ``since``.
 
     Null when there is no lastmod or no ``since``, when the lastmod lies in the future, and when
     a date-only lastmod falls on the same day as ``since`` (the order is unknown).
     """
-    date_only = lastmod.dt.time() == pl.time(0, 0, 0)
-    # a date-only stamp covers [lastmod, lastmod + 1 day): its latest possible instant
-    latest = pl.when(date_only).then(lastmod + pl.duration(days=1)).otherwise(lastmod)
+    latest = _latest_instant(lastmod)
     return (
         pl.when(lastmod.is_null() | since.is_null() | (lastmod > now))
         .then(pl.lit(None, dtype=pl.String))
@@ -64,6 +82,15 @@ def lastmod_says(lastmod: pl.Expr, since: pl.Expr, now: pl.Expr) -> pl.Expr:
         .then(pl.lit("unchanged"))
         .otherwise(pl.lit(None, dtype=pl.String))
     )
+
+
+def lastmod_age_days(lastmod: pl.Expr, since: pl.Expr, now: pl.Expr) -> pl.Expr:
+    """Days the content has been quiet by ``now``, where the lastmod says "changed" since
+    ``since``: from the lastmod's latest possible instant (the end of its day, date-only) to
+    ``now``. Null where it says nothing or "unchanged", and where that instant is not before
+    ``now`` (no quiet time is known)."""
+    quiet = (now - _latest_instant(lastmod)).dt.total_microseconds() / _US_PER_DAY
+    return pl.when((lastmod_says(lastmod, since, now) == "changed") & (quiet > 0)).then(quiet)
 
 
 def hint_evidence(observations: pl.DataFrame) -> pl.DataFrame:
@@ -147,12 +174,16 @@ def lastmod_hints(
     min_recall: float = 0.9,
     min_evidence: float = 5.0,
 ) -> pl.DataFrame:
-    """``pages`` plus ``lastmod_says``, ``host_trust`` and ``hinted_change``.
+    """``pages`` plus ``lastmod_says``, ``host_trust``, ``hinted_change``, ``lastmod_dates``
+    and ``lastmod_age_days``.
 
     ``pages``: host, lastmod (sitemap lastmod, null if none), last_fetched_at (null if never).
     ``trust``: as from :func:`host_trust`. ``hinted_change`` is True (trusted "changed since our
     last fetch"), False (trusted "unchanged") or null (no hint, or the host has not earned
     trust for this kind of hint). ``host_trust`` is the host's trust score (null: no evidence).
+    ``lastmod_dates``: the host has earned trust for both kinds, so its lastmod may date a
+    change (a lastmod that moves with every change and only then); ``lastmod_age_days``, on such
+    hosts, :func:`lastmod_age_days` of the page (null elsewhere).
     """
     if not (0 <= min_precision <= 1 and 0 <= min_recall <= 1) or min_evidence < 0:
         raise ValueError("min_precision and min_recall in [0, 1], min_evidence >= 0")
@@ -165,13 +196,21 @@ def lastmod_hints(
         pl.col("recall").cast(pl.Float64).alias("_rec"),
         pl.col("trust").cast(pl.Float64).alias("host_trust"),
     ).unique("_host", keep="first")
-    says = lastmod_says(
-        utc_column(pages, "lastmod"), utc_column(pages, "last_fetched_at"), utc_literal(now)
+    lastmod, since, at = (
+        utc_column(pages, "lastmod"),
+        utc_column(pages, "last_fetched_at"),
+        utc_literal(now),
     )
-    base = pages.drop([c for c in ("lastmod_says", "host_trust", "hinted_change") if c in pages])
+    added = ("lastmod_says", "host_trust", "hinted_change", "lastmod_dates", "lastmod_age_days")
+    base = pages.drop([c for c in added if c in pages.columns])
     enough = pl.col("_ev").fill_null(0.0) >= min_evidence
+    dates = enough & (pl.col("_prec") >= min_precision) & (pl.col("_rec") >= min_recall)
     return (
-        base.with_columns(says.alias("lastmod_says"), pl.col("host").cast(pl.String).alias("_host"))
+        base.with_columns(
+            lastmod_says(lastmod, since, at).alias("lastmod_says"),
+            pl.col("host").cast(pl.String).alias("_host"),
+            lastmod_age_days(lastmod, since, at).alias("_age"),
+        )
         .join(t, on="_host", how="left", maintain_order="left")
         .with_columns(
             pl.when(
@@ -181,7 +220,11 @@ def lastmod_hints(
             .when(enough & (pl.col("lastmod_says") == "unchanged") & (pl.col("_rec") >= min_recall))
             .then(pl.lit(False))
             .otherwise(pl.lit(None, dtype=pl.Boolean))
-            .alias("hinted_change")
+            .alias("hinted_change"),
+            dates.fill_null(False).alias("lastmod_dates"),
         )
-        .drop("_host", "_ev", "_prec", "_rec")
+        .with_columns(
+            lastmod_age_days=pl.when(pl.col("lastmod_dates")).then("_age").cast(pl.Float64)
+        )
+        .drop("_host", "_ev", "_prec", "_rec", "_age")
     )
