@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from freshness_pipeline.resources import parse_now
-from freshness_pipeline.storage import DEFAULT_RETENTION_DAYS, Warehouse
+from freshness_pipeline.storage import Warehouse
 
 # Dagster flags the beta/preview APIs we rely on (single-run backfills, partitioned checks)
 # on every import; a command-line user can do nothing about them.
@@ -120,9 +120,11 @@ def cycle(
     retention_days: Annotated[
         float,
         typer.Option(
-            "--retention-days", min=0, help="Prune fetch_log cycles older than this (0: keep all)."
+            "--retention-days",
+            min=0,
+            help="Prune fetch_log cycles older than this many days (default 0: keep all).",
         ),
-    ] = DEFAULT_RETENTION_DAYS,
+    ] = 0.0,
     fetch_processes: Annotated[
         int,
         typer.Option(

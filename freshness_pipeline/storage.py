@@ -31,11 +31,16 @@ from freshness_pipeline.metrics_sql import METRIC_VIEWS
 
 HOME_ENV = "FRESHNESS_HOME"
 _SAFE_KEY_CHARS = re.compile(r"[^a-z0-9.\-_:\[\]]")
-_MAX_KEY_LEN = 120
+# The longest folder name most file systems take (255 bytes) less "host=". The views read
+# ``host`` from the folder name (hive partitioning), so a key must reach it whole: every key of
+# up to 250 characters does; only a DNS name over 245 characters with a port, or over 250
+# without, is cut (and shows cut in the views).
+_MAX_KEY_LEN = 250
 # '%' alone never appears in an escaped key (escapes are always %XX), so no host can collide.
 _SCHEMA_DIR = "host=%schema"
-# fetch_log history kept by default; url_state keeps its own observation window regardless.
-DEFAULT_RETENTION_DAYS = 365.0
+# fetch_log is append-only history (design.md §3): nothing is pruned unless an operator asks
+# (``cycle --retention-days``); url_state keeps its own observation window regardless.
+DEFAULT_RETENTION_DAYS: float | None = None
 
 
 def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:

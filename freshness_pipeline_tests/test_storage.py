@@ -30,7 +30,7 @@ def test_escaped_host_keys_stay_in_their_folder(tmp_path, host):
     key = escape_host_key(host)
     assert "/" not in key and "\\" not in key and "\x00" not in key
     assert key not in (".", "..") and not key.startswith(".")
-    assert len(key) <= 120
+    assert len(f"host={key}".encode()) <= 255  # one folder name
     path = wh.partition_file("url_state", host).resolve()
     assert path.parent.parent == (tmp_path / "warehouse" / "url_state").resolve()
 
@@ -39,6 +39,35 @@ def test_distinct_hosts_get_distinct_keys():
     hosts = ["a.example", "A.example:80", "a.example:8080", "a%2Fb", "a/b", "h" * 300, "h" * 301]
     keys = {escape_host_key(h.lower()) for h in hosts}
     assert len(keys) == len({h.lower() for h in hosts})
+
+
+def test_the_views_show_long_host_keys_whole(tmp_path):
+    """The views take ``host`` from the folder name (hive partitioning), so a valid host key
+    must never be cut or escaped on its way there."""
+    label = "a" * 63
+    hosts = [f"{label}.{label}.{label}.{'b' * 58}", f"{label}.{label}.{label}.{'c' * 53}:8080"]
+    assert [len(h) for h in hosts] == [250, 250]
+    wh = Warehouse(tmp_path)
+    for host in hosts:
+        wh.write_partitions("url_state", [host], state_rows(host, 1))
+    wh.ensure_views()
+    assert sorted(wh.query("SELECT DISTINCT host FROM url_state")["host"]) == sorted(hosts)
+
+
+def test_a_cycle_keeps_the_whole_fetch_log_unless_asked_to_prune(tmp_path, monkeypatch):
+    from freshness_pipeline.runner import load_seeds, run_cycle
+
+    monkeypatch.setenv("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
+    # a closed loopback port: robots.txt is unreachable, so the cycle fetches no page
+    load_seeds(tmp_path, b"url\nhttp://127.0.0.1:9/a\n", added_at=NOW)
+    wh = Warehouse(tmp_path)
+    old = NOW.replace(year=2023)
+    rows = pl.DataFrame({"url": ["http://127.0.0.1:9/a"], "host": "127.0.0.1:9"})
+    wh.append_fetch_log("127.0.0.1:9", old, rows.with_columns(fetched_at=pl.lit(old)))
+    run_cycle(tmp_path, NOW)
+    assert wh.read("fetch_log")["fetched_at"].to_list() == [old]  # append-only history
+    run_cycle(tmp_path, NOW.replace(hour=18), retention_days=365)
+    assert wh.read("fetch_log").filter(pl.col("fetched_at") == old).is_empty()
 
 
 def test_home_resolution_order(tmp_path, monkeypatch):
