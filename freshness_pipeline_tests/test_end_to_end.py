@@ -251,6 +251,11 @@ def test_readme_queries_run_on_the_views(crawled):
         assert frame.width > 0
     gone = sql(crawled["home"], next(b for b in blocks if "status = 'gone'" in b))
     assert gone.height > 0
+    # measured from the newest cycle, not the wall clock: simulated days give real answers
+    recent = sql(crawled["home"], next(b for b in blocks if "INTERVAL 1 DAY" in b))
+    assert recent.height > 0
+    stale = sql(crawled["home"], next(b for b in blocks if "p_stale" in b))
+    assert stale.height > 0 and stale["p_stale"].min() < 0.99
 
 
 def test_lying_etags_stop_being_sent_honest_ones_keep_working(crawled):
