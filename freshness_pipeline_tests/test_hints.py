@@ -17,12 +17,17 @@ NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
 
 
-def _says(lastmod, since) -> str | None:
+def _on_one_page(claim, lastmod, since):
+    """``claim`` (lastmod_says or lastmod_age_days) for one page, as of NOW."""
     df = pl.DataFrame(
         {"lastmod": [lastmod], "since": [since]},
         schema={"lastmod": pl.Datetime("us", "UTC"), "since": pl.Datetime("us", "UTC")},
     )
-    return df.select(lastmod_says(pl.col("lastmod"), pl.col("since"), pl.lit(NOW))).item()
+    return df.select(claim(pl.col("lastmod"), pl.col("since"), pl.lit(NOW))).item()
+
+
+def _says(lastmod, since) -> str | None:
+    return _on_one_page(lastmod_says, lastmod, since)
 
 
 def test_lastmod_says() -> None:
@@ -156,11 +161,7 @@ def test_lastmod_hints_trusts_only_proven_hosts() -> None:
 
 
 def _quiet(lastmod, since) -> float | None:
-    df = pl.DataFrame(
-        {"lastmod": [lastmod], "since": [since]},
-        schema={"lastmod": pl.Datetime("us", "UTC"), "since": pl.Datetime("us", "UTC")},
-    )
-    return df.select(lastmod_age_days(pl.col("lastmod"), pl.col("since"), pl.lit(NOW))).item()
+    return _on_one_page(lastmod_age_days, lastmod, since)
 
 
 def test_a_lastmod_dates_only_the_quiet_time_it_proves() -> None:

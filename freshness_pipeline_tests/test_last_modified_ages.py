@@ -6,14 +6,13 @@ truthful sitemaps may date changes instead: test_sitemap_ages)."""
 from __future__ import annotations
 
 import os
-from datetime import timedelta
 
 import polars as pl
 import pytest
 
-from freshness_pipeline.runner import load_seeds, run_cycle
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
+from freshness_pipeline_tests.crawls import crawl
 
 DAY_S = 86_400.0
 
@@ -33,16 +32,10 @@ def test_ages_reach_url_state_for_an_honest_host_only(tmp_path):
     home = tmp_path / "home"
     with SyntheticWeb(world) as web:
         truth = web.truth()
-        web.set_now(DEFAULT_START)
-        seeds = web.seeds_csv(tmp_path / "seeds.csv", variants=False).read_bytes()
-        load_seeds(home, seeds, added_at=DEFAULT_START)
         wh = Warehouse(home)
         host_of = {name: web.hosts[name] for name in ("honest", "frozen", "stamped")}
         sitemap_ages: set[float] = set()  # every site's sitemap is truthful: it may date too
-        for k in range(6):
-            now = DEFAULT_START + timedelta(hours=6 * k)
-            web.set_now(now)
-            run_cycle(home, now, budget=1000)
+        for now in crawl(web, home, tmp_path, 6):
             sitemap_ages.update(wh.read("revisit_plan")["lastmod_age_days"].drop_nulls())
             results = wh.read("fetch_results").filter(pl.col("outcome").is_in(["new", "changed"]))
             for url, host, age in results.select("url", "host", "content_age_days").iter_rows():

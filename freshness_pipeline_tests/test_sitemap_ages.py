@@ -5,14 +5,13 @@ lastmod, and url_state then keeps the quiet time the lastmod proves on each chan
 from __future__ import annotations
 
 import os
-from datetime import timedelta
 
 import polars as pl
 import pytest
 
-from freshness_pipeline.runner import load_seeds, run_cycle
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
+from freshness_pipeline_tests.crawls import crawl
 
 DAY_S = 86_400.0
 
@@ -26,14 +25,8 @@ def test_a_truthful_sitemap_dates_changes_on_a_host_without_last_modified(tmp_pa
     dated_checked = 0
     with SyntheticWeb(world) as web:
         truth = web.truth()
-        web.set_now(DEFAULT_START)
-        seeds = web.seeds_csv(tmp_path / "seeds.csv", variants=False).read_bytes()
-        load_seeds(home, seeds, added_at=DEFAULT_START)
         wh = Warehouse(home)
-        for k in range(8):
-            now = DEFAULT_START + timedelta(hours=6 * k)
-            web.set_now(now)
-            run_cycle(home, now, budget=1000)
+        for now in crawl(web, home, tmp_path, 8):
             plan = wh.read("revisit_plan").filter(pl.col("lastmod_age_days").is_not_null())
             results = wh.read("fetch_results").select("url", "outcome", "content_age_days")
             assert results["content_age_days"].null_count() == results.height  # no header

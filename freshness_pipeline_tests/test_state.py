@@ -49,6 +49,23 @@ def plan_for(urls: list[str]) -> pl.DataFrame:
     )
 
 
+def one_fetch(url, at, outcome, fp, age, dating) -> pl.DataFrame:
+    """fetch_results of one sent fetch; ``dating``: the host's Last-Modified may date changes."""
+    return results(
+        [
+            {
+                "url": url,
+                "fetched_at": at,
+                "outcome": outcome,
+                "http_status": 200,
+                "fingerprint": fp,
+                "content_age_days": age,
+                "dates_changes": dating,
+            }
+        ]
+    )
+
+
 def step(previous, cands, res, now):
     state, _grades = update_state(previous, cands, res, plan_for(cands["url"].to_list()), now)
     return state
@@ -230,19 +247,7 @@ def test_content_ages_are_kept_for_dating_hosts_only_and_dropped_when_trust_goes
     cands = candidates(url)
 
     def fetch(previous, at, outcome, fp, age, dating):
-        res = results(
-            [
-                {
-                    "url": url,
-                    "fetched_at": at,
-                    "outcome": outcome,
-                    "http_status": 200,
-                    "fingerprint": fp,
-                    "content_age_days": age,
-                    "dates_changes": HOST in dating,
-                }
-            ]
-        )
+        res = one_fetch(url, at, outcome, fp, age, HOST in dating)
         plan = plan_for([url])
         state, _ = update_state(previous, cands, res, plan, at)
         return state
@@ -279,19 +284,7 @@ def test_a_trusted_sitemap_dates_the_changes_its_header_cannot():
     cands = candidates(url)
 
     def fetch(previous, at, outcome, fp, *, header=None, sitemap=None, trusted=True):
-        res = results(
-            [
-                {
-                    "url": url,
-                    "fetched_at": at,
-                    "outcome": outcome,
-                    "http_status": 200,
-                    "fingerprint": fp,
-                    "content_age_days": header,
-                    "dates_changes": header is not None,
-                }
-            ]
-        )
+        res = one_fetch(url, at, outcome, fp, header, header is not None)
         plan = plan_for([url]).with_columns(
             lastmod_dates=pl.lit(trusted), lastmod_age_days=pl.lit(sitemap, pl.Float64)
         )
