@@ -1,7 +1,7 @@
 """The `freshness` command: seed, cycle, demo, report.
 
-This is the only layer besides the schedule that reads the wall clock, and only to default
-``--now``; everything below takes the cycle's ``now`` as an argument.
+This is the only layer besides the schedule and the new-hosts sensor that reads the wall clock,
+and only to default ``--now``; everything below takes the cycle's ``now`` as an argument.
 """
 
 from __future__ import annotations
@@ -9,15 +9,16 @@ from __future__ import annotations
 import warnings
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import polars as pl
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from freshness_pipeline.resources import parse_now
 from freshness_pipeline.storage import Warehouse
+
+if TYPE_CHECKING:
+    from freshness_pipeline.report import Views
 
 # Dagster flags the beta/preview APIs we rely on (single-run backfills, partitioned checks)
 # on every import; a command-line user can do nothing about them.
@@ -177,40 +178,35 @@ def cycle(
         errors.print(f"[yellow]note:[/] {note}")
 
 
-def _render(frame: pl.DataFrame, title: str) -> Table:
-    table = Table(title=title, show_lines=False)
-    for name in frame.columns:
-        text = frame[name].dtype == pl.String
-        width = (
-            max((len(v) for v in frame[name].drop_nulls().to_list()), default=0) if text else None
-        )
-        table.add_column(name, justify="left" if text else "right", min_width=width, no_wrap=text)
-    for row in frame.iter_rows():
-        table.add_row(*["" if v is None else str(v) for v in row])
-    return table
+def _latest(views: Views) -> datetime:
+    """The report's default time; with nothing seeded there is no cycle to report on."""
+    from freshness_pipeline.report import latest_cycle_time
+
+    try:
+        return latest_cycle_time(views)
+    except ValueError as exc:
+        errors.print(f"[red]error:[/] {exc}: run `freshness seed` and `freshness cycle`")
+        raise typer.Exit(2) from exc
 
 
 @app.command()
 def report(home: HomeOption = None, now: NowOption = None) -> None:
     """Metrics per host and per URL class: 304 share, unchanged-body share, requests per
     detected change, expected age (freshness lag), errors."""
-    from freshness_pipeline.report import latest_cycle_time, report_by, report_totals
+    from freshness_pipeline.report import open_views, print_report
 
+    chosen = _now(now) if now else None  # validated like `cycle --now`, before any work
     warehouse = Warehouse(home)
     if not warehouse.root.exists():
         errors.print(
             f"[red]error:[/] no warehouse in {warehouse.home}: run `freshness seed` and `freshness cycle`"
         )
         raise typer.Exit(2)
-    warehouse.ensure_views()
-    moment = parse_now(now) if now else latest_cycle_time(warehouse)
-    totals = report_totals(warehouse, moment).row(0, named=True)
-    listed = pl.DataFrame(
-        {"metric": list(totals), "value": ["" if v is None else str(v) for v in totals.values()]}
-    )
-    wide.print(_render(listed, f"All hosts (as of {moment:%Y-%m-%d %H:%M} UTC)"))
-    wide.print(_render(report_by(warehouse, "host", moment), "By host"))
-    wide.print(_render(report_by(warehouse, "url_class", moment), "By URL class"))
+    stale = warehouse.ensure_views()
+    with open_views(warehouse) as (views, note):
+        if note or stale:
+            errors.print(f"[yellow]note:[/] {note or stale}")
+        print_report(views, chosen or _latest(views), wide)
     wide.print(
         f"SQL: open {warehouse.duckdb_path} read-only (views host_metrics, class_metrics, ...)"
     )
@@ -234,7 +230,7 @@ def demo(
     from freshness_pipeline.demo import DemoError, run_demo
 
     try:
-        run_demo(home, cycles=cycles, budget_share=budget_share, seed=seed_, console=console)
+        run_demo(home, cycles=cycles, budget_share=budget_share, seed=seed_, console=wide)
     except DemoError as exc:
         errors.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from exc

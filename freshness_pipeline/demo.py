@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from freshness_pipeline.report import report_totals
+from freshness_pipeline.report import latest_cycle_time, open_views, print_report, report_totals
 from freshness_pipeline.runner import load_seeds, open_instance, run_cycle
 from freshness_pipeline.storage import Warehouse, resolve_home
 from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb, build_world
@@ -58,6 +58,15 @@ def allow_loopback() -> None:
     current = [p for p in os.environ.get(ALLOW_ENV, "").split(",") if p.strip()]
     if LOOPBACK not in current:
         os.environ[ALLOW_ENV] = ",".join([*current, LOOPBACK])
+
+
+def _print_report(warehouse: Warehouse, console: Console) -> None:
+    """The demo promises the report (design.md §4): the same tables, as of the same newest
+    cycle, that `freshness report` shows afterwards."""
+    with open_views(warehouse) as (views, note):
+        if note:
+            console.print(f"note: {note}")
+        print_report(views, latest_cycle_time(views), console)
 
 
 def run_demo(
@@ -143,6 +152,7 @@ def run_demo(
         f"{summary['cycle_mean_s']:.2f} / {summary['cycle_max_s']:.2f}",
     )
     console.print(table)
+    _print_report(warehouse, console)
     example = "SELECT status, count(*) FROM url_state GROUP BY 1"
     console.print(
         f"DuckDB views are ready in {warehouse.duckdb_path}\n"

@@ -3,31 +3,122 @@ cycle), per host, per URL class and in total."""
 
 from __future__ import annotations
 
+import contextlib
+import re
+from collections.abc import Iterator, Mapping
 from datetime import datetime
+from pathlib import Path
+from typing import Protocol
 
+import duckdb
 import polars as pl
+from rich.console import Console
+from rich.table import Table
 
 from freshness_pipeline.metrics_sql import PARAMETER_NOW, metrics_by, metrics_total
 from freshness_pipeline.storage import Warehouse
 
+_HOLDER = re.compile(r"\(PID (\d+)\)")
 
-def report_by(warehouse: Warehouse, key: str, now: datetime) -> pl.DataFrame:
+
+class Views(Protocol):
+    """Anything that answers SQL over the warehouse views: a Warehouse (one short-lived
+    connection per query) or one connection held for a whole report."""
+
+    def query(self, sql: str, params: Mapping[str, object] | None = None) -> pl.DataFrame: ...
+
+
+class ConnectionViews:
+    """One DuckDB connection for a whole report, so that its tables all read the same files and a
+    lock taken half-way through cannot fail it."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self._con = con
+
+    def query(self, sql: str, params: Mapping[str, object] | None = None) -> pl.DataFrame:
+        return self._con.sql(sql, params=params or None).pl()
+
+
+def in_memory_views(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
+    """The warehouse's views in a private in-memory database: the same views the file holds."""
+    con = duckdb.connect()
+    warehouse.create_views(con)
+    return con
+
+
+def unavailable_note(path: Path, exc: duckdb.Error) -> str:
+    """One line a user can act on: which file, and who holds it when DuckDB says."""
+    text = str(exc)
+    if "lock" in text.lower():
+        holder = _HOLDER.search(text)
+        who = f"another process (PID {holder.group(1)})" if holder else "another process"
+        reason = f"is locked by {who}"
+    else:
+        reason = f"cannot be opened ({text.splitlines()[0] if text else type(exc).__name__})"
+    return f"{path} {reason}; this report reads the Parquet tables directly"
+
+
+@contextlib.contextmanager
+def open_views(warehouse: Warehouse) -> Iterator[tuple[Views, str | None]]:
+    """The DuckDB file's views read-only, else (file locked by a user's read-write session, or
+    unreadable) the same views in memory plus a note saying why: a report is a read and should
+    not depend on who else has the file open."""
+    note: str | None = None
+    try:
+        con = duckdb.connect(str(warehouse.duckdb_path), read_only=True)
+    except duckdb.Error as exc:
+        con = in_memory_views(warehouse)
+        note = unavailable_note(warehouse.duckdb_path, exc)
+    try:
+        yield ConnectionViews(con), note
+    finally:
+        con.close()
+
+
+def report_by(views: Views, key: str, now: datetime) -> pl.DataFrame:
     """Metrics grouped by 'host' or 'url_class'."""
-    return warehouse.query(metrics_by(key, PARAMETER_NOW), {"now": now})
+    return views.query(metrics_by(key, PARAMETER_NOW), {"now": now})
 
 
-def report_totals(warehouse: Warehouse, now: datetime) -> pl.DataFrame:
-    return warehouse.query(metrics_total(PARAMETER_NOW), {"now": now})
+def report_totals(views: Views, now: datetime) -> pl.DataFrame:
+    return views.query(metrics_total(PARAMETER_NOW), {"now": now})
 
 
-def latest_cycle_time(warehouse: Warehouse) -> datetime:
+def latest_cycle_time(views: Views) -> datetime:
     """The newest cycle's ``now``: reports are as of the data, not of the wall clock, so a
     simulated or backfilled history reads the same any day."""
-    frame = warehouse.query("SELECT max(fetched_at) AS t FROM fetch_log")
+    frame = views.query("SELECT max(fetched_at) AS t FROM fetch_log")
     latest = frame["t"][0] if frame.height else None
     if latest is None:
-        frame = warehouse.query("SELECT max(added_at) AS t FROM seeds")
+        frame = views.query("SELECT max(added_at) AS t FROM seeds")
         latest = frame["t"][0] if frame.height else None
     if latest is None:
         raise ValueError("nothing seeded or fetched yet")
     return latest
+
+
+def render_table(frame: pl.DataFrame, title: str) -> Table:
+    """Text columns never wrap: a host or class name cut in two is harder to read than a wide
+    table."""
+    table = Table(title=title, show_lines=False)
+    for name in frame.columns:
+        text = frame[name].dtype == pl.String
+        width = (
+            max((len(v) for v in frame[name].drop_nulls().to_list()), default=0) if text else None
+        )
+        table.add_column(name, justify="left" if text else "right", min_width=width, no_wrap=text)
+    for row in frame.iter_rows():
+        table.add_row(*["" if v is None else str(v) for v in row])
+    return table
+
+
+def print_report(views: Views, moment: datetime, console: Console) -> None:
+    """The tables of `freshness report`, in one place so that the demo ends with exactly what
+    `freshness report` will show afterwards."""
+    totals = report_totals(views, moment).row(0, named=True)
+    listed = pl.DataFrame(
+        {"metric": list(totals), "value": ["" if v is None else str(v) for v in totals.values()]}
+    )
+    console.print(render_table(listed, f"All hosts (as of {moment:%Y-%m-%d %H:%M} UTC)"))
+    console.print(render_table(report_by(views, "host", moment), "By host"))
+    console.print(render_table(report_by(views, "url_class", moment), "By URL class"))

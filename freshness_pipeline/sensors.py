@@ -1,6 +1,8 @@
 """Registers hosts that appear in the seeds (from `freshness seed` or discovered redirects)
 as partitions, and starts their first cycle."""
 
+from datetime import UTC, datetime
+
 import dagster as dg
 
 from freshness_pipeline.jobs import freshness_cycle_job
@@ -13,11 +15,19 @@ def unregistered_hosts(warehouse: Warehouse, known: list[str]) -> list[str]:
     return sorted(set(warehouse.hosts_in("seeds")) - set(known))
 
 
+def evaluation_time() -> datetime:
+    """The sensor's tick time. Unlike a schedule's context, a SensorEvaluationContext (dagster
+    1.13) carries no evaluation time, so the sensor, like the schedule an instigator above the
+    pipeline, reads the clock once here and hands it down as the run's `now` (design.md §2)."""
+    return datetime.now(UTC)
+
+
 @dg.sensor(job=freshness_cycle_job, minimum_interval_seconds=60)
 def new_hosts_sensor(context: dg.SensorEvaluationContext):
     """New hosts are added at the end of the partition order, so their first cycle is ONE range
-    run over them, however many arrived. It has no `now` in its config: it takes the run's
-    creation time."""
+    run over them, however many arrived. Its `now` is this evaluation's time, passed as run
+    config as the schedule passes its tick (design.md §2): the run says which cycle it is, and
+    a re-execution replays that cycle instead of taking its own creation time."""
     new = unregistered_hosts(Warehouse(), registered_hosts(context.instance))
     if not new:
         return dg.SkipReason("no new hosts")
@@ -25,7 +35,7 @@ def new_hosts_sensor(context: dg.SensorEvaluationContext):
         run_requests=[
             dg.RunRequest(
                 run_key=f"first-{new[0]}-{new[-1]}-{len(new)}",
-                run_config=cycle_run_config(""),
+                run_config=cycle_run_config(evaluation_time().isoformat()),
                 tags=range_tags(new[0], new[-1], bucket="new-hosts"),
             )
         ],

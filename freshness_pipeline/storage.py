@@ -314,14 +314,20 @@ class Warehouse:
         except duckdb.Error as exc:
             return f"views in {self.duckdb_path} not refreshed (file in use: {exc})"
         try:
-            for table in tables.VIEW_TABLES:
-                con.execute(self._view_sql(table))
-            for name, sql in METRIC_VIEWS.items():
-                con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')
+            self.create_views(con)
         finally:
             con.close()
         marker.write_text(signature)
         return None
+
+    def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Every table and metric view in ``con``: the views file's, or an in-memory database's
+        when another process holds that file (the Parquet files are the data; views only name
+        them)."""
+        for table in tables.VIEW_TABLES:
+            con.execute(self._view_sql(table))
+        for name, sql in METRIC_VIEWS.items():
+            con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')
 
     def query(
         self, sql: str, params: Sequence[object] | Mapping[str, object] | None = None

@@ -11,6 +11,7 @@ import polars as pl
 
 from freshness_pipeline.definitions import defs
 from freshness_pipeline.partitions import RANGE_END_TAG, RANGE_START_TAG, register_hosts
+from freshness_pipeline.resources import parse_now
 from freshness_pipeline.sensors import new_hosts_sensor
 from freshness_pipeline.storage import Warehouse
 
@@ -90,9 +91,14 @@ def test_sensor_registers_seeded_hosts(tmp_path, monkeypatch):
         instance=instance, repository_def=defs.get_repository_def()
     ) as context:
         # Called directly: a tick's resolution validates keys the daemon adds in the same tick.
+        before = datetime.now(UTC)
         result = new_hosts_sensor(context)
+        after = datetime.now(UTC)
         (request,) = result.run_requests
         assert request.tags[RANGE_START_TAG] == request.tags[RANGE_END_TAG] == "new.example"
+        # The run is told its cycle's time, as the schedule tells its tick: design.md §2.
+        now = request.run_config["resources"]["cycle"]["config"]["now"]
+        assert before <= parse_now(now) <= after
         added = result.dynamic_partitions_requests[0]
         assert list(added.partition_keys) == ["new.example"]
         register_hosts(instance, ["new.example"])
