@@ -134,7 +134,7 @@ def cycle(
     ] = 1,
 ) -> None:
     """Run one cycle of the whole graph as of --now."""
-    from freshness_pipeline.runner import CycleFailed, run_cycle
+    from freshness_pipeline.runner import CycleFailed, UnknownHosts, run_cycle
     from freshness_pipeline.storage import HomeBusy
 
     moment = _now(now)
@@ -149,6 +149,9 @@ def cycle(
             retention_days=retention_days,
             fetch_processes=fetch_processes,
         )
+    except UnknownHosts as exc:
+        errors.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
     except CycleFailed as exc:
         errors.print(f"[red]cycle failed:[/] {exc}")
         raise typer.Exit(1) from exc
@@ -167,11 +170,10 @@ def cycle(
             f"[red]cycle failed:[/] {type(exc).__name__}: {exc}; the previous tables are intact"
         )
         raise typer.Exit(1) from exc
-    verb = "planned" if dry_run else "fetched"
     counts = ", ".join(f"{k} {v}" for k, v in sorted(outcome.outcomes.items()))
+    done = "" if dry_run else f", {outcome.fetched} fetched"
     console.print(
-        f"cycle {moment.isoformat()}: {len(outcome.hosts)} hosts, {outcome.planned} planned, "
-        f"{outcome.fetched if not dry_run else outcome.planned} {verb}"
+        f"cycle {moment.isoformat()}: {len(outcome.hosts)} hosts, {outcome.planned} planned{done}"
         + (f" ({counts})" if counts else "")
     )
     for note in outcome.notes:

@@ -95,6 +95,10 @@ class CycleFailed(RuntimeError):
     """The pipeline itself failed (not a fetch: those are outcomes)."""
 
 
+class UnknownHosts(ValueError):
+    """``--host`` named hosts nothing was seeded for: the caller's mistake, not the pipeline's."""
+
+
 def register_seeded_hosts(warehouse: Warehouse, instance: dg.DagsterInstance) -> list[str]:
     return register_hosts(instance, warehouse.hosts_in("seeds"))
 
@@ -162,7 +166,7 @@ def _run_cycle_locked(
     wanted = list(dict.fromkeys(h.lower() for h in hosts)) if hosts else known
     unknown = sorted(set(wanted) - set(known))
     if unknown:
-        raise CycleFailed(f"unknown host(s): {', '.join(unknown)} (seed them first)")
+        raise UnknownHosts(f"unknown host(s): {', '.join(unknown)} (seed them first)")
     notes: list[str] = []
     if n_buckets and hosts:
         # A bucket is Dagster's unit of work: --host cycles every host sharing its buckets.

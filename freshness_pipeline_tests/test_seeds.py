@@ -6,6 +6,7 @@ import polars as pl
 
 from freshness_pipeline import tables
 from freshness_pipeline.seeds import merge_seeds, parse_seeds
+from freshness_pipeline_tests.support import run_freshness
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -91,3 +92,16 @@ def test_seed_command_exit_codes_and_messages(tmp_path, monkeypatch):
     again = seed(b"url,value\nhttps://a.example/,1\n", "again.csv")
     assert again.exit_code == 0 and "0 new partitions" in again.output
     assert Warehouse(home).read("seeds").height == 1
+
+
+def test_a_cycle_for_a_host_never_seeded_is_a_usage_error(tmp_path):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("https://a.example/\n")
+    assert run_freshness("seed", str(seeds), home=tmp_path).returncode == 0
+    plan = ("cycle", "--dry-run", "--now", "2026-11-30T12:00:00Z")
+    planned = run_freshness(*plan, "--host", "a.example", home=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    assert "1 planned" in planned.stdout and "fetched" not in planned.stdout  # nothing was
+    typo = run_freshness(*plan, "--host", "nosuch.example", home=tmp_path)
+    assert typo.returncode == 2, typo.stderr  # bad arguments, not a failed pipeline
+    assert "unknown host(s): nosuch.example" in typo.stderr and "Traceback" not in typo.stderr
