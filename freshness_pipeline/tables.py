@@ -31,6 +31,8 @@ ROBOTS = {
     "body": pl.String,
     "error": pl.String,
     "fetched_at": UTC_TIME,
+    # a 429/503 Retry-After still running: no request to the host before it (science.retry_after)
+    "retry_until": UTC_TIME,
 }
 
 URL_INVENTORY = {
@@ -126,6 +128,8 @@ FETCH_LOG = {
     "error": pl.String,
     "plan_reason": pl.String,
     "expected_change": pl.Float64,
+    # a 429/503's Retry-After (seconds from fetched_at), kept in the history for operators
+    "retry_after_s": pl.Float64,
 }
 
 URL_STATE = {

@@ -7,7 +7,7 @@ one file per cycle per host, named after the cycle so a re-run replaces rather t
 
 import concurrent.futures
 import multiprocessing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -135,8 +135,10 @@ def run_fetch_stage(
 
     One process tops out near half a bare aiohttp loop's rate, bound by its own CPU
     (docs/fetch_rate.md). With ``processes`` > 1 the hosts are split between that many
-    processes; each host stays in one, so its politeness is kept by one throttle.
+    processes; each host stays in one, so its politeness is kept by one throttle. The client
+    gets the cycle's ``now`` to date what a response leaves undated (no Date header).
     """
+    settings = replace(settings, cycle_now=now)
     groups = host_groups(plan, hosts, processes)
     if len(groups) <= 1:
         return _fetch_hosts(plan, hosts, now, wh.home, config, settings, allow)

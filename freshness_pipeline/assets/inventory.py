@@ -2,7 +2,8 @@
 
 Sources: the seeds, sitemaps and feeds (from robots.txt ``Sitemap:`` lines, else /sitemap.xml)
 with their ``lastmod``, and redirect targets seen by the previous cycle's fetches. robots.txt is
-refreshed here too (cached about 24 h) because the next stage filters by it.
+refreshed here too (cached about 24 h) because the next stage filters by it; a host that a
+Retry-After still holds (science.retry_after) is asked for neither until the hold ends.
 """
 
 from datetime import datetime
@@ -15,6 +16,7 @@ from freshness_pipeline.assets.common import cycle_asset, run_hosts
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
 from freshness_pipeline.science.normalize import normalize_url_column
+from freshness_pipeline.science.retry_after import retry_holds
 from freshness_pipeline.seeds import merge_seeds
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.web.discovery import DiscoveryTarget, discover_hosts
@@ -117,15 +119,25 @@ def refresh_robots_and_sitemaps(
     log: dg.DagsterLogManager | None = None,
 ) -> pl.DataFrame:
     """Fetch robots.txt where the cache is stale and every host's sitemaps; write the robots
-    table and return the sitemap entries as inventory rows."""
-    cached = wh.read("robots", hosts)
+    table and return the sitemap entries as inventory rows.
+
+    Retry-After holds: the last cycle's answers (fetch_results, still on disk) and the holds
+    the robots rows carry give each host's ``retry_until``. A held host keeps its cached robots
+    row, stale or not, with the hold in it: none of its pages is planned until the hold ends,
+    and the first cycle after it refreshes the row before planning."""
+    cached = tables.conform("robots", wh.read("robots", hosts))
     cached_by_host = {row["host"]: row for row in cached.iter_rows(named=True)}
+    holds = retry_holds(wh.read("fetch_results", hosts), now, carried=cached)
+    held = dict(holds.iter_rows())
     bases = host_base_urls(known, hosts)
     targets = [
-        DiscoveryTarget(host=h, base_url=bases[h], cached=cached_by_host.get(h)) for h in hosts
+        DiscoveryTarget(host=h, base_url=bases[h], cached=cached_by_host.get(h))
+        for h in hosts
+        if h not in held
     ]
     found = discover_hosts(targets, now=now, settings=http.settings(), allow=http.allow_list())
-    robots_rows = [f.robots_row for f in found]
+    kept = [{**cached_by_host.get(h, {"host": h}), "retry_until": t} for h, t in held.items()]
+    robots_rows = [f.robots_row for f in found] + kept
     wh.write_partitions("robots", hosts, pl.DataFrame(robots_rows, schema=tables.ROBOTS))
     entries = [
         {"url": e.loc, "lastmod": e.lastmod, "source": "sitemap"} for f in found for e in f.entries
@@ -134,6 +146,8 @@ def refresh_robots_and_sitemaps(
         for f in found:
             for problem in f.errors:
                 log.warning(f"{f.host}: {problem}")
+        for host, until in held.items():
+            log.info(f"{host}: Retry-After holds it until {until.isoformat()}; not fetched")
     if not entries:
         return tables.empty("url_inventory")
     frame = pl.DataFrame(

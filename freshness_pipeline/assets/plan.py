@@ -2,8 +2,8 @@
 
 The scoring is the pure planner in science.schedule, with each page's gain taken from the change
 prior url_state fit last cycle (science.eb); this asset only joins what it needs (the previous
-url_state, the change prior, robots crawl-delays, last cycle's host health) and passes the
-cycle's now.
+url_state, the change prior, robots crawl-delays and Retry-After holds, last cycle's host
+health) and passes the cycle's now.
 """
 
 from datetime import datetime, timedelta
@@ -19,6 +19,7 @@ from freshness_pipeline.resources import CycleResource, WarehouseResource
 from freshness_pipeline.science.cost import bytes_cost, credits_cost
 from freshness_pipeline.science.eb import GAIN_COLUMN, posterior_gains
 from freshness_pipeline.science.hints import host_trust, lastmod_hints
+from freshness_pipeline.science.retry_after import held_hosts
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
 
 # Without a Crawl-delay we still keep to a few requests a second per host.
@@ -54,15 +55,26 @@ def polite_capacity(window_s: float) -> pl.Expr:
     )
 
 
-def host_capacity(robots: pl.DataFrame, health: pl.DataFrame, window_s: float) -> pl.DataFrame:
+def host_capacity(
+    robots: pl.DataFrame,
+    health: pl.DataFrame,
+    window_s: float,
+    holds: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """How many fetches a host can take in one cycle's fetch window: the window over its
-    Crawl-delay, halved when most of its requests failed last cycle."""
+    Crawl-delay, halved when most of its requests failed last cycle, and none while a
+    Retry-After holds it (``holds``: host, retry_until; science.retry_after.retry_holds): the
+    server asked for the pause, and capacity is what no priority can buy past."""
     delays = robots.select("host", "crawl_delay")
+    held = pl.col("host").is_in([] if holds is None else holds["host"].to_list())
     return (
         health.join(delays, on="host", how="left")
         .with_columns(polite_capacity(window_s).alias("raw_capacity"))
         .with_columns(
-            (pl.col("raw_capacity") * pl.when(pl.col("error_share") > 0.5).then(0.5).otherwise(1.0))
+            (
+                pl.col("raw_capacity")
+                * pl.when(held).then(0.0).when(pl.col("error_share") > 0.5).then(0.5).otherwise(1.0)
+            )
             .floor()
             .cast(pl.Int64)
             .alias("capacity"),
@@ -167,7 +179,9 @@ def revisit_plan(
     now = cycle.cycle_now(context)
     wh = warehouse.warehouse()
     health = host_health(wh.read("fetch_results", hosts), hosts)
-    capacity = host_capacity(wh.read("robots", hosts), health, cycle.fetch_window_s)
+    robots = tables.conform("robots", wh.read("robots", hosts))
+    holds = held_hosts(robots, now)
+    capacity = host_capacity(robots, health, cycle.fetch_window_s, holds)
     settings = warehouse.pipeline_config()
     inputs = with_lastmod_hints(
         plan_inputs(url_candidates, wh.read("url_state", hosts), capacity, settings),
@@ -206,5 +220,6 @@ def revisit_plan(
             ),
             "expected_gain": dg.MetadataValue.float(float(selected["expected_gain"].sum() or 0.0)),
             "cost_basis": dg.MetadataValue.text(settings.cost_basis),
+            "hosts_held_by_retry_after": dg.MetadataValue.int(holds.height),
         },
     )

@@ -33,6 +33,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver
 
 from freshness_pipeline.science.normalize import InvalidURL, url_authority
+from freshness_pipeline.science.retry_after import MAX_RETRY_AFTER_S
 from freshness_pipeline.web.netguard import (
     GuardedConnector,
     IPNetwork,
@@ -121,7 +122,13 @@ class FetchSettings:
     global_concurrency: int = 16
     host_concurrency: int = 2
     cycle_time_limit_s: float | None = None
-    max_retry_after_s: float = 3600
+    # The longest Retry-After kept: the planner holds a host that long across cycles, so the
+    # default is the planner's own limit (see science.retry_after for why one day).
+    max_retry_after_s: float = MAX_RETRY_AFTER_S
+    # The cycle's now (timezone-aware): the reference for a response's dates when it carries no
+    # Date header (content age, an HTTP-date Retry-After), so that no decision reads the wall
+    # clock. None only for callers outside a cycle.
+    cycle_now: datetime | None = None
     # Unforgiven failures (transport errors, timeouts, 5xx, 429/503; each success forgives one)
     # after which a host's circuit breaker opens and the rest of its queue is deferred: a dead
     # host must not eat the cycle one timeout at a time. None disables the breaker.
@@ -159,6 +166,8 @@ class FetchSettings:
             raise ValueError("cycle_time_limit_s must not be negative")
         if self.max_retry_after_s < 0:
             raise ValueError("max_retry_after_s must not be negative")
+        if self.cycle_now is not None and self.cycle_now.utcoffset() is None:
+            raise ValueError("cycle_now must be timezone-aware")
         self.throttle_policy()  # validates the throttle knobs
 
     def throttle_policy(self) -> ThrottlePolicy:
@@ -449,13 +458,18 @@ def host_key(url: str) -> str:
 
 
 def parse_retry_after(
-    value: str | None, *, date: str | None = None, cap: float = 3600
+    value: str | None,
+    *,
+    date: str | None = None,
+    cap: float = MAX_RETRY_AFTER_S,
+    now: datetime | None = None,
 ) -> float | None:
     """Seconds to wait from a Retry-After header (delta-seconds or HTTP-date), within [0, cap].
 
     An HTTP-date is measured against the response's own ``Date`` header when there is one, so a
-    skewed local clock does not matter; without it, the real clock is the only reference (this
-    is a real-time politeness wait, not a cycle decision).
+    skewed local clock does not matter; without it, against ``now``, the cycle's time, because
+    the planner keeps the host away for these seconds from the cycle's ``now``. Only a caller
+    outside a cycle (no ``now``) gets the real clock, for a real-time politeness wait.
     """
     if value is None:
         return None
@@ -473,7 +487,7 @@ def parse_retry_after(
             return None
         ref = _http_date(date) if date else None
         if ref is None:
-            ref = datetime.now(UTC)
+            ref = now or datetime.now(UTC)
         seconds = (when - ref).total_seconds()
     return min(max(seconds, 0.0), float(cap))
 
@@ -489,17 +503,19 @@ def content_age_days(
     """How long before the response its content last changed, by the server's own word.
 
     Measured against the response's ``Date`` (the server's clock on both sides, so a skewed local
-    clock or a fetch late in the cycle does not matter); without one, against ``now``. None when
-    either date is missing or unparsable, when Last-Modified lies in the future, and when it is
-    within :data:`MIN_CONTENT_AGE_S` of the Date: dynamic pages stamp every response "now".
-    Whether a host's Last-Modified deserves belief is judged elsewhere, from its track record.
+    clock or a fetch late in the cycle does not matter); without one, against ``now``, the
+    cycle's time: the age feeds rate estimates, a decision, so never the wall clock. None when
+    Last-Modified is missing or unparsable, when there is neither a Date nor a ``now``, when
+    Last-Modified lies in the future, and when it is within :data:`MIN_CONTENT_AGE_S` of the
+    reference: dynamic pages stamp every response "now". Whether a host's Last-Modified deserves
+    belief is judged elsewhere, from its track record.
     """
     modified = _http_date(last_modified)
     if modified is None:
         return None
-    ref = _http_date(date) if date else None
+    ref = (_http_date(date) if date else None) or now
     if ref is None:
-        ref = now or datetime.now(UTC)
+        return None
     seconds = (ref - modified).total_seconds()
     if not seconds >= MIN_CONTENT_AGE_S:
         return None
@@ -868,7 +884,9 @@ async def _classify(
             result.error = f"fingerprint failed: {type(exc).__name__}: {exc}"
             return
         result.fingerprint = fp
-        result.content_age_days = content_age_days(result.last_modified, resp.headers.get("Date"))
+        result.content_age_days = content_age_days(
+            result.last_modified, resp.headers.get("Date"), now=settings.cycle_now
+        )
         if req.prev_fingerprint is None:
             result.outcome = "new"
         elif fp == req.prev_fingerprint:
@@ -915,6 +933,7 @@ async def _classify(
             resp.headers.get("Retry-After"),
             date=resp.headers.get("Date"),
             cap=settings.max_retry_after_s,
+            now=settings.cycle_now,
         )
 
 
