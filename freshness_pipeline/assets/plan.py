@@ -63,7 +63,7 @@ def host_capacity(
 ) -> pl.DataFrame:
     """How many fetches a host can take in one cycle's fetch window: the window over its
     Crawl-delay, halved when most of its requests failed last cycle, and none while a
-    Retry-After holds it (``holds``: host, retry_until; science.retry_after.retry_holds): the
+    Retry-After holds it (``holds``: host, retry_until; science.retry_after.held_hosts): the
     server asked for the pause, and capacity is what no priority can buy past."""
     delays = robots.select("host", "crawl_delay")
     held = pl.col("host").is_in([] if holds is None else holds["host"].to_list())
