@@ -266,19 +266,17 @@ EMPTY_FINGERPRINT = content_fingerprint(b"", content_type="text/html")
 
 def sitemap_dating(plan: pl.DataFrame) -> pl.DataFrame:
     """Per planned URL: ``_sm_dates`` (its host's sitemap lastmod may date changes) and
-    ``_sm_age`` (the quiet days it gives, null if none); nulls for plans written before the
-    plan carried them."""
-    return plan.select(
-        "url",
-        (
-            pl.col("lastmod_dates") if "lastmod_dates" in plan.columns else pl.lit(None, pl.Boolean)
-        ).alias("_sm_dates"),
-        (
-            pl.col("lastmod_age_days")
-            if "lastmod_age_days" in plan.columns
-            else pl.lit(None, pl.Float64)
-        ).alias("_sm_age"),
-    ).unique("url", keep="first")
+    ``_sm_age`` (the quiet days it gives, null if none); a plan written before the plan carried
+    them conforms to nulls."""
+    return (
+        tables.conform("revisit_plan", plan)
+        .select(
+            "url",
+            pl.col("lastmod_dates").alias("_sm_dates"),
+            pl.col("lastmod_age_days").alias("_sm_age"),
+        )
+        .unique("url", keep="first")
+    )
 
 
 def content_duplicates() -> pl.Expr:
