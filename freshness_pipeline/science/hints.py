@@ -89,8 +89,14 @@ def lastmod_age_days(lastmod: pl.Expr, since: pl.Expr, now: pl.Expr) -> pl.Expr:
     ``since``: from the lastmod's latest possible instant (the end of its day, date-only) to
     ``now``. Null where it says nothing or "unchanged", and where that instant is not before
     ``now`` (no quiet time is known)."""
+    return _dated(lastmod_says(lastmod, since, now), lastmod, now)
+
+
+def _dated(says: pl.Expr, lastmod: pl.Expr, now: pl.Expr) -> pl.Expr:
+    """:func:`lastmod_age_days` given what the lastmod says (computed once by callers that
+    have it already)."""
     quiet = (now - _latest_instant(lastmod)).dt.total_microseconds() / _US_PER_DAY
-    return pl.when((lastmod_says(lastmod, since, now) == "changed") & (quiet > 0)).then(quiet)
+    return pl.when((says == "changed") & (quiet > 0)).then(quiet)
 
 
 def hint_evidence(observations: pl.DataFrame) -> pl.DataFrame:
@@ -209,8 +215,8 @@ def lastmod_hints(
         base.with_columns(
             lastmod_says(lastmod, since, at).alias("lastmod_says"),
             pl.col("host").cast(pl.String).alias("_host"),
-            lastmod_age_days(lastmod, since, at).alias("_age"),
         )
+        .with_columns(_dated(pl.col("lastmod_says"), lastmod, at).alias("_age"))
         .join(t, on="_host", how="left", maintain_order="left")
         .with_columns(
             pl.when(
