@@ -186,6 +186,36 @@ CHANGE_PRIOR = {
     "weight": pl.List(pl.Float64),
 }
 
+# Running evidence on each host's HTTP validators (science.validators.remember_requests), so
+# that no cycle re-reads a month of fetch_log to judge them: per cycle, the counts of its
+# requests (validators.COUNT_COLUMNS), kept for VALIDATOR_HISTORY; and per URL the last request
+# and the last body, which the next request is judged against.
+VALIDATOR_EVIDENCE = {
+    "host": pl.String,
+    "cycle_at": UTC_TIME,
+    "n_fetches": pl.Int64,
+    "n_body_pairs": pl.Int64,
+    **{
+        f"{v}_{k}": pl.Int64
+        for v in ("etag", "last_modified")
+        for k in ("honored", "ignored", "stable", "volatile", "tracks", "stuck")
+    },
+}
+
+VALIDATOR_LATEST = {
+    "url": pl.String,
+    "host": pl.String,
+    "fetched_at": UTC_TIME,
+    "http_status": pl.Int64,
+    "outcome": pl.String,
+    "conditional": pl.Boolean,
+    "validator": pl.String,
+    "fingerprint": pl.String,
+    "fingerprint_version": pl.Int64,
+    "etag": pl.String,
+    "last_modified": pl.String,
+}
+
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "seeds": SEEDS,
     "robots": ROBOTS,
@@ -197,6 +227,8 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "url_state": URL_STATE,
     "lastmod_evidence": LASTMOD_EVIDENCE,
     "change_prior": CHANGE_PRIOR,
+    "validator_evidence": VALIDATOR_EVIDENCE,
+    "validator_latest": VALIDATOR_LATEST,
 }
 
 # Tables exposed as DuckDB views; seeds and robots are internal but handy, so they are views too.

@@ -22,7 +22,10 @@ from freshness_pipeline.resources import CycleResource, HttpClientResource, Ware
 from freshness_pipeline.science.validators import (
     content_age_trust,
     drop_untrusted_validators,
-    validator_trust,
+    latest_requests,
+    remember_requests,
+    trust_before,
+    validator_counts,
 )
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.web.client import FetchRequest, FetchSettings, fetch_all_sync
@@ -173,7 +176,8 @@ def _fetch_hosts(
     allow: tuple[IPNetwork, ...],
 ) -> FetchStage:
     wh = Warehouse(home)
-    trust = validator_trust(wh.read_fetch_log(hosts, now - VALIDATOR_HISTORY))
+    evidence, latest = validator_memory(wh, hosts, now)
+    trust = trust_before(evidence, now, VALIDATOR_HISTORY)
     planned = drop_untrusted_validators(plan.filter(pl.col("selected")), trust)
     throttles = Throttles(settings.throttle_policy())
     results = fetch_all_sync(
@@ -186,7 +190,31 @@ def _fetch_hosts(
         part = by_host.get((host,))
         if part is not None:
             wh.append_fetch_log(host, now, part)
+    evidence, latest = remember_requests(evidence, latest, sent, now, VALIDATOR_HISTORY)
+    wh.write_partitions("validator_latest", hosts, latest)
+    wh.write_partitions("validator_evidence", hosts, evidence)
     return FetchStage(frame=frame, throttled=throttles.snapshot(), trust=trust)
+
+
+def validator_memory(
+    wh: Warehouse, hosts: list[str], now: datetime
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The running validator evidence of ``hosts`` (tables validator_evidence and
+    validator_latest), one file each per host. A host without it (a warehouse from before the
+    running totals) has it rebuilt from its last VALIDATOR_HISTORY of fetch_log, once."""
+    evidence = wh.read("validator_evidence", hosts)
+    latest = wh.read("validator_latest", hosts)
+    missing = [h for h in hosts if not wh.has_partition("validator_evidence", h)]
+    if not missing:
+        return evidence, latest
+    history = wh.read_fetch_log(missing, now - VALIDATOR_HISTORY).filter(pl.col("fetched_at") < now)
+    rebuilt = validator_counts(history, by=("host", "fetched_at")).rename(
+        {"fetched_at": "cycle_at"}
+    )
+    return (
+        pl.concat([evidence, tables.conform("validator_evidence", rebuilt)]),
+        pl.concat([latest, tables.conform("validator_latest", latest_requests(history))]),
+    )
 
 
 @cycle_asset
