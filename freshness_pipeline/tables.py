@@ -216,6 +216,16 @@ VALIDATOR_LATEST = {
     "last_modified": pl.String,
 }
 
+# Requests and body bytes per host, cycle and url_class (science.cost.remember_bytes), kept for
+# cost.BYTES_HISTORY: what pricing fetches by bytes averages, without re-reading fetch_log.
+REQUEST_BYTES = {
+    "host": pl.String,
+    "cycle_at": UTC_TIME,
+    "url_class": pl.String,
+    "requests": pl.Int64,
+    "bytes": pl.Int64,
+}
+
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "seeds": SEEDS,
     "robots": ROBOTS,
@@ -229,6 +239,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "change_prior": CHANGE_PRIOR,
     "validator_evidence": VALIDATOR_EVIDENCE,
     "validator_latest": VALIDATOR_LATEST,
+    "request_bytes": REQUEST_BYTES,
 }
 
 # Tables exposed as DuckDB views; seeds and robots are internal but handy, so they are views too.

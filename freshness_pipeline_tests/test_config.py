@@ -5,6 +5,7 @@ wave of changes; a bad file fails the cycle naming the file and the key."""
 from __future__ import annotations
 
 import os
+import shutil
 from datetime import timedelta
 
 import polars as pl
@@ -110,8 +111,9 @@ def test_the_objective_switch_changes_what_a_fetch_is_worth(tmp_path):
 
 def test_cost_basis_prices_page_types(tmp_path):
     """[planning] cost: "credits" divides each page's gain by its class's credits; "bytes" by
-    what its host and class's requests transferred (from fetch_log), so after a real cycle the
-    plan's cost follows the bytes each class sent."""
+    what its host and class's requests transferred (the request_bytes totals the fetch stage
+    keeps), so after a real cycle the plan's cost follows the bytes each class sent; a
+    warehouse without the totals prices the same from fetch_log."""
     world = honest_world(7, pages=30)
     home = tmp_path / "home"
     with SyntheticWeb(world) as web:
@@ -128,6 +130,15 @@ def test_cost_basis_prices_page_types(tmp_path):
             (home / "freshness.toml").write_text(text)
             run_cycle(home, T1, dry_run=True)
             plans[text.split("\n")[1] if text else "fetches"] = Warehouse(home).read("revisit_plan")
+        (home / "freshness.toml").write_text('[planning]\ncost = "bytes"\n')
+        shutil.rmtree(Warehouse(home).table_dir("request_bytes"))
+        run_cycle(home, T1, dry_run=True)
+        from_log = Warehouse(home).read("revisit_plan")
+    assert (
+        from_log.select("url", "cost")
+        .sort("url")
+        .equals(plans['cost = "bytes"'].select("url", "cost").sort("url"))
+    )
     base = plans["fetches"].select("url", "url_class", pl.col("cost").alias("base"))
 
     def type_cost(name: str) -> pl.DataFrame:

@@ -3,6 +3,9 @@ class relative to an average request, shrunk towards the host and global means."
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
 import polars as pl
 import pytest
 
@@ -11,6 +14,8 @@ from freshness_pipeline.science.cost import (
     SHRINK_REQUESTS,
     bytes_cost,
     credits_cost,
+    remember_bytes,
+    request_totals,
 )
 
 
@@ -62,3 +67,42 @@ def test_no_history_costs_one():
     cands = pl.DataFrame({"host": ["a"], "url_class": ["product"]})
     assert bytes_cost(cands, _log([])).to_list() == [1.0]
     assert bytes_cost(cands, _log([("a", "product", None)])).to_list() == [1.0]
+
+
+def test_totals_price_as_the_requests_they_sum():
+    rng = np.random.default_rng(3)
+    log = _log(
+        [
+            (f"h{rng.integers(3)}", str(rng.choice(["a", "b", "c"])), int(rng.integers(0, 9000)))
+            for _ in range(300)
+        ]
+        + [("h0", "a", None)]
+    )
+    cands = pl.DataFrame(
+        {"host": ["h0", "h1", "h2", "h9", "h1"], "url_class": ["a", "b", "c", "a", "zzz"]}
+    )
+    totals = request_totals(log)
+    assert totals["requests"].sum() == 300
+    assert bytes_cost(cands, totals).to_list() == pytest.approx(bytes_cost(cands, log).to_list())
+
+
+def test_running_bytes_keep_one_window_and_a_rerun_replaces_its_cycle():
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    window = timedelta(days=2)
+    totals = pl.DataFrame(
+        schema={
+            "host": pl.String,
+            "cycle_at": pl.Datetime("us", "UTC"),
+            "url_class": pl.String,
+            "requests": pl.Int64,
+            "bytes": pl.Int64,
+        }
+    )
+    for day in range(5):
+        now = t0 + timedelta(days=day)
+        totals = remember_bytes(totals, _log([("h", "a", 100 * (day + 1))] * 2), now, window)
+    assert totals["cycle_at"].min() == t0 + timedelta(days=2)
+    assert totals["requests"].to_list() == [2, 2, 2]
+    again = remember_bytes(totals, _log([("h", "a", 7)]), now, window)
+    assert again.filter(pl.col("cycle_at") == now)["bytes"].to_list() == [7]
+    assert again.height == totals.height

@@ -1,6 +1,7 @@
-"""Validator evidence kept as running totals per host and cycle (validators.remember_requests)
-instead of re-reading a month of fetch_log every cycle: the totals must judge exactly as the
-month of history does, on random histories and through real cycles on the synthetic web."""
+"""Validator evidence and request bytes kept as running totals per host and cycle
+(validators.remember_requests, cost.remember_bytes) instead of re-reading a month of fetch_log
+every cycle: the totals must judge exactly as the month of history does, on random histories
+and through real cycles on the synthetic web."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import polars as pl
 import pytest
 
 from freshness_pipeline import tables
-from freshness_pipeline.assets.fetch import VALIDATOR_HISTORY, validator_memory
+from freshness_pipeline.assets.fetch import VALIDATOR_HISTORY, bytes_memory, validator_memory
 from freshness_pipeline.science.validators import (
     COUNT_COLUMNS,
     latest_requests,
@@ -162,9 +163,18 @@ def test_real_cycles_keep_totals_that_judge_as_the_fetch_log_does(tmp_path):
     assert not verdicts[web.hosts["stamped"]]["etag_trusted"]
     assert latest.height <= 2 * log["url"].n_unique()
 
+    request_bytes = wh.read("request_bytes", hosts)
+    assert request_bytes["requests"].sum() == log.height
+
     # a warehouse from before the running totals: rebuilt from fetch_log on first use
-    for table in ("validator_evidence", "validator_latest"):
+    for table in ("validator_evidence", "validator_latest", "request_bytes"):
         shutil.rmtree(wh.table_dir(table))
     rebuilt, rebuilt_latest = validator_memory(wh, hosts, after)
     assert trust_before(rebuilt, after, VALIDATOR_HISTORY).equals(from_log)
     assert rebuilt_latest.sort("url", "fetched_at").equals(latest.sort("url", "fetched_at"))
+    order = ["host", "cycle_at", "url_class"]
+    assert (
+        bytes_memory(wh, hosts, after, wh.read("revisit_plan", hosts))
+        .sort(order)
+        .equals(request_bytes.sort(order))
+    )

@@ -19,6 +19,7 @@ from freshness_pipeline.assets.common import cycle_asset, run_hosts
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
+from freshness_pipeline.science.cost import BYTES_HISTORY, remember_bytes, request_totals
 from freshness_pipeline.science.validators import (
     content_age_trust,
     drop_untrusted_validators,
@@ -193,6 +194,14 @@ def _fetch_hosts(
     evidence, latest = remember_requests(evidence, latest, sent, now, VALIDATOR_HISTORY)
     wh.write_partitions("validator_latest", hosts, latest)
     wh.write_partitions("validator_evidence", hosts, evidence)
+    classes = plan.select("url", "url_class").unique("url")
+    request_bytes = remember_bytes(
+        bytes_memory(wh, hosts, now, plan),
+        sent.join(classes, on="url", how="left"),
+        now,
+        BYTES_HISTORY,
+    )
+    wh.write_partitions("request_bytes", hosts, request_bytes)
     return FetchStage(frame=frame, throttled=throttles.snapshot(), trust=trust)
 
 
@@ -200,20 +209,44 @@ def validator_memory(
     wh: Warehouse, hosts: list[str], now: datetime
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The running validator evidence of ``hosts`` (tables validator_evidence and
-    validator_latest), one file each per host. A host without it (a warehouse from before the
-    running totals) has it rebuilt from its last VALIDATOR_HISTORY of fetch_log, once."""
+    validator_latest, one file each per host), so that no cycle re-reads a month of fetch_log.
+    A host without it (a warehouse from before the running totals) has it rebuilt once from its
+    last VALIDATOR_HISTORY of fetch_log."""
     evidence = wh.read("validator_evidence", hosts)
     latest = wh.read("validator_latest", hosts)
     missing = [h for h in hosts if not wh.has_partition("validator_evidence", h)]
     if not missing:
         return evidence, latest
     history = wh.read_fetch_log(missing, now - VALIDATOR_HISTORY).filter(pl.col("fetched_at") < now)
-    rebuilt = validator_counts(history, by=("host", "fetched_at")).rename(
-        {"fetched_at": "cycle_at"}
-    )
+    counts = validator_counts(history, by=("host", "fetched_at"))
     return (
-        pl.concat([evidence, tables.conform("validator_evidence", rebuilt)]),
+        pl.concat(
+            [
+                evidence,
+                tables.conform("validator_evidence", counts.rename({"fetched_at": "cycle_at"})),
+            ]
+        ),
         pl.concat([latest, tables.conform("validator_latest", latest_requests(history))]),
+    )
+
+
+def bytes_memory(
+    wh: Warehouse, hosts: list[str], now: datetime, plan: pl.DataFrame
+) -> pl.DataFrame:
+    """The running request_bytes totals of ``hosts``; a host without them has them rebuilt
+    once from its last BYTES_HISTORY of fetch_log, its URLs' classes taken from ``plan``."""
+    totals = wh.read("request_bytes", hosts)
+    missing = [h for h in hosts if not wh.has_partition("request_bytes", h)]
+    if not missing:
+        return totals
+    history = (
+        wh.read_fetch_log(missing, now - BYTES_HISTORY)
+        .filter(pl.col("fetched_at") < now)
+        .join(plan.select("url", "url_class").unique("url"), on="url", how="left")
+    )
+    sums = request_totals(history, ("host", "fetched_at", "url_class"))
+    return pl.concat(
+        [totals, tables.conform("request_bytes", sums.rename({"fetched_at": "cycle_at"}))]
     )
 
 

@@ -6,7 +6,7 @@ url_state, the change prior, robots crawl-delays and Retry-After holds, last cyc
 health) and passes the cycle's now.
 """
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import dagster as dg
 import polars as pl
@@ -16,11 +16,17 @@ from freshness_pipeline.assets.common import cycle_asset, run_hosts
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, WarehouseResource
-from freshness_pipeline.science.cost import bytes_cost, credits_cost
+from freshness_pipeline.science.cost import (
+    BYTES_HISTORY,
+    bytes_cost,
+    credits_cost,
+    request_totals,
+)
 from freshness_pipeline.science.eb import GAIN_COLUMN, posterior_gains
 from freshness_pipeline.science.hints import host_trust, lastmod_hints
 from freshness_pipeline.science.retry_after import held_hosts
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
+from freshness_pipeline.storage import Warehouse
 
 # Without a Crawl-delay we still keep to a few requests a second per host.
 DEFAULT_HOST_RATE_PER_S = 4.0
@@ -28,8 +34,6 @@ ERROR_COST_WEIGHT = 3.0
 # A URL that moved for good, or whose content another URL of its host duplicates, is only a
 # second copy: it is re-checked now and then (in case it diverges), not kept fresh.
 SECOND_COPY_COST = 8.0
-# How far back fetch_log is read to price a page type by the bytes its requests transfer.
-BYTES_HISTORY = timedelta(days=30)
 
 
 def host_health(results: pl.DataFrame, hosts: list[str]) -> pl.DataFrame:
@@ -142,17 +146,34 @@ def plan_inputs(
 
 
 def page_type_cost(
-    inputs: pl.DataFrame, settings: PipelineConfig, log: pl.DataFrame | None
+    inputs: pl.DataFrame, settings: PipelineConfig, sent_bytes: pl.DataFrame | None
 ) -> pl.Series:
     """Each candidate's cost basis (science.cost): 1, its class's credits, or its type's bytes
-    per request relative to an average request (``log``: fetch_log rows, with url)."""
+    per request relative to an average request (``sent_bytes``: request_bytes totals)."""
     if settings.cost_basis == "credits":
         return inputs.select(credits_cost(pl.col("url_class"), settings.class_credits)).to_series()
-    if settings.cost_basis == "bytes" and log is not None:
-        classes = inputs.select("url", "url_class").unique("url")
-        priced = log.select("url", "host", "bytes").join(classes, on="url", how="left")
-        return bytes_cost(inputs.select("host", "url_class"), priced)
+    if settings.cost_basis == "bytes" and sent_bytes is not None:
+        return bytes_cost(inputs.select("host", "url_class"), sent_bytes)
     return pl.Series("cost", [1.0] * inputs.height, dtype=pl.Float64)
+
+
+def recent_request_bytes(
+    wh: Warehouse, hosts: list[str], now: datetime, inputs: pl.DataFrame
+) -> pl.DataFrame:
+    """The last BYTES_HISTORY of request_bytes totals (the fetch stage keeps them). Hosts
+    without the table yet (a warehouse from before it) are priced from their fetch_log, the
+    URLs' classes taken from ``inputs``."""
+    since = now - BYTES_HISTORY
+    totals = wh.read("request_bytes", hosts).filter(
+        (pl.col("cycle_at") >= since) & (pl.col("cycle_at") < now)
+    )
+    missing = [h for h in hosts if not wh.has_partition("request_bytes", h)]
+    if not missing:
+        return totals
+    classes = inputs.select("url", "url_class").unique("url")
+    log = wh.read_fetch_log(missing, since).join(classes, on="url", how="left")
+    sums = request_totals(log.filter(pl.col("fetched_at") < now))
+    return pl.concat([totals.select(sums.columns), sums], how="vertical_relaxed")
 
 
 def with_lastmod_hints(inputs: pl.DataFrame, evidence: pl.DataFrame, now: datetime) -> pl.DataFrame:
@@ -188,8 +209,10 @@ def revisit_plan(
         wh.read("lastmod_evidence", hosts),
         now,
     )
-    log = wh.read_fetch_log(hosts, now - BYTES_HISTORY) if settings.cost_basis == "bytes" else None
-    inputs = inputs.with_columns(pl.col("cost") * page_type_cost(inputs, settings, log))
+    sent_bytes = (
+        recent_request_bytes(wh, hosts, now, inputs) if settings.cost_basis == "bytes" else None
+    )
+    inputs = inputs.with_columns(pl.col("cost") * page_type_cost(inputs, settings, sent_bytes))
     config = PlanConfig(objective=cycle.plan_objective(settings))  # type: ignore[arg-type]
     # What a fetch now is worth under the change prior url_state fit last cycle, and the
     # model's forecast that it changed, which the random verification sample is scored on.

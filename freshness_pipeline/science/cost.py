@@ -19,7 +19,8 @@ Host health and a URL's own failures multiply on top (assets.plan).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 
 import polars as pl
 
@@ -29,11 +30,17 @@ __all__ = [
     "COST_BASES",
     "REQUEST_OVERHEAD_BYTES",
     "SHRINK_REQUESTS",
+    "BYTES_HISTORY",
     "bytes_cost",
     "credits_cost",
+    "remember_bytes",
+    "request_totals",
 ]
 
 COST_BASES = ("fetches", "bytes", "credits")
+
+#: How far back the bytes of a page type's requests are averaged.
+BYTES_HISTORY = timedelta(days=30)
 
 #: Bytes every request costs whatever its body: request and response headers, TLS records.
 REQUEST_OVERHEAD_BYTES = 800.0
@@ -52,23 +59,27 @@ def credits_cost(url_class: pl.Expr, credits: Mapping[str, float]) -> pl.Expr:
 def bytes_cost(candidates: pl.DataFrame, log: pl.DataFrame) -> pl.Series:
     """Relative cost of a fetch of each candidate (``host``, ``url_class``) from ``log``.
 
-    ``log``: one row per request sent, with ``host``, ``url_class`` and ``bytes`` (body bytes
-    received; null rows are skipped). 1.0 for every candidate when the log is empty.
+    ``log``: with ``host``, ``url_class`` and ``bytes`` (body bytes received; null rows are
+    skipped), either one row per request sent or totals with their number of ``requests``
+    (:func:`request_totals`). 1.0 for every candidate when the log is empty.
     """
+    per_row = "requests" not in log.columns
     sent = log.filter(pl.col("bytes").is_not_null() & (pl.col("bytes") >= 0)).select(
         pl.col("host").cast(pl.String),
         class_key(pl.col("url_class")).alias("_class"),
         pl.col("bytes").cast(pl.Float64),
+        (pl.lit(1) if per_row else pl.col("requests")).cast(pl.Float64).alias("_n"),
     )
-    if sent.height == 0:
+    n_requests = float(sent["_n"].sum()) if sent.height else 0.0
+    if n_requests <= 0:
         return pl.Series("cost", [1.0] * candidates.height, dtype=pl.Float64)
-    overall = float(sent["bytes"].mean())  # type: ignore[arg-type]
+    overall = float(sent["bytes"].sum()) / n_requests
     k = SHRINK_REQUESTS
     hosts = sent.group_by("host").agg(
-        ((pl.col("bytes").sum() + k * overall) / (pl.len() + k)).alias("_host_mean")
+        ((pl.col("bytes").sum() + k * overall) / (pl.col("_n").sum() + k)).alias("_host_mean")
     )
     types = sent.group_by("host", "_class").agg(
-        pl.col("bytes").sum().alias("_sum"), pl.len().alias("_n")
+        pl.col("bytes").sum().alias("_sum"), pl.col("_n").sum()
     )
     keyed = candidates.select(
         pl.col("host").cast(pl.String), class_key(pl.col("url_class")).alias("_class")
@@ -79,9 +90,36 @@ def bytes_cost(candidates: pl.DataFrame, log: pl.DataFrame) -> pl.Series:
         .select(
             pl.col("_host_mean").fill_null(overall).alias("_parent"),
             pl.col("_sum").fill_null(0.0),
-            pl.col("_n").fill_null(0).cast(pl.Float64),
+            pl.col("_n").fill_null(0.0),
         )
         .select(((pl.col("_sum") + k * pl.col("_parent")) / (pl.col("_n") + k)).alias("mean"))
     )
     overhead = REQUEST_OVERHEAD_BYTES
     return ((means["mean"] + overhead) / (overall + overhead)).alias("cost")
+
+
+def request_totals(
+    requests: pl.DataFrame, by: Sequence[str] = ("host", "url_class")
+) -> pl.DataFrame:
+    """Requests and body bytes per group of ``by`` columns (rows with no byte count skipped):
+    the sums :func:`bytes_cost` prices from, which add up over cycles."""
+    sent = requests.filter(pl.col("bytes").is_not_null() & (pl.col("bytes") >= 0))
+    return (
+        sent.group_by(list(by))
+        .agg(pl.len().cast(pl.Int64).alias("requests"), pl.col("bytes").sum().cast(pl.Int64))
+        .sort(list(by), nulls_last=True)
+    )
+
+
+def remember_bytes(
+    totals: pl.DataFrame, requests: pl.DataFrame, now: datetime, window: timedelta
+) -> pl.DataFrame:
+    """Running per-cycle totals (``host``, ``cycle_at``, ``url_class``, ``requests``,
+    ``bytes``) with this cycle's ``requests`` (rows with ``host``, ``url_class``, ``bytes``)
+    added and cycles older than ``window`` dropped, so that pricing by bytes never re-reads a
+    month of fetch_log. A re-run of cycle ``now`` replaces that cycle's totals."""
+    cycle = request_totals(
+        requests.with_columns(cycle_at=pl.lit(now)), ("host", "cycle_at", "url_class")
+    )
+    kept = totals.filter((pl.col("cycle_at") >= now - window) & (pl.col("cycle_at") != now))
+    return pl.concat([kept, cycle.select(kept.columns)], how="vertical_relaxed")
