@@ -144,7 +144,7 @@ def run_demo(
     table.add_row("ratio", f"{summary['ratio']:.3f}")
     table.add_row("requests sent", str(totals["requests"]))
     table.add_row("304 share of conditional requests", f"{summary['share_304']:.3f}")
-    table.add_row("unchanged-body share of 200s", f"{summary['unchanged_share']:.3f}")
+    table.add_row("unchanged share of re-fetched bodies", f"{summary['unchanged_share']:.3f}")
     table.add_row("requests per detected change", f"{summary['requests_per_change']:.2f}")
     table.add_row("pages gone / blocked", f"{totals['gone']} / {totals['blocked']}")
     table.add_row(

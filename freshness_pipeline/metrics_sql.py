@@ -2,7 +2,9 @@
 the views `host_metrics` and `class_metrics` hold it so anyone can query it in their own session.
 
 - share_304: of the conditional requests, how many the server answered 304 (validators work);
-- unchanged_share: of the 200 bodies, how many had the same content fingerprint (wasted bytes);
+- unchanged_share: of the bodies fetched again (outcome 'changed' or 'unchanged'), how many had
+  the same content fingerprint: the downloads a working 304 would have saved. A first fetch
+  ('new') can be neither, so it is not counted;
 - requests_per_change / bytes_per_change: the cost of one detected change;
 - expected_age_h: the value-weighted expected time our copies have been stale, from each page's
   rate and the time since we last saw it (Cho and Garcia-Molina's age metric): the freshness lag;
@@ -25,7 +27,8 @@ FETCH_METRICS = """
     count(*) FILTER (WHERE conditional) AS conditional,
     round(count(*) FILTER (WHERE http_status = 304) / nullif(count(*) FILTER (WHERE conditional), 0), 3)
         AS share_304,
-    round(count(*) FILTER (WHERE outcome = 'unchanged') / nullif(count(*) FILTER (WHERE http_status = 200), 0), 3)
+    round(count(*) FILTER (WHERE outcome = 'unchanged')
+        / nullif(count(*) FILTER (WHERE outcome IN ('changed', 'unchanged')), 0), 3)
         AS unchanged_share,
     count(*) FILTER (WHERE outcome = 'changed') AS changes,
     round(count(*) / nullif(count(*) FILTER (WHERE outcome = 'changed'), 0), 2) AS requests_per_change,

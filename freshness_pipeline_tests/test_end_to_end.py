@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 from freshness_pipeline.science.normalize import normalize_url
+from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb, build_world
 from freshness_pipeline_tests.support import run_freshness
 
@@ -289,6 +290,20 @@ def test_metric_views_match_the_report(crawled):
     } <= set(by_host.columns)
     total_requests = sql(home, "SELECT count(*) AS n FROM fetch_log")["n"][0]
     assert by_host["requests"].sum() == total_requests
+    # unchanged bodies among the pages fetched again: a first fetch is neither; the view and
+    # the README's query say the same
+    log = Warehouse(home).read("fetch_log")
+    refetched = log.filter(pl.col("outcome").is_in(["changed", "unchanged"]))
+    expected = refetched.group_by("host").agg(
+        (pl.col("outcome") == "unchanged").mean().round(3).alias("expected")
+    )
+    readme = sql(home, next(b for b in readme_sql_blocks() if "unchanged_share" in b))
+    compared = expected.join(by_host.select("host", "unchanged_share"), on="host").join(
+        readme.select("host", pl.col("unchanged_share").alias("readme")), on="host"
+    )
+    assert compared.height >= 3 and log.filter(pl.col("outcome") == "new").height > 0
+    assert (compared["unchanged_share"] - compared["expected"]).abs().max() < 1e-9
+    assert (compared["readme"] - compared["expected"]).abs().max() < 1e-9
     by_class = sql(home, "SELECT * FROM class_metrics")
     assert set(by_class["url_class"].to_list()) >= {"article", "listing", "static"}
 

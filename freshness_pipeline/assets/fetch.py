@@ -278,7 +278,7 @@ def fetch_results(
     sent = frame.filter(pl.col("sent"))
     counts = dict(frame.group_by("outcome").len().iter_rows())
     conditional = sent.filter(pl.col("conditional"))
-    ok_bodies = sent.filter(pl.col("http_status") == 200)
+    refetched = sent.filter(pl.col("outcome").is_in(["changed", "unchanged"]))
     return dg.Output(
         frame.sort(["host", "url"]),
         metadata={
@@ -289,9 +289,9 @@ def fetch_results(
                 if conditional.height
                 else 0.0
             ),
-            "unchanged_share_of_200": dg.MetadataValue.float(
-                float((ok_bodies["outcome"] == "unchanged").mean() or 0.0)
-                if ok_bodies.height
+            "unchanged_share_of_refetches": dg.MetadataValue.float(
+                float((refetched["outcome"] == "unchanged").mean() or 0.0)
+                if refetched.height
                 else 0.0
             ),
             "bytes": dg.MetadataValue.int(int(sent["bytes"].sum() or 0)),
