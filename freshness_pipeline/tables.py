@@ -226,6 +226,17 @@ REQUEST_BYTES = {
     "bytes": pl.Int64,
 }
 
+# Each inventory URL's canonical form (assets.candidates.normalize_with_cache), so that a cycle
+# normalizes only the URLs it has not seen under the same rules.
+URL_CANONICAL = {
+    "host": pl.String,
+    "url": pl.String,
+    "canonical": pl.String,
+    "canonical_host": pl.String,
+    "error": pl.String,
+    "rules": pl.String,
+}
+
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "seeds": SEEDS,
     "robots": ROBOTS,
@@ -240,6 +251,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "validator_evidence": VALIDATOR_EVIDENCE,
     "validator_latest": VALIDATOR_LATEST,
     "request_bytes": REQUEST_BYTES,
+    "url_canonical": URL_CANONICAL,
 }
 
 # Tables exposed as DuckDB views; seeds and robots are internal but handy, so they are views too.

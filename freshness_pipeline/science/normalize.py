@@ -29,6 +29,7 @@ from w3lib.url import canonicalize_url
 
 __all__ = [
     "MAX_URL_LENGTH",
+    "RULES_VERSION",
     "TRACKING_PARAMS",
     "InvalidURL",
     "normalize_url",
@@ -37,6 +38,10 @@ __all__ = [
 ]
 
 MAX_URL_LENGTH = 2048
+
+#: Raise whenever a rule here changes what a URL normalizes to: cached canonical forms
+#: (table url_canonical) made under another version are normalized again.
+RULES_VERSION = "1"
 
 #: Query parameters that identify a campaign, a click or a mail recipient, never the content.
 #: Names are matched case-insensitively; an entry ending in ``*`` is a prefix (``utm_*`` is every
