@@ -14,7 +14,12 @@ import polars as pl
 import pytest
 
 from freshness_pipeline import tables
-from freshness_pipeline.assets.fetch import VALIDATOR_HISTORY, bytes_memory, validator_memory
+from freshness_pipeline.assets.running_totals import (
+    VALIDATOR_HISTORY,
+    bytes_memory,
+    remember_cycle,
+    validator_memory,
+)
 from freshness_pipeline.science.validators import (
     COUNT_COLUMNS,
     latest_requests,
@@ -178,3 +183,40 @@ def test_real_cycles_keep_totals_that_judge_as_the_fetch_log_does(tmp_path):
         .sort(order)
         .equals(request_bytes.sort(order))
     )
+
+
+def test_only_hosts_whose_totals_moved_are_written_back(tmp_path):
+    """Each file written costs an fsync: a host without requests this cycle, and with nothing
+    leaving the window, keeps its files; one with requests, or with old cycles to drop, and
+    one without files yet, are written."""
+    wh = Warehouse(tmp_path / "home")
+    history = random_history(11, cycles=8, urls=9, hosts=3)
+    hosts = sorted(history["host"].unique().to_list())
+    classes = history.select("url", pl.lit("article").alias("url_class")).unique()
+
+    def cycle(now, sent):
+        memory = validator_memory(wh, hosts, now)
+        remember_cycle(wh, hosts, now, memory, sent.with_columns(bytes=pl.lit(100)), classes)
+
+    def stamps():
+        return {
+            (t, h): wh.partition_file(t, h).stat().st_mtime_ns
+            for t in ("validator_evidence", "validator_latest", "request_bytes")
+            for h in hosts
+        }
+
+    first = history["fetched_at"].min()
+    cycle(first, history.filter(pl.col("fetched_at") == first))
+    before = stamps()  # every host got its files, requests or not
+    later = first + CYCLE
+    busy = hosts[0]
+    cycle(later, history.filter((pl.col("fetched_at") == later) & (pl.col("host") == busy)))
+    after = stamps()
+    assert {k for k in before if before[k] != after[k]} == {
+        (t, busy) for t in ("validator_evidence", "validator_latest", "request_bytes")
+    }
+    assert wh.read("validator_evidence", [busy])["cycle_at"].max() == later
+    # a month on, the quiet hosts' old cycles leave the window: they are written too
+    cycle(later + MONTH + CYCLE, history.clear())
+    assert all(before[k] != v for k, v in stamps().items() if k[1] != busy)
+    assert wh.read("validator_evidence", hosts).height == 0

@@ -8,7 +8,7 @@ one file per cycle per host, named after the cycle so a re-run replaces rather t
 import concurrent.futures
 import multiprocessing
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 import dagster as dg
@@ -16,26 +16,23 @@ import polars as pl
 
 from freshness_pipeline import tables
 from freshness_pipeline.assets.common import cycle_asset, run_hosts
+from freshness_pipeline.assets.running_totals import (
+    VALIDATOR_HISTORY,
+    remember_cycle,
+    validator_memory,
+)
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
-from freshness_pipeline.science.cost import BYTES_HISTORY, remember_bytes, request_totals
 from freshness_pipeline.science.validators import (
     content_age_trust,
     drop_untrusted_validators,
-    latest_requests,
-    remember_requests,
     trust_before,
-    validator_counts,
 )
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.web.client import FetchRequest, FetchSettings, fetch_all_sync
 from freshness_pipeline.web.netguard import IPNetwork
 from freshness_pipeline.web.throttle import Throttles
-
-# How far back validator behaviour is judged: long enough to see a stuck Last-Modified, short
-# enough that a host that fixes its server is trusted again within weeks.
-VALIDATOR_HISTORY = timedelta(days=30)
 
 
 def fetch_requests(plan: pl.DataFrame, config: PipelineConfig) -> list[FetchRequest]:
@@ -191,63 +188,8 @@ def _fetch_hosts(
         part = by_host.get((host,))
         if part is not None:
             wh.append_fetch_log(host, now, part)
-    evidence, latest = remember_requests(evidence, latest, sent, now, VALIDATOR_HISTORY)
-    wh.write_partitions("validator_latest", hosts, latest)
-    wh.write_partitions("validator_evidence", hosts, evidence)
-    classes = plan.select("url", "url_class").unique("url")
-    request_bytes = remember_bytes(
-        bytes_memory(wh, hosts, now, plan),
-        sent.join(classes, on="url", how="left"),
-        now,
-        BYTES_HISTORY,
-    )
-    wh.write_partitions("request_bytes", hosts, request_bytes)
+    remember_cycle(wh, hosts, now, (evidence, latest), sent, plan)
     return FetchStage(frame=frame, throttled=throttles.snapshot(), trust=trust)
-
-
-def validator_memory(
-    wh: Warehouse, hosts: list[str], now: datetime
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The running validator evidence of ``hosts`` (tables validator_evidence and
-    validator_latest, one file each per host), so that no cycle re-reads a month of fetch_log.
-    A host without it (a warehouse from before the running totals) has it rebuilt once from its
-    last VALIDATOR_HISTORY of fetch_log."""
-    evidence = wh.read("validator_evidence", hosts)
-    latest = wh.read("validator_latest", hosts)
-    missing = [h for h in hosts if not wh.has_partition("validator_evidence", h)]
-    if not missing:
-        return evidence, latest
-    history = wh.read_fetch_log(missing, now - VALIDATOR_HISTORY).filter(pl.col("fetched_at") < now)
-    counts = validator_counts(history, by=("host", "fetched_at"))
-    return (
-        pl.concat(
-            [
-                evidence,
-                tables.conform("validator_evidence", counts.rename({"fetched_at": "cycle_at"})),
-            ]
-        ),
-        pl.concat([latest, tables.conform("validator_latest", latest_requests(history))]),
-    )
-
-
-def bytes_memory(
-    wh: Warehouse, hosts: list[str], now: datetime, plan: pl.DataFrame
-) -> pl.DataFrame:
-    """The running request_bytes totals of ``hosts``; a host without them has them rebuilt
-    once from its last BYTES_HISTORY of fetch_log, its URLs' classes taken from ``plan``."""
-    totals = wh.read("request_bytes", hosts)
-    missing = [h for h in hosts if not wh.has_partition("request_bytes", h)]
-    if not missing:
-        return totals
-    history = (
-        wh.read_fetch_log(missing, now - BYTES_HISTORY)
-        .filter(pl.col("fetched_at") < now)
-        .join(plan.select("url", "url_class").unique("url"), on="url", how="left")
-    )
-    sums = request_totals(history, ("host", "fetched_at", "url_class"))
-    return pl.concat(
-        [totals, tables.conform("request_bytes", sums.rename({"fetched_at": "cycle_at"}))]
-    )
 
 
 @cycle_asset

@@ -13,20 +13,15 @@ import polars as pl
 
 from freshness_pipeline import tables
 from freshness_pipeline.assets.common import cycle_asset, run_hosts
+from freshness_pipeline.assets.running_totals import bytes_memory
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, WarehouseResource
-from freshness_pipeline.science.cost import (
-    BYTES_HISTORY,
-    bytes_cost,
-    credits_cost,
-    request_totals,
-)
+from freshness_pipeline.science.cost import BYTES_HISTORY, bytes_cost, credits_cost
 from freshness_pipeline.science.eb import GAIN_COLUMN, posterior_gains
 from freshness_pipeline.science.hints import host_trust, lastmod_hints
 from freshness_pipeline.science.retry_after import held_hosts
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
-from freshness_pipeline.storage import Warehouse
 
 # Without a Crawl-delay we still keep to a few requests a second per host.
 DEFAULT_HOST_RATE_PER_S = 4.0
@@ -157,25 +152,6 @@ def page_type_cost(
     return pl.Series("cost", [1.0] * inputs.height, dtype=pl.Float64)
 
 
-def recent_request_bytes(
-    wh: Warehouse, hosts: list[str], now: datetime, inputs: pl.DataFrame
-) -> pl.DataFrame:
-    """The last BYTES_HISTORY of request_bytes totals (the fetch stage keeps them). Hosts
-    without the table yet (a warehouse from before it) are priced from their fetch_log, the
-    URLs' classes taken from ``inputs``."""
-    since = now - BYTES_HISTORY
-    totals = wh.read("request_bytes", hosts).filter(
-        (pl.col("cycle_at") >= since) & (pl.col("cycle_at") < now)
-    )
-    missing = [h for h in hosts if not wh.has_partition("request_bytes", h)]
-    if not missing:
-        return totals
-    classes = inputs.select("url", "url_class").unique("url")
-    log = wh.read_fetch_log(missing, since).join(classes, on="url", how="left")
-    sums = request_totals(log.filter(pl.col("fetched_at") < now))
-    return pl.concat([totals.select(sums.columns), sums], how="vertical_relaxed")
-
-
 def with_lastmod_hints(inputs: pl.DataFrame, evidence: pl.DataFrame, now: datetime) -> pl.DataFrame:
     """Add ``hinted_change``: what a host's sitemap lastmod says about each page since we last
     saw it, only on hosts whose lastmod has proven accurate against our own fetches; and
@@ -210,7 +186,11 @@ def revisit_plan(
         now,
     )
     sent_bytes = (
-        recent_request_bytes(wh, hosts, now, inputs) if settings.cost_basis == "bytes" else None
+        bytes_memory(wh, hosts, now, inputs).filter(
+            pl.col("cycle_at").is_between(now - BYTES_HISTORY, now, closed="left")
+        )
+        if settings.cost_basis == "bytes"
+        else None
     )
     inputs = inputs.with_columns(pl.col("cost") * page_type_cost(inputs, settings, sent_bytes))
     config = PlanConfig(objective=cycle.plan_objective(settings))  # type: ignore[arg-type]
