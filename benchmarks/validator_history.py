@@ -233,7 +233,7 @@ def new_write(
     wh: Warehouse, hosts: list[str], memory: tuple[pl.DataFrame, pl.DataFrame], sent: pl.DataFrame
 ) -> None:
     """What the fetch stage adds after its requests (``running_totals.remember_cycle``, with
-    the request_bytes totals it keeps beside the validator evidence); repeatable, since a
+    the fetch_totals it keeps beside the validator evidence); repeatable, since a
     re-run of cycle NOW replaces that cycle's counts. Every host sent requests this cycle, so
     every host's three files are written."""
     classes = sent.select("url", pl.lit("page").alias("url_class"))
@@ -342,7 +342,7 @@ requests. Two ways to get there, timed on one warehouse:
   and sums counts.
 - **new, write side**: what the new way adds after the fetch: `running_totals.remember_cycle`
   for the cycle's sent rows, which writes validator_evidence, validator_latest and the
-  request_bytes totals kept beside them, three files per host (every host here sent requests
+  fetch_totals kept beside them, three files per host (every host here sent requests
   this cycle; a host without any keeps its files).
   The old way had no such step. Appending to fetch_log is the same in both ways, so it is not
   timed.

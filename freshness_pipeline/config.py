@@ -26,7 +26,7 @@ catches, so the fastest pages get the most (a change feed, an archive). A run's
 
 ``cost``: what a page's gain is divided by (science.cost). "fetches" counts every fetch alike;
 "bytes" uses the mean bytes a request of that host and URL class transferred over the last
-30 days (the request_bytes totals; 304s are cheap); "credits" the ``[planning.credits]`` table. The budget
+30 days (the fetch_totals table; 304s are cheap); "credits" the ``[planning.credits]`` table. The budget
 still counts fetches; the cost decides which fetches it buys.
 
 ``host_buckets`` (default 0: one Dagster partition per host) is read when the code location

@@ -15,38 +15,31 @@ the views `host_metrics` and `class_metrics` hold it so anyone can query it in t
   difference (science.calibration): near 0 when the change model is right, beyond ±3 when its
   rates are off (positive: pages change more than it thinks).
 
-Only fixed SQL lives here; no URL or host text is ever put into it.
+The request metrics are sums over fetch_totals (science.fetch_totals: the counts of each cycle's
+requests per host and url_class, the class a page had when fetched), not over fetch_log, whose
+one file per host and cycle made them slower the longer a crawl ran; and they cover the whole
+crawl even where fetch_log was pruned. Only fixed SQL lives here; no URL or host text is ever put
+into it.
 """
 
 from __future__ import annotations
 
-from freshness_pipeline.science.calibration import COMPARED
-
 FETCH_METRICS = """
-    count(*) AS requests,
-    count(*) FILTER (WHERE conditional) AS conditional,
-    round(count(*) FILTER (WHERE http_status = 304) / nullif(count(*) FILTER (WHERE conditional), 0), 3)
-        AS share_304,
-    round(count(*) FILTER (WHERE outcome = 'unchanged')
-        / nullif(count(*) FILTER (WHERE outcome IN ('changed', 'unchanged')), 0), 3)
-        AS unchanged_share,
-    count(*) FILTER (WHERE outcome = 'changed') AS changes,
-    round(count(*) / nullif(count(*) FILTER (WHERE outcome = 'changed'), 0), 2) AS requests_per_change,
-    round(sum(bytes) / nullif(count(*) FILTER (WHERE outcome = 'changed'), 0)) AS bytes_per_change,
-    count(*) FILTER (WHERE outcome = 'error') AS errors,
-    count(*) FILTER (WHERE http_status IN (429, 503)) AS throttled,
-    count(*) FILTER (WHERE {verified}) AS verified,
-    round(avg(expected_change) FILTER (WHERE {verified}), 3) AS verify_forecast,
-    round(avg(CASE WHEN outcome = 'changed' THEN 1.0 ELSE 0.0 END) FILTER (WHERE {verified}), 3)
-        AS verify_observed,
-    round((sum(CASE WHEN outcome = 'changed' THEN 1.0 ELSE 0.0 END) FILTER (WHERE {verified})
-           - sum(expected_change) FILTER (WHERE {verified}))
-        / nullif(sqrt(sum(expected_change * (1 - expected_change)) FILTER (WHERE {verified})), 0), 2)
-        AS verify_z
-""".format(
-    verified="plan_reason = 'verify' AND expected_change BETWEEN 0 AND 1"
-    f" AND outcome IN ({', '.join(repr(o) for o in COMPARED)})"
-)
+    sum(requests)::BIGINT AS requests,
+    sum(conditional)::BIGINT AS conditional,
+    round(sum(answered_304) / nullif(sum(conditional), 0), 3) AS share_304,
+    round(sum(unchanged) / nullif(sum(refetched), 0), 3) AS unchanged_share,
+    sum(changes)::BIGINT AS changes,
+    round(sum(requests) / nullif(sum(changes), 0), 2) AS requests_per_change,
+    round(sum(bytes) / nullif(sum(changes), 0)) AS bytes_per_change,
+    sum(errors)::BIGINT AS errors,
+    sum(throttled)::BIGINT AS throttled,
+    sum(verified)::BIGINT AS verified,
+    round(sum(verify_forecast) / nullif(sum(verified), 0), 3) AS verify_forecast,
+    round(sum(verify_changed) / nullif(sum(verified), 0), 3) AS verify_observed,
+    round((sum(verify_changed) - sum(verify_forecast))
+        / nullif(sqrt(sum(verify_variance)), 0), 2) AS verify_z
+"""
 
 STATE_METRICS = """
     count(*) AS urls,
@@ -62,7 +55,7 @@ STATE_METRICS = """
 """
 
 # As of the newest cycle in the data, so the views read the same any day.
-LATEST_CYCLE = "(SELECT max(fetched_at) FROM fetch_log)"
+LATEST_CYCLE = "(SELECT max(cycle_at) FROM fetch_totals)"
 PARAMETER_NOW = "$now::TIMESTAMPTZ"
 
 
@@ -74,27 +67,24 @@ def _state_source(now_sql: str) -> str:
 
 
 def metrics_by(key: str, now_sql: str) -> str:
-    """Metrics per 'host' or per 'url_class' (fetch_log joined to url_state for the class)."""
+    """Metrics per 'host' or per 'url_class': url_state's pages beside fetch_totals' requests."""
     if key not in ("host", "url_class"):
         raise ValueError("metrics key must be 'host' or 'url_class'")
     state_sql = (
         f"SELECT coalesce({key}, '(none)') AS {key}, {STATE_METRICS} "  # noqa: S608
         f"FROM {_state_source(now_sql)} GROUP BY 1"
     )
-    if key == "host":
-        log_sql = f"SELECT host, {FETCH_METRICS} FROM fetch_log GROUP BY 1"  # noqa: S608
-    else:
-        log_sql = (
-            f"SELECT coalesce(s.url_class, '(none)') AS url_class, {FETCH_METRICS} "  # noqa: S608
-            "FROM fetch_log f LEFT JOIN url_state s USING (url) GROUP BY 1"
-        )
+    log_sql = (
+        f"SELECT coalesce({key}, '(none)') AS {key}, {FETCH_METRICS} "  # noqa: S608
+        "FROM fetch_totals GROUP BY 1"
+    )
     return f"SELECT * FROM ({state_sql}) s FULL JOIN ({log_sql}) f USING ({key}) ORDER BY {key}"  # noqa: S608
 
 
 def metrics_total(now_sql: str) -> str:
     return (
         f"SELECT * FROM (SELECT {STATE_METRICS} FROM {_state_source(now_sql)}) "  # noqa: S608
-        f"CROSS JOIN (SELECT {FETCH_METRICS} FROM fetch_log)"
+        f"CROSS JOIN (SELECT {FETCH_METRICS} FROM fetch_totals)"
     )
 
 

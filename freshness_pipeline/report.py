@@ -87,7 +87,7 @@ def report_totals(views: Views, now: datetime) -> pl.DataFrame:
 def latest_cycle_time(views: Views) -> datetime:
     """The newest cycle's ``now``: reports are as of the data, not of the wall clock, so a
     simulated or backfilled history reads the same any day."""
-    frame = views.query("SELECT max(fetched_at) AS t FROM fetch_log")
+    frame = views.query("SELECT max(cycle_at) AS t FROM fetch_totals")
     latest = frame["t"][0] if frame.height else None
     if latest is None:
         frame = views.query("SELECT max(added_at) AS t FROM seeds")

@@ -216,14 +216,26 @@ VALIDATOR_LATEST = {
     "last_modified": pl.String,
 }
 
-# Requests and body bytes per host, cycle and url_class (science.cost.remember_bytes), kept for
-# cost.BYTES_HISTORY: what pricing fetches by bytes averages, without re-reading fetch_log.
-REQUEST_BYTES = {
+# What each cycle's requests add up to per host and url_class (science.fetch_totals), for the
+# whole history: the metric views and pricing by bytes sum these instead of opening every
+# fetch_log file.
+FETCH_TOTALS = {
     "host": pl.String,
     "cycle_at": UTC_TIME,
     "url_class": pl.String,
     "requests": pl.Int64,
+    "conditional": pl.Int64,
+    "answered_304": pl.Int64,
+    "refetched": pl.Int64,
+    "unchanged": pl.Int64,
+    "changes": pl.Int64,
     "bytes": pl.Int64,
+    "errors": pl.Int64,
+    "throttled": pl.Int64,
+    "verified": pl.Int64,
+    "verify_forecast": pl.Float64,
+    "verify_changed": pl.Int64,
+    "verify_variance": pl.Float64,
 }
 
 # Each inventory URL's canonical form (assets.candidates.normalize_with_cache), so that a cycle
@@ -250,7 +262,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "change_prior": CHANGE_PRIOR,
     "validator_evidence": VALIDATOR_EVIDENCE,
     "validator_latest": VALIDATOR_LATEST,
-    "request_bytes": REQUEST_BYTES,
+    "fetch_totals": FETCH_TOTALS,
     "url_canonical": URL_CANONICAL,
 }
 

@@ -111,8 +111,7 @@ def test_the_objective_switch_changes_what_a_fetch_is_worth(tmp_path):
 
 def test_cost_basis_prices_page_types(tmp_path):
     """[planning] cost: "credits" divides each page's gain by its class's credits; "bytes" by
-    what its host and class's requests transferred (the request_bytes totals the fetch stage
-    keeps), so after a real cycle the plan's cost follows the bytes each class sent; a
+    what its host and class's requests transferred (the fetch_totals the fetch stage keeps), so after a real cycle the plan's cost follows the bytes each class sent; a
     warehouse without the totals prices the same from fetch_log."""
     world = honest_world(7, pages=30)
     home = tmp_path / "home"
@@ -131,7 +130,7 @@ def test_cost_basis_prices_page_types(tmp_path):
             run_cycle(home, T1, dry_run=True)
             plans[text.split("\n")[1] if text else "fetches"] = Warehouse(home).read("revisit_plan")
         (home / "freshness.toml").write_text('[planning]\ncost = "bytes"\n')
-        shutil.rmtree(Warehouse(home).table_dir("request_bytes"))
+        shutil.rmtree(Warehouse(home).table_dir("fetch_totals"))
         run_cycle(home, T1, dry_run=True)
         from_log = Warehouse(home).read("revisit_plan")
     assert (

@@ -3,8 +3,6 @@ class relative to an average request, shrunk towards the host and global means."
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import numpy as np
 import polars as pl
 import pytest
@@ -14,9 +12,8 @@ from freshness_pipeline.science.cost import (
     SHRINK_REQUESTS,
     bytes_cost,
     credits_cost,
-    remember_bytes,
-    request_totals,
 )
+from freshness_pipeline.science.fetch_totals import fetch_counts
 
 
 def test_credits_by_class_case_blind_with_default():
@@ -76,33 +73,16 @@ def test_totals_price_as_the_requests_they_sum():
             (f"h{rng.integers(3)}", str(rng.choice(["a", "b", "c"])), int(rng.integers(0, 9000)))
             for _ in range(300)
         ]
-        + [("h0", "a", None)]
+    ).with_columns(
+        outcome=pl.lit("changed"),
+        conditional=False,
+        http_status=200,
+        plan_reason=pl.lit("due"),
+        expected_change=pl.lit(None, pl.Float64),
     )
     cands = pl.DataFrame(
         {"host": ["h0", "h1", "h2", "h9", "h1"], "url_class": ["a", "b", "c", "a", "zzz"]}
     )
-    totals = request_totals(log)
+    totals = fetch_counts(log, ("host", "url_class"))
     assert totals["requests"].sum() == 300
     assert bytes_cost(cands, totals).to_list() == pytest.approx(bytes_cost(cands, log).to_list())
-
-
-def test_running_bytes_keep_one_window_and_a_rerun_replaces_its_cycle():
-    t0 = datetime(2026, 1, 1, tzinfo=UTC)
-    window = timedelta(days=2)
-    totals = pl.DataFrame(
-        schema={
-            "host": pl.String,
-            "cycle_at": pl.Datetime("us", "UTC"),
-            "url_class": pl.String,
-            "requests": pl.Int64,
-            "bytes": pl.Int64,
-        }
-    )
-    for day in range(5):
-        now = t0 + timedelta(days=day)
-        totals = remember_bytes(totals, _log([("h", "a", 100 * (day + 1))] * 2), now, window)
-    assert totals["cycle_at"].min() == t0 + timedelta(days=2)
-    assert totals["requests"].to_list() == [2, 2, 2]
-    again = remember_bytes(totals, _log([("h", "a", 7)]), now, window)
-    assert again.filter(pl.col("cycle_at") == now)["bytes"].to_list() == [7]
-    assert again.height == totals.height

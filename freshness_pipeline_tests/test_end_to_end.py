@@ -277,6 +277,38 @@ def test_lying_etags_stop_being_sent_honest_ones_keep_working(crawled):
     assert honest[0] > 0, honest
 
 
+# The request metrics straight from fetch_log, one row per request: what the views' sums over
+# fetch_totals must reproduce.
+LOG_METRICS = """
+SELECT host,
+    count(*) AS requests,
+    count(*) FILTER (WHERE conditional) AS conditional,
+    round(count(*) FILTER (WHERE http_status = 304)
+        / nullif(count(*) FILTER (WHERE conditional), 0), 3) AS share_304,
+    round(count(*) FILTER (WHERE outcome = 'unchanged')
+        / nullif(count(*) FILTER (WHERE outcome IN ('changed', 'unchanged')), 0), 3)
+        AS unchanged_share,
+    count(*) FILTER (WHERE outcome = 'changed') AS changes,
+    round(count(*) / nullif(count(*) FILTER (WHERE outcome = 'changed'), 0), 2)
+        AS requests_per_change,
+    round(sum(bytes) / nullif(count(*) FILTER (WHERE outcome = 'changed'), 0))
+        AS bytes_per_change,
+    count(*) FILTER (WHERE outcome = 'error') AS errors,
+    count(*) FILTER (WHERE http_status IN (429, 503)) AS throttled,
+    count(*) FILTER (WHERE v) AS verified,
+    round(avg(expected_change) FILTER (WHERE v), 3) AS verify_forecast,
+    round(avg(CASE WHEN outcome = 'changed' THEN 1.0 ELSE 0.0 END) FILTER (WHERE v), 3)
+        AS verify_observed,
+    round((sum(CASE WHEN outcome = 'changed' THEN 1.0 ELSE 0.0 END) FILTER (WHERE v)
+           - sum(expected_change) FILTER (WHERE v))
+        / nullif(sqrt(sum(expected_change * (1 - expected_change)) FILTER (WHERE v)), 0), 2)
+        AS verify_z
+FROM (SELECT *, plan_reason = 'verify' AND expected_change BETWEEN 0 AND 1
+        AND outcome IN ('changed', 'unchanged', 'not_modified') AS v FROM fetch_log)
+GROUP BY host
+"""
+
+
 def test_metric_views_match_the_report(crawled):
     home = crawled["home"]
     by_host = sql(home, "SELECT * FROM host_metrics")
@@ -290,6 +322,11 @@ def test_metric_views_match_the_report(crawled):
     } <= set(by_host.columns)
     total_requests = sql(home, "SELECT count(*) AS n FROM fetch_log")["n"][0]
     assert by_host["requests"].sum() == total_requests
+    # the views sum fetch_totals; every figure is what fetch_log itself says
+    from_log = sql(home, LOG_METRICS).sort("host")
+    columns = [c for c in from_log.columns if c != "host"]
+    assert by_host.select("host", *columns).sort("host").equals(from_log.select("host", *columns))
+    assert from_log["verified"].sum() > 0 and from_log["changes"].sum() > 0
     # unchanged bodies among the pages fetched again: a first fetch is neither; the view and
     # the README's query say the same
     log = Warehouse(home).read("fetch_log")

@@ -1,5 +1,5 @@
-"""Validator evidence and request bytes kept as running totals per host and cycle
-(validators.remember_requests, cost.remember_bytes) instead of re-reading a month of fetch_log
+"""Validator evidence and fetch totals kept as running totals per host and cycle
+(validators.remember_requests, fetch_totals.remember_fetches) instead of re-reading a month of fetch_log
 every cycle: the totals must judge exactly as the month of history does, on random histories
 and through real cycles on the synthetic web."""
 
@@ -16,7 +16,7 @@ import pytest
 from freshness_pipeline import tables
 from freshness_pipeline.assets.running_totals import (
     VALIDATOR_HISTORY,
-    bytes_memory,
+    fetch_memory,
     remember_cycle,
     validator_memory,
 )
@@ -168,20 +168,20 @@ def test_real_cycles_keep_totals_that_judge_as_the_fetch_log_does(tmp_path):
     assert not verdicts[web.hosts["stamped"]]["etag_trusted"]
     assert latest.height <= 2 * log["url"].n_unique()
 
-    request_bytes = wh.read("request_bytes", hosts)
-    assert request_bytes["requests"].sum() == log.height
+    fetch_totals = wh.read("fetch_totals", hosts)
+    assert fetch_totals["requests"].sum() == log.height
 
     # a warehouse from before the running totals: rebuilt from fetch_log on first use
-    for table in ("validator_evidence", "validator_latest", "request_bytes"):
+    for table in ("validator_evidence", "validator_latest", "fetch_totals"):
         shutil.rmtree(wh.table_dir(table))
     rebuilt, rebuilt_latest = validator_memory(wh, hosts, after)
     assert trust_before(rebuilt, after, VALIDATOR_HISTORY).equals(from_log)
     assert rebuilt_latest.sort("url", "fetched_at").equals(latest.sort("url", "fetched_at"))
     order = ["host", "cycle_at", "url_class"]
     assert (
-        bytes_memory(wh, hosts, after, wh.read("revisit_plan", hosts))
+        fetch_memory(wh, hosts, wh.read("revisit_plan", hosts))
         .sort(order)
-        .equals(request_bytes.sort(order))
+        .equals(fetch_totals.sort(order))
     )
 
 
@@ -196,12 +196,15 @@ def test_only_hosts_whose_totals_moved_are_written_back(tmp_path):
 
     def cycle(now, sent):
         memory = validator_memory(wh, hosts, now)
-        remember_cycle(wh, hosts, now, memory, sent.with_columns(bytes=pl.lit(100)), classes)
+        sent = sent.with_columns(
+            bytes=pl.lit(100), plan_reason=pl.lit("due"), expected_change=pl.lit(0.5)
+        )
+        remember_cycle(wh, hosts, now, memory, sent, classes)
 
     def stamps():
         return {
             (t, h): wh.partition_file(t, h).stat().st_mtime_ns
-            for t in ("validator_evidence", "validator_latest", "request_bytes")
+            for t in ("validator_evidence", "validator_latest", "fetch_totals")
             for h in hosts
         }
 
@@ -213,10 +216,14 @@ def test_only_hosts_whose_totals_moved_are_written_back(tmp_path):
     cycle(later, history.filter((pl.col("fetched_at") == later) & (pl.col("host") == busy)))
     after = stamps()
     assert {k for k in before if before[k] != after[k]} == {
-        (t, busy) for t in ("validator_evidence", "validator_latest", "request_bytes")
+        (t, busy) for t in ("validator_evidence", "validator_latest", "fetch_totals")
     }
     assert wh.read("validator_evidence", [busy])["cycle_at"].max() == later
-    # a month on, the quiet hosts' old cycles leave the window: they are written too
+    # a month on, the quiet hosts' old evidence leaves its window: they are written too
     cycle(later + MONTH + CYCLE, history.clear())
-    assert all(before[k] != v for k, v in stamps().items() if k[1] != busy)
+    assert all(
+        before[k] != v
+        for k, v in stamps().items()
+        if k[1] != busy and k[0] != "fetch_totals"  # lifetime totals: nothing leaves
+    )
     assert wh.read("validator_evidence", hosts).height == 0

@@ -13,7 +13,7 @@ import polars as pl
 
 from freshness_pipeline import tables
 from freshness_pipeline.assets.common import cycle_asset, run_hosts
-from freshness_pipeline.assets.running_totals import bytes_memory
+from freshness_pipeline.assets.running_totals import fetch_memory
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, WarehouseResource
@@ -144,7 +144,7 @@ def page_type_cost(
     inputs: pl.DataFrame, settings: PipelineConfig, sent_bytes: pl.DataFrame | None
 ) -> pl.Series:
     """Each candidate's cost basis (science.cost): 1, its class's credits, or its type's bytes
-    per request relative to an average request (``sent_bytes``: request_bytes totals)."""
+    per request relative to an average request (``sent_bytes``: fetch_totals rows)."""
     if settings.cost_basis == "credits":
         return inputs.select(credits_cost(pl.col("url_class"), settings.class_credits)).to_series()
     if settings.cost_basis == "bytes" and sent_bytes is not None:
@@ -186,7 +186,7 @@ def revisit_plan(
         now,
     )
     sent_bytes = (
-        bytes_memory(wh, hosts, now, inputs).filter(
+        fetch_memory(wh, hosts, inputs).filter(
             pl.col("cycle_at").is_between(now - BYTES_HISTORY, now, closed="left")
         )
         if settings.cost_basis == "bytes"

@@ -1,20 +1,20 @@
-"""The running totals the fetch stage keeps per host, so that no cycle re-reads a month of
-fetch_log: validator evidence (science.validators.remember_requests, tables validator_evidence
-and validator_latest) and request bytes (science.cost.remember_bytes, table request_bytes).
+"""The running totals the fetch stage keeps per host, so that neither a cycle nor the metric
+views re-read fetch_log: validator evidence (science.validators.remember_requests, tables
+validator_evidence and validator_latest) and what each cycle's requests add up to
+(science.fetch_totals, table fetch_totals: the metrics and pricing by bytes).
 
-A month of fetch_log is one file per host and cycle: at 1,500 hosts, 180,000 files read in
-37 s every cycle, against 0.6 s for these tables (docs/validator_history.md). A host without
-the tables (a warehouse from before them) has them rebuilt once from its fetch_log. Only the
-hosts whose totals moved are written back, since each file written costs a few milliseconds
-of fsync.
+fetch_log is one file per host and cycle: a month of it at 1,500 hosts is 180,000 files, read in
+37 s, against 0.6 s for the validator tables (docs/validator_history.md). A host without the
+tables (a warehouse from before them) has them rebuilt once from its fetch_log. Only the hosts
+whose totals moved are written back, since each file written costs a few milliseconds of fsync.
 """
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
 
 from freshness_pipeline import tables
-from freshness_pipeline.science.cost import BYTES_HISTORY, remember_bytes, request_totals
+from freshness_pipeline.science.fetch_totals import fetch_counts, remember_fetches
 from freshness_pipeline.science.validators import (
     latest_requests,
     remember_requests,
@@ -22,6 +22,7 @@ from freshness_pipeline.science.validators import (
 )
 from freshness_pipeline.storage import Warehouse
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # How far back validator behaviour is judged: long enough to see a stuck Last-Modified, short
 # enough that a host that fixes its server is trusted again within weeks.
 VALIDATOR_HISTORY = timedelta(days=30)
@@ -57,20 +58,18 @@ def validator_memory(
     )
 
 
-def bytes_memory(
-    wh: Warehouse, hosts: list[str], now: datetime, classes: pl.DataFrame
-) -> pl.DataFrame:
-    """The request_bytes totals of ``hosts`` as of ``now``; a rebuild takes each URL's class
-    from ``classes`` (``url``, ``url_class``: the plan or its inputs)."""
-    totals = wh.read("request_bytes", hosts)
-    missing = _missing(wh, "request_bytes", hosts)
+def fetch_memory(wh: Warehouse, hosts: list[str], classes: pl.DataFrame) -> pl.DataFrame:
+    """The fetch_totals of ``hosts``; a rebuild counts the host's whole fetch_log, each URL's
+    class taken from ``classes`` (``url``, ``url_class``: the plan or its inputs)."""
+    totals = wh.read("fetch_totals", hosts)
+    missing = _missing(wh, "fetch_totals", hosts)
     if not missing:
         return totals
-    history = _history(wh, missing, now, BYTES_HISTORY).join(
+    history = wh.read_fetch_log(missing, _EPOCH).join(
         classes.select("url", "url_class").unique("url"), on="url", how="left"
     )
-    sums = request_totals(history, ("host", "fetched_at", "url_class"))
-    return pl.concat([totals, _per_cycle(sums, "request_bytes")])
+    counts = fetch_counts(history, ("host", "fetched_at", "url_class"))
+    return pl.concat([totals, _per_cycle(counts, "fetch_totals")])
 
 
 def remember_cycle(
@@ -82,9 +81,9 @@ def remember_cycle(
     classes: pl.DataFrame,
 ) -> None:
     """Add the cycle's ``sent`` requests (fetch_results rows) to the totals and write back
-    the hosts whose totals moved: those with requests, those whose oldest cycles left the
-    window, and those with no file yet. ``memory``: :func:`validator_memory` before the
-    fetch."""
+    the hosts whose totals moved: those with requests, those whose oldest validator evidence
+    left its window, and those with no file yet. ``memory``: :func:`validator_memory` before
+    the fetch; ``classes``: each URL's url_class (the plan)."""
     evidence, latest = remember_requests(*memory, sent, now, VALIDATOR_HISTORY)
     active = set(sent["host"].to_list())
     since = now - VALIDATOR_HISTORY
@@ -94,12 +93,10 @@ def remember_cycle(
     _write(wh, "validator_latest", [h for h in hosts if h in moved], latest)
     _write(wh, "validator_evidence", [h for h in hosts if h in moved], evidence)
 
-    old_bytes = bytes_memory(wh, hosts, now, classes)
-    priced = sent.join(classes.select("url", "url_class").unique("url"), on="url", how="left")
-    totals = remember_bytes(old_bytes, priced, now, BYTES_HISTORY)
-    expired = set(old_bytes.filter(pl.col("cycle_at") < now - BYTES_HISTORY)["host"].to_list())
-    moved = active | expired | set(_missing(wh, "request_bytes", hosts))
-    _write(wh, "request_bytes", [h for h in hosts if h in moved], totals)
+    classed = sent.join(classes.select("url", "url_class").unique("url"), on="url", how="left")
+    totals = remember_fetches(fetch_memory(wh, hosts, classes), classed, now)
+    moved = active | set(_missing(wh, "fetch_totals", hosts))
+    _write(wh, "fetch_totals", [h for h in hosts if h in moved], totals)
 
 
 def _write(wh: Warehouse, table: str, hosts: list[str], frame: pl.DataFrame) -> None:

@@ -19,8 +19,8 @@ Host health and a URL's own failures multiply on top (assets.plan).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Mapping
+from datetime import timedelta
 
 import polars as pl
 
@@ -33,8 +33,6 @@ __all__ = [
     "BYTES_HISTORY",
     "bytes_cost",
     "credits_cost",
-    "remember_bytes",
-    "request_totals",
 ]
 
 COST_BASES = ("fetches", "bytes", "credits")
@@ -61,7 +59,7 @@ def bytes_cost(candidates: pl.DataFrame, log: pl.DataFrame) -> pl.Series:
 
     ``log``: with ``host``, ``url_class`` and ``bytes`` (body bytes received; null rows are
     skipped), either one row per request sent or totals with their number of ``requests``
-    (:func:`request_totals`). 1.0 for every candidate when the log is empty.
+    (science.fetch_totals). 1.0 for every candidate when the log is empty.
     """
     per_row = "requests" not in log.columns
     sent = log.filter(pl.col("bytes").is_not_null() & (pl.col("bytes") >= 0)).select(
@@ -96,30 +94,3 @@ def bytes_cost(candidates: pl.DataFrame, log: pl.DataFrame) -> pl.Series:
     )
     overhead = REQUEST_OVERHEAD_BYTES
     return ((means["mean"] + overhead) / (overall + overhead)).alias("cost")
-
-
-def request_totals(
-    requests: pl.DataFrame, by: Sequence[str] = ("host", "url_class")
-) -> pl.DataFrame:
-    """Requests and body bytes per group of ``by`` columns (rows with no byte count skipped):
-    the sums :func:`bytes_cost` prices from, which add up over cycles."""
-    sent = requests.filter(pl.col("bytes").is_not_null() & (pl.col("bytes") >= 0))
-    return (
-        sent.group_by(list(by))
-        .agg(pl.len().cast(pl.Int64).alias("requests"), pl.col("bytes").sum().cast(pl.Int64))
-        .sort(list(by), nulls_last=True)
-    )
-
-
-def remember_bytes(
-    totals: pl.DataFrame, requests: pl.DataFrame, now: datetime, window: timedelta
-) -> pl.DataFrame:
-    """Running per-cycle totals (``host``, ``cycle_at``, ``url_class``, ``requests``,
-    ``bytes``) with this cycle's ``requests`` (rows with ``host``, ``url_class``, ``bytes``)
-    added and cycles older than ``window`` dropped, so that pricing by bytes never re-reads a
-    month of fetch_log. A re-run of cycle ``now`` replaces that cycle's totals."""
-    cycle = request_totals(
-        requests.with_columns(cycle_at=pl.lit(now)), ("host", "cycle_at", "url_class")
-    )
-    kept = totals.filter((pl.col("cycle_at") >= now - window) & (pl.col("cycle_at") != now))
-    return pl.concat([kept, cycle.select(kept.columns)], how="vertical_relaxed")
