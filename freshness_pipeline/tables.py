@@ -218,11 +218,13 @@ VALIDATOR_LATEST = {
 
 # What each cycle's requests add up to per host and url_class (science.fetch_totals), for the
 # whole history: the metric views and pricing by bytes sum these instead of opening every
-# fetch_log file.
+# fetch_log file. ``cycles``: how many cycles a row sums (1, or a month's once older than
+# fetch_totals.CYCLE_DETAIL).
 FETCH_TOTALS = {
     "host": pl.String,
     "cycle_at": UTC_TIME,
     "url_class": pl.String,
+    "cycles": pl.Int64,
     "requests": pl.Int64,
     "conditional": pl.Int64,
     "answered_304": pl.Int64,

@@ -9,7 +9,12 @@ import polars as pl
 import pytest
 
 from freshness_pipeline import tables
-from freshness_pipeline.science.fetch_totals import COUNT_COLUMNS, fetch_counts, remember_fetches
+from freshness_pipeline.science.fetch_totals import (
+    COUNT_COLUMNS,
+    CYCLE_DETAIL,
+    fetch_counts,
+    remember_fetches,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -59,7 +64,7 @@ def test_each_count_is_what_its_rows_say():
     assert unclassed["requests"] == 2 and unclassed["verified"] == 0
     assert unclassed["errors"] == 1 and unclassed["throttled"] == 0
     assert got[("b", "listing")]["refetched"] == 0
-    assert list(tables.FETCH_TOTALS) == ["host", "cycle_at", "url_class", *COUNT_COLUMNS]
+    assert list(tables.FETCH_TOTALS) == ["host", "cycle_at", "url_class", "cycles", *COUNT_COLUMNS]
 
 
 def test_cycles_add_up_and_a_rerun_replaces_its_own():
@@ -72,3 +77,24 @@ def test_cycles_add_up_and_a_rerun_replaces_its_own():
     again = remember_fetches(totals, ROWS.head(2), last)
     assert again["requests"].sum() == 2 * ROWS.height + 2
     assert again.filter(pl.col("cycle_at") < last).equals(totals.filter(pl.col("cycle_at") < last))
+
+
+def test_cycles_older_than_the_detail_window_sum_into_months_and_the_sums_hold():
+    totals = tables.empty("fetch_totals")
+    nows = [T0 + timedelta(hours=6 * k) for k in range(4 * 75)]  # 75 days of cycles
+    for now in nows:
+        totals = remember_fetches(totals, ROWS, now)
+    assert totals["requests"].sum() == len(nows) * ROWS.height
+    assert totals["cycles"].sum() == len(nows) * 3  # one per cycle and (host, class)
+    recent = totals.filter(pl.col("cycle_at") >= nows[-1] - CYCLE_DETAIL)
+    assert recent["cycles"].max() == 1
+    months = totals.filter(pl.col("cycles") > 1)
+    assert sorted(months["cycle_at"].unique().to_list()) == [
+        datetime(2026, 1, 1, tzinfo=UTC),
+        datetime(2026, 2, 1, tzinfo=UTC),
+    ]
+    # 120 cycle rows plus two months for each (host, class): bounded, not one per cycle
+    assert totals.height <= 3 * (4 * 30 + 1 + 2)
+    # a re-run of the last cycle still replaces only its own counts
+    again = remember_fetches(totals, ROWS.head(1), nows[-1])
+    assert again["requests"].sum() == (len(nows) - 1) * ROWS.height + 1

@@ -188,6 +188,7 @@ def revisit_plan(
     sent_bytes = (
         fetch_memory(wh, hosts, inputs).filter(
             pl.col("cycle_at").is_between(now - BYTES_HISTORY, now, closed="left")
+            & (pl.col("cycles") == 1)
         )
         if settings.cost_basis == "bytes"
         else None

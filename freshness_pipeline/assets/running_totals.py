@@ -69,7 +69,7 @@ def fetch_memory(wh: Warehouse, hosts: list[str], classes: pl.DataFrame) -> pl.D
         classes.select("url", "url_class").unique("url"), on="url", how="left"
     )
     counts = fetch_counts(history, ("host", "fetched_at", "url_class"))
-    return pl.concat([totals, _per_cycle(counts, "fetch_totals")])
+    return pl.concat([totals, _per_cycle(counts.with_columns(cycles=pl.lit(1)), "fetch_totals")])
 
 
 def remember_cycle(
@@ -81,8 +81,8 @@ def remember_cycle(
     classes: pl.DataFrame,
 ) -> None:
     """Add the cycle's ``sent`` requests (fetch_results rows) to the totals and write back
-    the hosts whose totals moved: those with requests, those whose oldest validator evidence
-    left its window, and those with no file yet. ``memory``: :func:`validator_memory` before
+    the hosts whose totals moved: those with requests, those without a file yet, and for the
+    validator evidence those whose oldest cycles left its window. ``memory``: :func:`validator_memory` before
     the fetch; ``classes``: each URL's url_class (the plan)."""
     evidence, latest = remember_requests(*memory, sent, now, VALIDATOR_HISTORY)
     active = set(sent["host"].to_list())
@@ -93,10 +93,12 @@ def remember_cycle(
     _write(wh, "validator_latest", [h for h in hosts if h in moved], latest)
     _write(wh, "validator_evidence", [h for h in hosts if h in moved], evidence)
 
-    classed = sent.join(classes.select("url", "url_class").unique("url"), on="url", how="left")
-    totals = remember_fetches(fetch_memory(wh, hosts, classes), classed, now)
+    # lifetime totals: only a host with requests (or without a file yet) has anything to add
     moved = active | set(_missing(wh, "fetch_totals", hosts))
-    _write(wh, "fetch_totals", [h for h in hosts if h in moved], totals)
+    written = [h for h in hosts if h in moved]
+    classed = sent.join(classes.select("url", "url_class").unique("url"), on="url", how="left")
+    totals = remember_fetches(fetch_memory(wh, written, classes), classed, now)
+    _write(wh, "fetch_totals", written, totals)
 
 
 def _write(wh: Warehouse, table: str, hosts: list[str], frame: pl.DataFrame) -> None:

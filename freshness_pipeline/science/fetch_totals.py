@@ -13,13 +13,18 @@ Pure polars, no I/O.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import polars as pl
 
 from freshness_pipeline.science.calibration import COMPARED
 
-__all__ = ["COUNT_COLUMNS", "fetch_counts", "remember_fetches"]
+__all__ = ["CYCLE_DETAIL", "COUNT_COLUMNS", "fetch_counts", "remember_fetches"]
+
+#: How long a cycle keeps its own row (pricing by bytes averages this much); older cycles are
+#: summed into one row per calendar month (UTC), so a host's file stops growing with every
+#: cycle and the lifetime sums stay exact.
+CYCLE_DETAIL = timedelta(days=30)
 
 #: Per group: requests sent; conditional ones; 304 answers; bodies of pages fetched again
 #: (changed or unchanged) and how many were unchanged; changes seen; body bytes; errors;
@@ -77,13 +82,25 @@ def fetch_counts(requests: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
 
 
 def remember_fetches(totals: pl.DataFrame, requests: pl.DataFrame, now: datetime) -> pl.DataFrame:
-    """``totals`` (per ``host``, ``cycle_at``, ``url_class``) with cycle ``now``'s
-    ``requests`` counted; a re-run of cycle ``now`` replaces that cycle's counts. Nothing is
-    dropped: the metrics are lifetime totals, kept when fetch_log is pruned."""
+    """``totals`` (per ``host``, ``cycle_at``, ``url_class``, with the number of ``cycles``
+    each row sums) with cycle ``now``'s ``requests`` counted; a re-run of cycle ``now``
+    replaces that cycle's counts. Cycles older than :data:`CYCLE_DETAIL` are summed into one row
+    per month (``cycle_at`` the month's first instant); nothing is dropped: the metrics are
+    lifetime totals, kept when fetch_log is pruned."""
     cycle = fetch_counts(
         requests.with_columns(cycle_at=pl.lit(now)), ("host", "cycle_at", "url_class")
+    ).with_columns(cycles=pl.lit(1, pl.Int64))
+    totals = totals.with_columns(pl.col("cycles").fill_null(1))
+    same_cycle = (pl.col("cycle_at") == now) & (pl.col("cycles") == 1)
+    kept = totals.filter(~same_cycle)
+    merged = pl.concat([kept, cycle.select(kept.columns)], how="vertical_relaxed")
+    old = pl.col("cycle_at") < now - CYCLE_DETAIL
+    by_month = (
+        merged.filter(old)
+        .with_columns(pl.col("cycle_at").dt.truncate("1mo"))
+        .group_by("host", "cycle_at", "url_class")
+        .agg(pl.col("cycles").sum(), *(pl.col(c).sum() for c in COUNT_COLUMNS))
     )
-    kept = totals.filter(pl.col("cycle_at") != now)
-    return pl.concat([kept, cycle.select(kept.columns)], how="vertical_relaxed").sort(
-        ["host", "cycle_at", "url_class"], nulls_last=True
-    )
+    return pl.concat(
+        [merged.filter(~old), by_month.select(merged.columns)], how="vertical_relaxed"
+    ).sort(["host", "cycle_at", "url_class"], nulls_last=True)
