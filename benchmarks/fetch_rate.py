@@ -16,7 +16,7 @@ and so no crawl-delay. In one run, with the same URLs:
 - a bare aiohttp loop: one ClientSession, one semaphore, pass 1 GETs everything and keeps the
   ETags, pass 2 sends If-None-Match and gets 304s; the client-side floor in Python;
 - the project's fetch stage, ``assets.fetch.run_fetch_stage`` (what the Dagster asset
-  fetch_results runs): validator trust from fetch_log, per-host queues and Throttles, the
+  fetch_results runs): validator trust from its running totals, per-host queues and Throttles, the
   network guard, fingerprints of the bodies, the results frame, fetch_log appended with atomic
   Parquet writes. Pass 1 is a cycle with no validators (all bodies, all fingerprinted), pass 2
   the next cycle with pass 1's validators filled in (304, 'not_modified'); pass 2 is repeated
@@ -828,7 +828,7 @@ def report(args: argparse.Namespace, res: dict) -> str:
     lines.append("")
     lines.append(
         "Where the stage's time goes (pass 2, median round): the fetch_all_sync call "
-        "(network, throttles, guard) vs the rest (trust from fetch_log, frames, "
+        "(network, throttles, guard) vs the rest (validator trust, frames, "
         "Parquet writes):"
     )
     for label, st in res["stages"].items():

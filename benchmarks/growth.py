@@ -670,7 +670,7 @@ def main_table(results: list[dict]) -> list[str]:
             )
     lines += [
         "",
-        "- fetch req/s = fetched / the fetch_results step (validator trust from fetch_log, the "
+        "- fetch req/s = fetched / the fetch_results step (validator trust and running totals, the "
         "requests, fingerprints, the results frame, fetch_log and IO manager writes); network "
         "req/s = fetched / the time inside fetch_all_sync.",
         "- Step seconds are Dagster's step stats (STEP_START to STEP_SUCCESS); checks = the "
