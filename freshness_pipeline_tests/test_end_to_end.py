@@ -12,9 +12,12 @@ import duckdb
 import polars as pl
 import pytest
 
+from freshness_pipeline.assets.fetch import results_frame
+from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.science.normalize import normalize_url
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb, build_world
+from freshness_pipeline.web.client import FetchResult
 from freshness_pipeline_tests.support import run_freshness
 
 CYCLES = 4
@@ -364,6 +367,27 @@ def test_each_cycle_refits_the_change_prior_the_next_plan_scores_with(crawled):
     assert (per_host["classes"] >= 2).all()  # "__global__" and at least one url_class
     gains = sql(home, "SELECT expected_gain FROM revisit_plan WHERE expected_gain IS NOT NULL")
     assert gains.height > 0 and (gains["expected_gain"] >= 0).all()
+
+
+def test_fetches_keep_the_models_forecast_unless_a_sitemap_said_changed():
+    """The verification metrics score the model's forecast: a fetch keeps it, except where a
+    trusted sitemap said "changed" and the plan's number is the hint's certainty."""
+    now = DEFAULT_START
+    plan = pl.DataFrame(
+        {
+            "url": ["https://h/a", "https://h/b", "https://h/c"],
+            "url_class": ["article"] * 3,
+            "reason": ["verify"] * 3,
+            "expected_change": [0.3, 0.4, 1.0],
+            "hinted_change": [None, False, True],
+        },
+        schema_overrides={"hinted_change": pl.Boolean},
+    )
+    results = [
+        FetchResult(url=u, host="h", http_status=200, outcome="changed") for u in plan["url"]
+    ]
+    frame = results_frame(plan, results, now, PipelineConfig())
+    assert frame.sort("url")["expected_change"].to_list() == [0.3, 0.4, None]
 
 
 def test_the_plan_forecasts_a_change_for_every_page_it_knows(crawled):

@@ -62,10 +62,11 @@ def results_frame(
     # stage's CPU per 304 (docs/fetch_rate.md).
     frame = pl.DataFrame([vars(r) for r in results], infer_schema_length=None)
     # the model's forecast of a change, kept with the fetch that tests it (the verify metrics);
-    # where a trusted sitemap hint set the plan's number it is the hint's, not the model's
+    # where a trusted sitemap said "changed" the plan's number is the hint's (1), not the
+    # model's; a sitemap saying "unchanged" leaves the model's forecast as it was
     forecast = pl.col("expected_change") if "expected_change" in plan.columns else pl.lit(None)
     if "hinted_change" in plan.columns:
-        forecast = pl.when(pl.col("hinted_change").is_null()).then(forecast)
+        forecast = pl.when(~pl.col("hinted_change").fill_null(False)).then(forecast)
     planned = plan.select(
         "url",
         "url_class",
