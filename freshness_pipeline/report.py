@@ -100,7 +100,7 @@ def latest_cycle_time(views: Views) -> datetime:
 def render_table(frame: pl.DataFrame, title: str) -> Table:
     """Text columns never wrap: a host or class name cut in two is harder to read than a wide
     table."""
-    table = Table(title=title, show_lines=False)
+    table = Table(title=title, show_lines=False, min_width=len(title))
     for name in frame.columns:
         text = frame[name].dtype == pl.String
         width = (
@@ -112,6 +112,38 @@ def render_table(frame: pl.DataFrame, title: str) -> Table:
     return table
 
 
+# A column's borders and padding in rich's default table box.
+_COLUMN_EDGES = 3
+
+
+def _column_width(frame: pl.DataFrame, name: str) -> int:
+    cells = ["" if v is None else str(v) for v in frame[name].to_list()]
+    return max([len(name), *map(len, cells)]) + _COLUMN_EDGES
+
+
+def fitted_tables(frame: pl.DataFrame, title: str, width: int) -> list[Table]:
+    """``frame`` as tables no wider than ``width``: its first column (the key) in each, the
+    others in as many parts as it takes. One table of twenty metrics in an 80-column terminal
+    left every cell blank; parts keep every name and value whole."""
+    key, *rest = frame.columns
+    room = width - 1 - _column_width(frame, key)
+    parts: list[list[str]] = [[]]
+    used = 0
+    for name in rest:
+        need = _column_width(frame, name)
+        if parts[-1] and used + need > room:
+            parts.append([])
+            used = 0
+        parts[-1].append(name)
+        used += need
+    if len(parts) == 1:
+        return [render_table(frame, title)]
+    return [
+        render_table(frame.select(key, *names), f"{title} ({i} of {len(parts)})")
+        for i, names in enumerate(parts, start=1)
+    ]
+
+
 def print_report(views: Views, moment: datetime, console: Console) -> None:
     """The tables of `freshness report`, in one place so that the demo ends with exactly what
     `freshness report` will show afterwards."""
@@ -120,5 +152,6 @@ def print_report(views: Views, moment: datetime, console: Console) -> None:
         {"metric": list(totals), "value": ["" if v is None else str(v) for v in totals.values()]}
     )
     console.print(render_table(listed, f"All hosts (as of {moment:%Y-%m-%d %H:%M} UTC)"))
-    console.print(render_table(report_by(views, "host", moment), "By host"))
-    console.print(render_table(report_by(views, "url_class", moment), "By URL class"))
+    for key, title in (("host", "By host"), ("url_class", "By URL class")):
+        for table in fitted_tables(report_by(views, key, moment), title, console.width):
+            console.print(table)

@@ -3,15 +3,20 @@ session on the views file does not stop it (it reads the Parquet tables instead 
 
 from __future__ import annotations
 
+import io
 from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 import polars as pl
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
+from freshness_pipeline import tables
 from freshness_pipeline.cli import app
+from freshness_pipeline.report import print_report
+from freshness_pipeline.science.fetch_totals import remember_fetches
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline_tests.support import run_freshness
 
@@ -58,6 +63,14 @@ def home(tmp_path: Path) -> Path:
         warehouse.write_partition("seeds", host, seeds.with_columns(added_at=pl.lit(T0)))
         warehouse.write_partition("url_state", host, _state_rows(host))
         warehouse.append_fetch_log(host, T0, _fetch_rows(host))
+        # what the fetch stage keeps beside fetch_log, and the metrics sum
+        requests = _fetch_rows(host).with_columns(
+            url_class=pl.Series(["article", "index"]),
+            plan_reason=pl.lit("due"),
+            expected_change=pl.lit(None, pl.Float64),
+        )
+        totals = remember_fetches(tables.empty("fetch_totals"), requests, T0)
+        warehouse.write_partition("fetch_totals", host, totals)
     assert warehouse.ensure_views() is None
     return tmp_path
 
@@ -96,3 +109,28 @@ def test_report_reads_the_parquet_tables_while_another_process_holds_the_duckdb_
     assert len(notes) == 1, locked.stderr
     assert str(path) in notes[0] and "locked by another process" in notes[0]
     assert locked.stdout == free.stdout  # the same views, the same answer
+
+
+@pytest.mark.parametrize("width", [80, 120, 220])
+def test_report_tables_fit_the_terminal_with_every_name_and_value_whole(home, width):
+    """Twenty-odd metrics per host in one table left every cell blank at 80 columns: the tables
+    come in parts that fit, each with the host or class, and no name or value is cut."""
+    out = io.StringIO()
+    console = Console(file=out, width=width, color_system=None)
+    print_report(Warehouse(home), T0, console)
+    text = out.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= width
+    for name in (
+        "share_304",
+        "unchanged_share",
+        "requests_per_change",
+        "verify_z",
+        "expected_age_h",
+    ):
+        assert name in text, name
+    for host in HOSTS:
+        assert text.count(host) >= (2 if width < 220 else 1)
+    # the per-host figures themselves: 2 requests each, one 304 out of one conditional
+    assert "1.0" in text and " 2 " in text
+    parts = text.count("By host (")
+    assert (parts > 1) if width == 80 else True
