@@ -6,6 +6,8 @@ the views `host_metrics` and `class_metrics` hold it so anyone can query it in t
   the same content fingerprint: the downloads a working 304 would have saved. A first fetch
   ('new') can be neither, so it is not counted;
 - requests_per_change / bytes_per_change: the cost of one detected change;
+- median_rate_per_day: over the active pages fetched at least twice (a page seen once only
+  carries its class prior's mean, which early in a crawl would be every page's figure);
 - expected_age_h: the value-weighted expected time our copies have been stale, from each page's
   rate and the time since we last saw it (Cho and Garcia-Molina's age metric): the freshness lag;
 - errors, throttled (429/503 answers);
@@ -48,7 +50,8 @@ STATE_METRICS = """
     count(*) FILTER (WHERE status = 'gone') AS gone,
     count(*) FILTER (WHERE status = 'blocked') AS blocked,
     count(*) FILTER (WHERE status = 'error') AS error,
-    round(median(change_rate) FILTER (WHERE status = 'active'), 3) AS median_rate_per_day,
+    round(median(change_rate) FILTER (WHERE status = 'active' AND len(obs_interval_days) > 0), 3)
+        AS median_rate_per_day,
     round(24 * sum(value * (age_d - (1 - exp(-change_rate * age_d)) / greatest(change_rate, 1e-9)))
         FILTER (WHERE status = 'active')
         / nullif(sum(value) FILTER (WHERE status = 'active'), 0), 2) AS expected_age_h

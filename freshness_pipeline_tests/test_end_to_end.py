@@ -330,6 +330,15 @@ def test_metric_views_match_the_report(crawled):
     columns = [c for c in from_log.columns if c != "host"]
     assert by_host.select("host", *columns).sort("host").equals(from_log.select("host", *columns))
     assert from_log["verified"].sum() > 0 and from_log["changes"].sum() > 0
+    # the median rate is over pages seen at least twice, not the once-seen pages' class prior
+    state = Warehouse(home).read("url_state")
+    revisited = state.filter(
+        (pl.col("status") == "active") & (pl.col("obs_interval_days").list.len() > 0)
+    )
+    medians = revisited.group_by("host").agg(pl.col("change_rate").median().round(3).alias("m"))
+    got = by_host.select("host", "median_rate_per_day").join(medians, on="host")
+    assert got.height >= 3
+    assert (got["median_rate_per_day"] - got["m"]).abs().max() < 1e-9
     # unchanged bodies among the pages fetched again: a first fetch is neither; the view and
     # the README's query say the same
     log = Warehouse(home).read("fetch_log")
