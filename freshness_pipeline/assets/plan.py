@@ -186,7 +186,7 @@ def revisit_plan(
         now,
     )
     sent_bytes = (
-        fetch_memory(wh, hosts, inputs).filter(
+        fetch_memory(wh, hosts, inputs, since=now - BYTES_HISTORY).filter(
             pl.col("cycle_at").is_between(now - BYTES_HISTORY, now, closed="left")
             & (pl.col("cycles") == 1)
         )

@@ -58,14 +58,18 @@ def validator_memory(
     )
 
 
-def fetch_memory(wh: Warehouse, hosts: list[str], classes: pl.DataFrame) -> pl.DataFrame:
-    """The fetch_totals of ``hosts``; a rebuild counts the host's whole fetch_log, each URL's
-    class taken from ``classes`` (``url``, ``url_class``: the plan or its inputs)."""
+def fetch_memory(
+    wh: Warehouse, hosts: list[str], classes: pl.DataFrame, since: datetime = _EPOCH
+) -> pl.DataFrame:
+    """The fetch_totals of ``hosts``; a host without them has them counted from its fetch_log
+    since ``since`` (the fetch stage, which writes them: all of it, once, on the first cycle
+    after an upgrade; a reader that needs less passes less), each URL's class taken from
+    ``classes`` (``url``, ``url_class``: the plan or its inputs)."""
     totals = wh.read("fetch_totals", hosts)
     missing = _missing(wh, "fetch_totals", hosts)
     if not missing:
         return totals
-    history = wh.read_fetch_log(missing, _EPOCH).join(
+    history = wh.read_fetch_log(missing, since).join(
         classes.select("url", "url_class").unique("url"), on="url", how="left"
     )
     counts = fetch_counts(history, ("host", "fetched_at", "url_class"))
