@@ -11,9 +11,9 @@ Bernoulli draws with those probabilities, so
     z = (changes − Σ p) / sqrt(Σ p (1 − p))
 
 is about standard normal; a |z| of 3 or more says the forecasts are off (rates too low when
-positive: pages change more than the model thinks). Pages with a trusted sitemap hint are left
-out (the hint, not the model, set their forecast), as are first fetches (nothing to compare)
-and fetches that saw no content (gone, error, deferred).
+positive: pages change more than the model thinks). Pages a trusted sitemap said "changed" are
+left out (the hint, not the model, set their forecast: the fetch stage leaves it null), as are
+first fetches (nothing to compare) and fetches that saw no content (gone, error, deferred).
 """
 
 from __future__ import annotations
@@ -23,11 +23,21 @@ from dataclasses import dataclass
 
 import polars as pl
 
-__all__ = ["Calibration", "calibration", "verify_calibration"]
+__all__ = ["Calibration", "calibration", "is_verified", "verify_calibration"]
 
 #: outcomes that compare content with the previous copy (verify fetches are unconditional,
 #: but a 304 answered anyway still says "unchanged")
 COMPARED = {"changed": True, "unchanged": False, "not_modified": False}
+
+
+def is_verified() -> pl.Expr:
+    """Rows (fetch_results or fetch_log) that test the model: a verification fetch whose
+    outcome compared content and whose forecast, ``expected_change``, is a probability."""
+    return (
+        (pl.col("plan_reason") == "verify")
+        & pl.col("outcome").is_in(list(COMPARED))
+        & pl.col("expected_change").cast(pl.Float64).is_between(0.0, 1.0)
+    ).fill_null(False)
 
 
 @dataclass(frozen=True)
@@ -67,12 +77,11 @@ def calibration(forecast: pl.Series, changed: pl.Series) -> Calibration:
 
 def verify_calibration(results: pl.DataFrame) -> Calibration:
     """:func:`calibration` over a cycle's verification fetches: ``results`` (fetch_results or
-    fetch_log) rows with ``plan_reason`` 'verify' and an outcome that compared content, against
-    the ``expected_change`` the fetch stage copied from the plan (null where a sitemap hint,
-    not the model, set the plan's number)."""
+    fetch_log) rows that :func:`is_verified`, against the ``expected_change`` the fetch stage
+    copied from the plan (null where a sitemap said "changed" and set the plan's number)."""
     if results.height == 0 or not {"plan_reason", "expected_change"} <= set(results.columns):
         return calibration(pl.Series([], dtype=pl.Float64), pl.Series([], dtype=pl.Boolean))
-    checked = results.filter(
-        (pl.col("plan_reason") == "verify") & pl.col("outcome").is_in(list(COMPARED))
-    ).select("expected_change", pl.col("outcome").replace_strict(COMPARED, return_dtype=pl.Boolean))
+    checked = results.filter(is_verified()).select(
+        "expected_change", pl.col("outcome").replace_strict(COMPARED, return_dtype=pl.Boolean)
+    )
     return calibration(checked["expected_change"], checked["outcome"])

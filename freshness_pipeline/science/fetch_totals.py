@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
-from freshness_pipeline.science.calibration import COMPARED
+from freshness_pipeline.science.calibration import is_verified
 
 __all__ = ["CYCLE_DETAIL", "COUNT_COLUMNS", "fetch_counts", "remember_fetches"]
 
@@ -55,11 +55,7 @@ def fetch_counts(requests: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
     by = list(by)
     outcome = pl.col("outcome")
     forecast = pl.col("expected_change").cast(pl.Float64)
-    verified = (
-        (pl.col("plan_reason") == "verify")
-        & forecast.is_between(0.0, 1.0)
-        & outcome.is_in(list(COMPARED))
-    ).fill_null(False)
+    verified = is_verified()
     status = pl.col("http_status")
     counts = requests.group_by(by).agg(
         pl.len().alias("requests"),
