@@ -15,7 +15,7 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from freshness_pipeline.metrics_sql import PARAMETER_NOW, metrics_by, metrics_total
+from freshness_pipeline.metrics_sql import LATEST_CYCLE, PARAMETER_NOW, metrics_by, metrics_total
 from freshness_pipeline.storage import Warehouse
 
 _HOLDER = re.compile(r"\(PID (\d+)\)")
@@ -87,7 +87,7 @@ def report_totals(views: Views, now: datetime) -> pl.DataFrame:
 def latest_cycle_time(views: Views) -> datetime:
     """The newest cycle's ``now``: reports are as of the data, not of the wall clock, so a
     simulated or backfilled history reads the same any day."""
-    frame = views.query("SELECT max(cycle_at) AS t FROM fetch_totals")
+    frame = views.query(f"SELECT {LATEST_CYCLE} AS t")  # noqa: S608 (fixed SQL)
     latest = frame["t"][0] if frame.height else None
     if latest is None:
         frame = views.query("SELECT max(added_at) AS t FROM seeds")
