@@ -65,7 +65,8 @@ def normalize_with_cache(
     inventory: pl.DataFrame, cache: pl.DataFrame, config: PipelineConfig
 ) -> CachedNormalization:
     """:func:`normalize_inventory` for the inventory's ``url`` column (partitions in ``host``),
-    reusing last cycle's answers where the rules are the same.
+    reusing last cycle's answers where the rules are the same (``cache``: the url_canonical
+    rows of the inventory's hosts, in the table's schema).
 
     Normalization is the stage's one loop per URL (w3lib, around 100 us a URL with a query
     string), and an inventory mostly holds the same URLs cycle after cycle: at a million URLs
@@ -80,7 +81,6 @@ def normalize_with_cache(
         if per_host
         else pl.lit(base)
     )
-    cache = tables.conform("url_canonical", cache)
     raw = inventory.select("host", "url").filter(pl.col("url").is_not_null()).unique()
     valid = cache.filter(pl.col("rules") == rules_of)
     hits = raw.join(valid, on=["host", "url"], how="inner")
@@ -156,7 +156,7 @@ def cached_normalization(
     """:func:`normalize_with_cache` over the run's url_canonical files; only the hosts whose
     cache changed are written back (a pure cache: a run that dies afterwards loses nothing)."""
     cached = normalize_with_cache(inventory, wh.read("url_canonical", hosts), config)
-    changed = [h for h in cached.changed_hosts if h in set(hosts)]
+    changed = cached.changed_hosts
     if changed:
         wh.write_partitions(
             "url_canonical", changed, cached.cache.filter(pl.col("host").is_in(changed))

@@ -125,7 +125,7 @@ def refresh_robots_and_sitemaps(
     the robots rows carry give each host's ``retry_until``. A held host keeps its cached robots
     row, stale or not, with the hold in it: none of its pages is planned until the hold ends,
     and the first cycle after it refreshes the row before planning."""
-    cached = tables.conform("robots", wh.read("robots", hosts))
+    cached = wh.read("robots", hosts)
     cached_by_host = {row["host"]: row for row in cached.iter_rows(named=True)}
     holds = retry_holds(wh.read("fetch_results", hosts), now, carried=cached)
     held = dict(holds.iter_rows())

@@ -176,7 +176,7 @@ def revisit_plan(
     now = cycle.cycle_now(context)
     wh = warehouse.warehouse()
     health = host_health(wh.read("fetch_results", hosts), hosts)
-    robots = tables.conform("robots", wh.read("robots", hosts))
+    robots = wh.read("robots", hosts)
     holds = held_hosts(robots, now)
     capacity = host_capacity(robots, health, cycle.fetch_window_s, holds)
     settings = warehouse.pipeline_config()
