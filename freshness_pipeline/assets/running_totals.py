@@ -32,10 +32,6 @@ def _missing(wh: Warehouse, table: str, hosts: list[str]) -> list[str]:
     return [h for h in hosts if not wh.has_partition(table, h)]
 
 
-def _history(wh: Warehouse, hosts: list[str], now: datetime, window: timedelta) -> pl.DataFrame:
-    return wh.read_fetch_log(hosts, now - window).filter(pl.col("fetched_at") < now)
-
-
 def _per_cycle(frame: pl.DataFrame, table: str) -> pl.DataFrame:
     return tables.conform(table, frame.rename({"fetched_at": "cycle_at"}))
 
@@ -50,7 +46,7 @@ def validator_memory(
     missing = _missing(wh, "validator_evidence", hosts)
     if not missing:
         return evidence, latest
-    history = _history(wh, missing, now, VALIDATOR_HISTORY)
+    history = wh.read_fetch_log(missing, now - VALIDATOR_HISTORY).filter(pl.col("fetched_at") < now)
     counts = validator_counts(history, by=("host", "fetched_at"))
     return (
         pl.concat([evidence, _per_cycle(counts, "validator_evidence")]),

@@ -283,9 +283,7 @@ def trust_from_counts(counts: pl.DataFrame, rules: TrustRules | None = None) -> 
     for v in _VALIDATORS:
         trusted, reason = _verdict(v, rules)
         verdicts += [trusted.alias(f"{v}_trusted"), reason.alias(f"{v}_reason")]
-    out = counts.with_columns(pl.col(c).cast(pl.Int64) for c in COUNT_COLUMNS).with_columns(
-        verdicts
-    )
+    out = counts.with_columns(verdicts)
     return out.select([pl.col(name).cast(dtype) for name, dtype in TRUST_SCHEMA.items()]).sort(
         "host"
     )
