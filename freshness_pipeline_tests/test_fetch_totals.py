@@ -67,6 +67,14 @@ def test_each_count_is_what_its_rows_say():
     assert list(tables.FETCH_TOTALS) == ["host", "cycle_at", "url_class", "cycles", *COUNT_COLUMNS]
 
 
+def test_without_groups_one_row_sums_them_all_and_nothing_counts_zero():
+    per_group = fetch_counts(ROWS, ("host", "url_class")).select(list(COUNT_COLUMNS)).sum()
+    whole = fetch_counts(ROWS)
+    assert whole.height == 1
+    assert whole.row(0, named=True) == pytest.approx(per_group.row(0, named=True))
+    assert fetch_counts(ROWS.clear()).row(0) == pytest.approx((0,) * len(COUNT_COLUMNS))
+
+
 def test_cycles_add_up_and_a_rerun_replaces_its_own():
     totals = tables.empty("fetch_totals")
     for k in range(3):

@@ -24,6 +24,7 @@ from freshness_pipeline.assets.running_totals import (
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
+from freshness_pipeline.science.fetch_totals import fetch_counts
 from freshness_pipeline.science.validators import (
     content_age_trust,
     drop_untrusted_validators,
@@ -220,24 +221,20 @@ def fetch_results(
     frame, trust = stage.frame, stage.trust
     sent = frame.filter(pl.col("sent"))
     counts = dict(frame.group_by("outcome").len().iter_rows())
-    conditional = sent.filter(pl.col("conditional"))
-    refetched = sent.filter(pl.col("outcome").is_in(["changed", "unchanged"]))
+    # the same counts the metric views sum (science.fetch_totals), for this cycle alone
+    total = fetch_counts(sent).row(0, named=True)
     return dg.Output(
         frame.sort(["host", "url"]),
         metadata={
             "requests_sent": dg.MetadataValue.int(sent.height),
             **{f"outcome_{k}": dg.MetadataValue.int(v) for k, v in sorted(counts.items())},
             "share_304_of_conditional": dg.MetadataValue.float(
-                float((conditional["http_status"] == 304).mean() or 0.0)
-                if conditional.height
-                else 0.0
+                total["answered_304"] / total["conditional"] if total["conditional"] else 0.0
             ),
             "unchanged_share_of_refetches": dg.MetadataValue.float(
-                float((refetched["outcome"] == "unchanged").mean() or 0.0)
-                if refetched.height
-                else 0.0
+                total["unchanged"] / total["refetched"] if total["refetched"] else 0.0
             ),
-            "bytes": dg.MetadataValue.int(int(sent["bytes"].sum() or 0)),
+            "bytes": dg.MetadataValue.int(total["bytes"]),
             "hosts_needing_attention": dg.MetadataValue.md(attention_table(stage.throttled, trust)),
         },
     )

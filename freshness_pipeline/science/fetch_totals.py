@@ -48,16 +48,16 @@ COUNT_COLUMNS: dict[str, pl.DataType] = {
 }
 
 
-def fetch_counts(requests: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
+def fetch_counts(requests: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
     """:data:`COUNT_COLUMNS` per group of ``by`` over ``requests`` (fetch_log or sent
     fetch_results rows: outcome, http_status, conditional, bytes, plan_reason,
-    expected_change)."""
+    expected_change); no ``by``: one row over them all."""
     by = list(by)
     outcome = pl.col("outcome")
     forecast = pl.col("expected_change").cast(pl.Float64)
     verified = is_verified()
     status = pl.col("http_status")
-    counts = requests.group_by(by).agg(
+    sums = (
         pl.len().alias("requests"),
         pl.col("conditional").fill_null(False).sum().alias("conditional"),
         (status == 304).fill_null(False).sum().alias("answered_304"),
@@ -72,6 +72,9 @@ def fetch_counts(requests: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
         (outcome == "changed").filter(verified).sum().alias("verify_changed"),
         (forecast * (1.0 - forecast)).filter(verified).sum().alias("verify_variance"),
     )
+    if not by:
+        return requests.select(*sums).select(pl.col(c).cast(t) for c, t in COUNT_COLUMNS.items())
+    counts = requests.group_by(by).agg(*sums)
     return counts.select(*by, *(pl.col(c).cast(t) for c, t in COUNT_COLUMNS.items())).sort(
         by, nulls_last=True
     )
