@@ -1441,6 +1441,9 @@ def main() -> None:
         v = abl_ratio.get((web, weights, share, p))
         return "-" if v is None else f"{v:.3f}"
 
+    def abl4(web: str, weights: str, share: float, p: str) -> str:
+        return f"{abl_ratio[(web, weights, share, p)]:.4f}"
+
     def mine(web: str, weights: str, share: float, p: str = "ours") -> str:
         return f"{ratio_of[(web, weights, share, p)]:.3f}"
 
@@ -1791,9 +1794,9 @@ outside the band.
   t = 0 fetch whatever is done); in steady state it is below uniform (science.md §7). A learner
   cannot tell a page changing every few months from a static one within 30 days, and keeps
   re-checking both. Change counts would not tell them apart either (both show none): the
-  `GridBayes` bounds reach {abl("broad", "flat", 0.1, BAYES_BIT)} / {abl("broad", "flat", 0.2, BAYES_BIT)} at 10 / 20 % with one bit per fetch and
-  {abl("broad", "flat", 0.1, BAYES_COUNT)} / {abl("broad", "flat", 0.2, BAYES_COUNT)} told the counts, against proportional's
-  {mine("broad", "flat", 0.1, "proportional")} / {mine("broad", "flat", 0.2, "proportional")}.
+  `GridBayes` bounds reach {abl4("broad", "flat", 0.1, BAYES_BIT)} / {abl4("broad", "flat", 0.2, BAYES_BIT)} at 10 / 20 % with one bit per fetch and
+  {abl4("broad", "flat", 0.1, BAYES_COUNT)} / {abl4("broad", "flat", 0.2, BAYES_COUNT)} told the counts, against proportional's
+  {ratio_of[("broad", "flat", 0.1, "proportional")]:.4f} / {ratio_of[("broad", "flat", 0.2, "proportional")]:.4f}.
 * With flat values the oracle's gain over round robin is small (science.md §2: +7 %) and has to
   be learned page by page; with Zipf values the valuable pages are fetched often and learned
   fast, which is where the planner comes closest to the oracle.
