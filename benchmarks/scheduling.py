@@ -1429,13 +1429,12 @@ def main() -> None:
     dec_names = [f"{lo[i]:.3g}-{lo[i + 1]:.3g}" for i in range(10)]
     est_table = fmt_table(["estimator", "obs"] + dec_names + ["all 0.1-10"], est_rows)
 
-    def band_err(name: str, n_obs: int) -> str:
-        row = est.filter((pl.col("estimator") == name) & (pl.col("n") == n_obs))
+    def band_err(name: str, n_obs: int, table: pl.DataFrame = est) -> str:
+        row = table.filter((pl.col("estimator") == name) & (pl.col("n") == n_obs))
         return f"{row['0.1-10/day'].item():.3f}"
 
     def real_err(name: str, n_obs: int) -> str:
-        row = est_real.filter((pl.col("estimator") == name) & (pl.col("n") == n_obs))
-        return f"{row['0.1-10/day'].item():.3f}"
+        return band_err(name, n_obs, est_real)
 
     def abl(web: str, weights: str, share: float, p: str) -> str:
         v = abl_ratio.get((web, weights, share, p))
