@@ -76,6 +76,12 @@ EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 EPOCH_US = int(EPOCH.timestamp() * 1_000_000)
 DAY_US = 86_400_000_000
 
+
+def moment(t: float) -> datetime:
+    """Simulated day ``t`` as the ``now`` the assets are called with."""
+    return datetime.fromtimestamp((EPOCH_US + round(t * DAY_US)) / 1e6, tz=UTC)
+
+
 # ------------------------------------------------------------------------------------ webs
 
 # (share, low, high) rate bands per day, log-uniform within a band (science.md §6).
@@ -162,11 +168,16 @@ class Web:
                 a = -np.log1p(u * np.expm1(-lam * span)) / lam
             out[sel] = np.clip(np.where(lam > 0, a, 0.0), 0.0, span)
             return out
-        base = idx[sel].astype(np.float64) * self.span
-        pos = np.searchsorted(self.events, base + (t - self.t0), side="right") - 1
-        last = self.events[np.maximum(pos, 0)] - base + self.t0
-        out[sel] = np.clip(t - last, 0.0, t - prev[sel])
+        out[sel] = np.clip(t - self.last_change(idx[sel], t), 0.0, t - prev[sel])
         return out
+
+    def last_change(self, idx: np.ndarray, t: float) -> np.ndarray:
+        """Event webs: page idx's last change at or before ``t`` (−inf if it has none)."""
+        assert self.events is not None
+        base = idx.astype(np.float64) * self.span
+        pos = np.searchsorted(self.events, base + (t - self.t0), side="right") - 1
+        prev = self.events[np.maximum(pos, 0)]
+        return np.where((pos >= 0) & (prev >= base), prev - base + self.t0, -np.inf)
 
     def fresh_share(self, last: np.ndarray, t: float) -> np.ndarray:
         """Expected share of the cycle [t, t + CYCLE] each page's copy stays fresh."""
@@ -246,10 +257,29 @@ def bursty_web(n: int, t0: float, t1: float, rng: np.random.Generator) -> Web:
     return Web("bursty", mean_rate, keys, t0, span)
 
 
+def poisson_events_web(name: str, rates: np.ndarray, t0: float, t1: float, seed: int) -> Web:
+    """A Poisson web with its change times drawn in advance (an event web), so that a sitemap
+    can report each page's last change before the crawler fetches it. Scored from the events,
+    like the periodic and bursty webs."""
+    rng = np.random.default_rng([seed, 31])
+    counts = rng.poisson(rates * (t1 - t0))
+    page = np.repeat(np.arange(rates.shape[0]), counts)
+    times = t0 + (t1 - t0) * rng.random(page.shape[0])
+    keys, span = _encode(page, times, t0, t1)
+    return Web(name, rates, keys, t0, span)
+
+
 WEBS = ["cho2000", "broad", "fast", "periodic", "bursty"]
 
 
+#: cho2000's rates with their change times drawn in advance (OursSitemap's web)
+CHO2000_EVENTS = "cho2000 (events)"
+
+
 def make_web(name: str, n: int, t0: float, t1: float, seed: int) -> Web:
+    if name == CHO2000_EVENTS:
+        rates = make_web("cho2000", n, t0, t1, seed).rates
+        return poisson_events_web(name, rates, t0, t1, seed)
     rng = np.random.default_rng([seed, WEBS.index(name)])
     if name == "cho2000":
         return poisson_web(name, banded_rates(CHO2000, n, rng))
@@ -454,7 +484,7 @@ class Ours(Policy):
         return self.state.with_columns(last_seen_at=self._times(self.last_seen))
 
     def pick(self, k, t, last):
-        now = datetime.fromtimestamp((EPOCH_US + round(t * DAY_US)) / 1e6, tz=UTC)
+        now = moment(t)
         est = self.estimated
         cands = self.base.with_columns(
             last_fetched_at=self._times(last),
@@ -497,7 +527,7 @@ class Ours(Policy):
         self.estimated = estimate_rates(self.state)
         if self.model is not None and self.refit:
             started = time.perf_counter()
-            now = datetime.fromtimestamp((EPOCH_US + round(t * DAY_US)) / 1e6, tz=UTC)
+            now = moment(t)
             self.prior = refit_change_prior(self._history(), self.prior, now=now, model=self.model)
             self.eb_seconds += time.perf_counter() - started
 
@@ -892,18 +922,6 @@ class OursLM(Ours):
         )
 
 
-def poisson_events_web(name: str, rates: np.ndarray, t0: float, t1: float, seed: int) -> Web:
-    """A Poisson web with its change times drawn in advance (an event web), so that a sitemap
-    can report each page's last change before the crawler fetches it. Scored from the events,
-    like the periodic and bursty webs."""
-    rng = np.random.default_rng([seed, 31])
-    counts = rng.poisson(rates * (t1 - t0))
-    page = np.repeat(np.arange(rates.shape[0]), counts)
-    times = t0 + (t1 - t0) * rng.random(page.shape[0])
-    keys, span = _encode(page, times, t0, t1)
-    return Web(name, rates, keys, t0, span)
-
-
 class OursSitemap(Ours):
     """Ours on a web where the first ``host_share`` of the hosts publish a sitemap whose lastmod
     is each page's true last change (to the second), re-read every cycle, as the inventory
@@ -930,13 +948,8 @@ class OursSitemap(Ours):
 
     def _with_hints(self, cands, now, t, last):
         web = self.sim.web
-        idx = np.arange(web.n)
-        base = idx.astype(np.float64) * web.span
-        pos = np.searchsorted(web.events, base + (t - web.t0), side="right") - 1
-        prev = web.events[np.maximum(pos, 0)]
-        mine = (pos >= 0) & (prev >= base)
         # a page with no change since the web began lists an old lastmod, before any fetch
-        lastmod = np.where(mine, prev - base + web.t0, web.t0 - 1.0)
+        lastmod = np.maximum(web.last_change(np.arange(web.n), t), web.t0 - 1.0)
         self.lastmod = np.where(self.with_sitemap, lastmod, np.nan)
         hinted = with_lastmod_hints(
             cands.with_columns(
@@ -974,7 +987,7 @@ class OursSitemap(Ours):
                     }
                 )
             )
-            now = datetime.fromtimestamp((EPOCH_US + round(t * DAY_US)) / 1e6, tz=UTC)
+            now = moment(t)
             self.evidence = updated_evidence(self.evidence, grades, now)
         super().update(idx, interval, changed, t)
 
@@ -984,17 +997,10 @@ SITEMAP_ALL = "ours + accurate sitemaps (every host)"
 SITEMAP_SHARES = (0.02, 0.10)
 
 
-def sitemap_scenario(args: tuple) -> dict:
-    """cho2000 rates as an event web: ours without and with accurate sitemaps, the oracles
-    (given the rates, not the change times) and round robin."""
-    weights, share, n, cycles, seed = args
-    b = max(1, round(share * n))
-    last0 = start_state(n, b, seed)
-    t0 = float(last0.min()) - 1.0
-    rates = make_web("cho2000", n, t0, cycles * CYCLE + 1.0, seed).rates
-    web = poisson_events_web("cho2000 (events)", rates, t0, cycles * CYCLE + 1.0, seed)
-    sim = Sim(web, make_weights(weights, n, seed), b, cycles, last0, seed)
-    policies = [
+def sitemap_policies() -> list[Policy]:
+    """On CHO2000_EVENTS: ours without and with accurate sitemaps, the oracles (given the
+    rates, not the change times) and round robin."""
+    return [
         OracleOptimal(),
         OracleIndex(),
         Uniform(),
@@ -1002,10 +1008,6 @@ def sitemap_scenario(args: tuple) -> dict:
         OursSitemap(SITEMAP_HALF, 0.5),
         OursSitemap(SITEMAP_ALL, 1.0),
     ]
-    out = {"web": web.name, "weights": weights, "share": share, "results": {}}
-    for p in policies:
-        out["results"][p.name] = run_policy(sim, p)
-    return out
 
 
 #: ours with the re-estimation share in its old order, the most overdue first
@@ -1187,11 +1189,11 @@ def main() -> None:
         est_future = pool.submit(estimator_table, est_pages, args.seed)
         real_future = pool.submit(estimator_table, est_pages, args.seed, "cho2000")
         sitemap_tasks = [
-            (weights, share, n, cycles, args.seed)
+            (CHO2000_EVENTS, weights, share, n, cycles, 0, args.seed, sitemap_policies())
             for weights in ("zipf", "flat")
             for share in SITEMAP_SHARES
         ]
-        sitemap_futures = [pool.submit(sitemap_scenario, task) for task in sitemap_tasks]
+        sitemap_futures = [pool.submit(scenario, task) for task in sitemap_tasks]
         results = list(pool.map(scenario, conv_tasks + tasks + abl_tasks))
         est, est_real = est_future.result(), real_future.result()
         sitemap_res = [f.result() for f in sitemap_futures]
