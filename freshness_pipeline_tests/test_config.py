@@ -111,8 +111,9 @@ def test_the_objective_switch_changes_what_a_fetch_is_worth(tmp_path):
 
 def test_cost_basis_prices_page_types(tmp_path):
     """[planning] cost: "credits" divides each page's gain by its class's credits; "bytes" by
-    what its host and class's requests transferred (the fetch_totals the fetch stage keeps), so after a real cycle the plan's cost follows the bytes each class sent; a
-    warehouse without the totals prices the same from fetch_log."""
+    what its host and class's requests transferred (the fetch_totals the fetch stage keeps),
+    so after a real cycle the plan's cost follows the bytes each class sent; a warehouse
+    without the totals prices the same from fetch_log."""
     world = honest_world(7, pages=30)
     home = tmp_path / "home"
     with SyntheticWeb(world) as web:
