@@ -5,10 +5,10 @@ from collections.abc import Callable
 import dagster as dg
 import polars as pl
 
-from freshness_pipeline.assets.plan import polite_capacity
 from freshness_pipeline.partitions import hosts_partitions, partitions_for
 from freshness_pipeline.resources import CycleResource
 from freshness_pipeline.science.calibration import verify_calibration
+from freshness_pipeline.science.capacity import polite_capacity
 
 _CHECKS: list[tuple[Callable, dict]] = []
 

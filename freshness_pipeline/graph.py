@@ -6,7 +6,7 @@ from __future__ import annotations
 import dagster as dg
 
 from freshness_pipeline.assets.candidates import url_candidates
-from freshness_pipeline.assets.common import cycle_assets_for
+from freshness_pipeline.assets.common import cycle_assets_for, step_name
 from freshness_pipeline.assets.fetch import fetch_results
 from freshness_pipeline.assets.inventory import url_inventory
 from freshness_pipeline.assets.plan import revisit_plan
@@ -24,7 +24,7 @@ def cycle_graph(
     """The cycle's assets and checks, per host (0) or over ``host_buckets`` buckets."""
     if not host_buckets:
         return list(CYCLE_ASSETS), list(ALL_CHECKS)
-    names = [a.key.path[-1] for a in CYCLE_ASSETS]
+    names = [step_name(a) for a in CYCLE_ASSETS]
     return cycle_assets_for(host_buckets, names), cycle_checks(host_buckets)
 
 

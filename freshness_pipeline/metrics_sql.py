@@ -11,6 +11,9 @@ the views `host_metrics` and `class_metrics` hold it so anyone can query it in t
 - expected_age_h: the value-weighted expected time our copies have been stale, from each page's
   rate and the time since we last saw it (Cho and Garcia-Molina's age metric): the freshness lag;
 - errors, throttled (429/503 answers);
+- per host only, from host_capacity (science.capacity), the host's last fetching cycle:
+  cycle_planned, cycle_sent, cycle_deferred (its share of the plan, what went out, what it left
+  unfetched), capacity (the fetches its learned pace allowed), gap_s and concurrency (that pace);
 - verified, verify_forecast, verify_observed, verify_z: on the random verification sample (the
   fetches the planner made whatever the model thought of the pages), the model's mean forecast
   that a page changed since its last fetch against the share that had, and the standardized
@@ -81,7 +84,17 @@ def metrics_by(key: str, now_sql: str) -> str:
         f"SELECT coalesce({key}, '(none)') AS {key}, {FETCH_METRICS} "  # noqa: S608
         "FROM fetch_totals GROUP BY 1"
     )
-    return f"SELECT * FROM ({state_sql}) s FULL JOIN ({log_sql}) f USING ({key}) ORDER BY {key}"  # noqa: S608
+    joined = f"({state_sql}) s FULL JOIN ({log_sql}) f USING ({key})"  # noqa: S608
+    if key == "host":
+        joined += f" LEFT JOIN ({HOST_PACE}) c USING (host)"
+    return f"SELECT * FROM {joined} ORDER BY {key}"  # noqa: S608
+
+
+HOST_PACE = """
+    SELECT host, planned AS cycle_planned, sent AS cycle_sent, deferred AS cycle_deferred,
+           capacity, round(gap_s, 3) AS gap_s, concurrency
+    FROM host_capacity
+"""
 
 
 def metrics_total(now_sql: str) -> str:

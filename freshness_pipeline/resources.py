@@ -73,6 +73,12 @@ class CycleResource(dg.ConfigurableResource):
             )
         return objective
 
+    def window_s(self) -> float:
+        """The seconds each host's share of the cycle must fit: the fetch window, or the time
+        limit when that is shorter."""
+        limit = self.fetch_time_limit_s
+        return min(self.fetch_window_s, limit) if limit > 0 else self.fetch_window_s
+
     def budget_or_none(self) -> int | None:
         return None if self.budget < 0 else self.budget
 
@@ -94,7 +100,9 @@ class HttpClientResource(dg.ConfigurableResource):
         """``FRESHNESS_ALLOW_NETWORKS`` plus this resource's own ``allow_networks``."""
         return allowed_networks() + allowed_networks({ALLOW_ENV: self.allow_networks})
 
-    def settings(self, *, time_limit_s: float | None = None) -> FetchSettings:
+    def settings(
+        self, *, time_limit_s: float | None = None, window_s: float | None = None
+    ) -> FetchSettings:
         return FetchSettings(
             user_agent=self.user_agent,
             connect_timeout=self.connect_timeout,
@@ -102,4 +110,5 @@ class HttpClientResource(dg.ConfigurableResource):
             global_concurrency=self.global_concurrency,
             max_body_bytes=self.max_body_bytes,
             cycle_time_limit_s=time_limit_s or None,
+            fetch_window_s=window_s or FetchSettings.fetch_window_s,
         )

@@ -76,10 +76,16 @@ REVISIT_PLAN = {
     "reason": pl.String,
     "selected": pl.Boolean,
     "rank": pl.Int64,
+    # the next best buys beyond the budget, in order: what a host's deferred share goes to
+    "reserve_rank": pl.Int64,
     "etag": pl.String,
     "last_modified": pl.String,
     "fingerprint": pl.String,
     "crawl_delay": pl.Float64,
+    # the host's fetches this cycle allows and the pace it is fetched at (science.capacity)
+    "host_capacity": pl.Int64,
+    "host_gap_s": pl.Float64,
+    "host_concurrency": pl.Int64,
     "lastmod": UTC_TIME,
     "hinted_change": pl.Boolean,
     "lastmod_dates": pl.Boolean,
@@ -251,6 +257,29 @@ URL_CANONICAL = {
     "rules": pl.String,
 }
 
+# What each host accepts (science.capacity), one row per host, replaced each cycle it fetched:
+# the learned pace the next plan caps the host by and the next fetch starts from, and what the
+# last cycle planned, sent and deferred there.
+HOST_CAPACITY = {
+    "host": pl.String,
+    "updated_at": UTC_TIME,
+    "gap_s": pl.Float64,
+    "concurrency": pl.Int64,
+    "latency_s": pl.Float64,
+    "crawl_delay_s": pl.Float64,
+    "capacity": pl.Int64,
+    "accepted_cap": pl.Int64,
+    "planned": pl.Int64,
+    "sent": pl.Int64,
+    "deferred": pl.Int64,
+    "throttled": pl.Int64,
+    "failures": pl.Int64,
+    "pauses": pl.Int64,
+    "refilled": pl.Int64,
+    "clean_cycles": pl.Int64,
+    "last_throttled_at": UTC_TIME,
+}
+
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "seeds": SEEDS,
     "robots": ROBOTS,
@@ -266,6 +295,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "validator_latest": VALIDATOR_LATEST,
     "fetch_totals": FETCH_TOTALS,
     "url_canonical": URL_CANONICAL,
+    "host_capacity": HOST_CAPACITY,
 }
 
 # Tables exposed as DuckDB views; seeds and robots are internal but handy, so they are views too.

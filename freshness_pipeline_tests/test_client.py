@@ -337,7 +337,7 @@ def test_gzip_and_deflate_bodies_are_decoded() -> None:
 # ------------------------------------------------------------------ politeness
 
 
-def test_429_blocks_host_and_defers_the_rest() -> None:
+def test_a_429_or_503_asking_for_longer_than_the_window_defers_the_rest() -> None:
     async def scenario() -> None:
         async with (
             serve(
@@ -370,7 +370,8 @@ def test_429_blocks_host_and_defers_the_rest() -> None:
                     req(other, "/c"),
                     req(third, "/ok"),
                 ],
-                settings(host_concurrency=1),
+                # both pauses (120 s, 30 s) outlast a 10 s window: waiting would waste it
+                settings(host_concurrency=1, fetch_window_s=10.0),
             )
             assert srv.paths() == ["/limited"]
             assert other.paths() == ["/down"]

@@ -18,7 +18,15 @@ from freshness_pipeline.science.schedule import (
 )
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-OUT_COLUMNS = ["age_days", "expected_gain", "priority", "reason", "selected", "rank"]
+OUT_COLUMNS = [
+    "age_days",
+    "expected_gain",
+    "priority",
+    "reason",
+    "selected",
+    "rank",
+    "reserve_rank",
+]
 
 
 def _cands(rows: list[dict]) -> pl.DataFrame:
@@ -591,3 +599,26 @@ def test_past_the_hard_limit_the_floor_is_not_capped() -> None:
     assert relaxed.filter(pl.col("reason") == "floor").height == 2
     with pytest.raises(ValueError):
         PlanConfig(floor_hard_factor=0.5)
+
+
+def test_the_reserve_ranks_the_next_best_buys_within_each_hosts_capacity() -> None:
+    """Beyond the budget the plan ranks what it would fetch next, by priority, and never more
+    of a host than its capacity leaves: what a deferring host's share is spent on."""
+    rows = [{"host": "a.example", "age": 10.0 + i, "value": 10.0 - i} for i in range(6)]
+    rows += [{"host": "b.example", "age": 5.0, "value": 0.5 + 0.1 * i} for i in range(4)]
+    plan = build_plan(
+        _cands(rows),
+        _caps(a_example=4, b_example=10),
+        now=NOW,
+        budget=3,
+        config=PlanConfig(new_share=0, reestimate_share=0, verify_share=0),
+    )
+    chosen = plan.filter("selected")
+    assert chosen.height == 3 and set(chosen["host"]) == {"a.example"}
+    reserve = plan.filter(pl.col("reserve_rank").is_not_null()).sort("reserve_rank")
+    # host a has room for one more; the rest of the reserve is host b's, best first
+    assert reserve.filter(pl.col("host") == "a.example").height == 1
+    assert reserve["reserve_rank"].to_list() == list(range(1, reserve.height + 1))
+    assert reserve["priority"].is_sorted(descending=True)
+    assert not (reserve["selected"]).any()
+    assert reserve.filter(pl.col("host") == "b.example").height == 4

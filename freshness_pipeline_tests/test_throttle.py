@@ -395,13 +395,13 @@ def test_a_throttled_host_is_deferred_at_the_cycle_limit_instead_of_waited_for()
     assert [r.outcome for r in results[4:]] == ["new"] * 3
 
 
-def test_retry_after_stops_the_host_and_raises_its_delay() -> None:
+def test_a_retry_after_longer_than_the_window_stops_the_host_and_raises_its_delay() -> None:
     async def scenario() -> tuple[list[FetchResult], Throttles]:
         async def limited(request: web.Request) -> web.Response:
             return web.Response(status=429, headers={"Retry-After": "7"})
 
         async with serve({"/l": limited, "/a": text("a")}) as srv:
-            cfg = FetchSettings(host_concurrency=1)
+            cfg = FetchSettings(host_concurrency=1, fetch_window_s=5.0)
             throttles = Throttles(cfg.throttle_policy())
             results = await run([req(srv, "/l"), req(srv, "/a")], cfg, throttles)
             return results, throttles
@@ -428,3 +428,97 @@ def test_a_carried_over_open_breaker_defers_without_sending() -> None:
     (result,), srv = asyncio.run(scenario())
     assert result.outcome == "deferred" and not result.sent and srv.log == []
     assert "circuit breaker" in (result.error or "")
+
+
+def test_a_short_retry_after_pauses_the_host_and_resumes_it() -> None:
+    """A pause that fits the cycle is waited out: the host's other fetches go out after it
+    (none during it), and none is deferred."""
+
+    async def scenario() -> tuple[list[FetchResult], Server, Throttles]:
+        answered = {"n": 0}
+
+        async def once_limited(request: web.Request) -> web.Response:
+            answered["n"] += 1
+            if answered["n"] == 2:
+                return web.Response(status=429, headers={"Retry-After": "1"})
+            return web.Response(text=f"page {request.path_qs}", content_type="text/html")
+
+        async with serve({"/p": once_limited}) as srv:
+            cfg = FetchSettings(host_concurrency=1, backoff_jitter=0)
+            throttles = Throttles(cfg.throttle_policy())
+            results = await run([req(srv, f"/p?i={i}") for i in range(5)], cfg, throttles)
+            return results, srv, throttles
+
+    results, srv, throttles = asyncio.run(scenario())
+    assert [r.http_status for r in results] == [200, 429, 200, 200, 200]
+    assert not [r for r in results if r.outcome == "deferred"]
+    times = starts(srv)
+    answered_429 = times[1]
+    assert min(t for t in times[2:]) >= answered_429 + 1.0  # nothing within the pause
+    snap = throttles.snapshot()[0]
+    assert snap["n_pauses"] == 1 and snap["n_throttled"] == 1
+
+
+def test_a_host_that_throttles_bursts_is_paced_below_its_limit() -> None:
+    """A server that answers 429 to two requests closer than 0.3 s: the fetcher learns a gap
+    above that from one or two answers, waits out each pause, and fetches every other page
+    (the old client sent two at once and deferred the rest of the host after the first 429)."""
+    min_gap = 0.3
+
+    async def scenario() -> tuple[list[FetchResult], Server, Throttles]:
+        last = {"t": None}
+
+        async def bursty(request: web.Request) -> web.Response:
+            now, before = time.monotonic(), last["t"]
+            last["t"] = now
+            if before is not None and now - before < min_gap:
+                return web.Response(status=429, headers={"Retry-After": "1"})
+            return web.Response(text=f"page {request.path_qs}", content_type="text/html")
+
+        async with serve({"/p": bursty}) as srv:
+            cfg = FetchSettings()  # default concurrency: two to a host that has not throttled
+            throttles = Throttles(cfg.throttle_policy())
+            results = await run([req(srv, f"/p?i={i}") for i in range(12)], cfg, throttles)
+            return results, srv, throttles
+
+    results, srv, throttles = asyncio.run(scenario())
+    throttled = [r for r in results if r.http_status == 429]
+    assert len(throttled) <= 2, [r.http_status for r in results]
+    assert not [r for r in results if r.outcome == "deferred"]
+    assert sum(r.outcome == "new" for r in results) == 12 - len(throttled)
+    snap = throttles.snapshot()[0]
+    assert snap["gap_s"] >= min_gap
+    # after the last 429 every request kept the learned gap
+    times = starts(srv)
+    last_429 = max(i for i, r in enumerate(results) if r.http_status == 429)
+    assert min(gaps(times[last_429 + 1 :])) >= min_gap
+
+
+def test_a_learned_gap_paces_a_host_from_its_first_request() -> None:
+    """What earlier cycles learned (the request's min_gap_s and concurrency) holds from the
+    start: no burst, so no throttling answer at all."""
+
+    async def scenario() -> list[float]:
+        async with serve({"/p": text("p")}) as srv:
+            cfg = FetchSettings()
+            requests = [req(srv, f"/p?i={i}", min_gap_s=0.2, concurrency=1) for i in range(5)]
+            await run(requests, cfg)
+            return starts(srv)
+
+    times = asyncio.run(scenario())
+    assert len(times) == 5 and min(gaps(times)) >= 0.2
+
+
+def test_a_throttling_answer_raises_the_learned_gap_and_it_never_drops_under_it() -> None:
+    t = throttle()
+    assert t.min_gap == 0
+    t.observe("ok", now=0.0, latency_s=0.001)
+    t.observe("throttled", now=0.1, latency_s=0.001, gap_s=0.05, retry_after_s=2.0)
+    assert t.min_gap == pytest.approx(0.25)  # one step: doubling 0 and 0.05 gives less
+    assert t.delay >= 2.0  # the pause
+    for i in range(20):
+        t.observe("ok", now=1.0 + i, latency_s=0.001)
+    assert t.delay == pytest.approx(0.25, abs=1e-3)  # back down to the learned gap, not to the latency
+    t.observe("throttled", now=30.0, latency_s=0.001, gap_s=0.25)
+    assert t.min_gap == pytest.approx(0.5)
+    assert t.snapshot()["n_throttled"] == 2 and t.snapshot()["gap_s"] == pytest.approx(0.5)

@@ -1,9 +1,10 @@
 """What every asset of the cycle shares: its partitions, one run for many hosts, and how a run's
 partition keys become the hosts it covers.
 
-Each asset is written once, as a function decorated with ``cycle_asset``. That defines the
-default per-host asset and remembers the function, so that the code can define the
-same graph over ``n`` host buckets (``cycle_assets_for``) when ``freshness.toml`` asks for them.
+Each asset is written once, as a function decorated with ``cycle_asset`` (or
+``cycle_multi_asset`` for a step that writes several tables). That defines the default per-host
+asset and remembers the function, so that the code can define the same graph over ``n`` host
+buckets (``cycle_assets_for``) when ``freshness.toml`` asks for them.
 """
 
 from collections.abc import Callable, Iterable
@@ -21,6 +22,7 @@ from freshness_pipeline.storage import Warehouse
 GROUP = "freshness_cycle"
 
 _ASSET_FUNCTIONS: dict[str, Callable] = {}
+_OUTPUTS: dict[str, tuple[str, ...]] = {}  # the tables of each multi-output step, by step name
 
 
 def asset_kwargs(partitions_def: dg.PartitionsDefinition) -> dict:
@@ -35,12 +37,39 @@ def asset_kwargs(partitions_def: dg.PartitionsDefinition) -> dict:
 def cycle_asset(fn: Callable) -> dg.AssetsDefinition:
     """The per-host asset of ``fn``; the function is kept for the bucketed variant."""
     _ASSET_FUNCTIONS[fn.__name__] = fn
-    return dg.asset(**asset_kwargs(hosts_partitions))(fn)
+    return _define(fn.__name__, hosts_partitions)
+
+
+def cycle_multi_asset(*outputs: str) -> Callable[[Callable], dg.AssetsDefinition]:
+    """One step that writes several per-host tables, each an asset of its own (``fn`` yields a
+    ``dg.Output`` per table, named after it)."""
+
+    def define(fn: Callable) -> dg.AssetsDefinition:
+        _ASSET_FUNCTIONS[fn.__name__] = fn
+        _OUTPUTS[fn.__name__] = outputs
+        return _define(fn.__name__, hosts_partitions)
+
+    return define
+
+
+def _define(name: str, partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:
+    kwargs = asset_kwargs(partitions_def)
+    outputs = _OUTPUTS.get(name)
+    if outputs is None:
+        return dg.asset(**kwargs)(_ASSET_FUNCTIONS[name])
+    kinds = kwargs.pop("kinds")
+    outs = {table: dg.AssetOut(kinds=kinds) for table in outputs}
+    return dg.multi_asset(name=name, outs=outs, **kwargs)(_ASSET_FUNCTIONS[name])
+
+
+def step_name(assets_def: dg.AssetsDefinition) -> str:
+    """The name a cycle step is defined under (its function's), one per asset or multi-asset."""
+    return assets_def.op.name
 
 
 def cycle_assets_for(host_buckets: int, names: Iterable[str]) -> list[dg.AssetsDefinition]:
     partitions_def = partitions_for(host_buckets)
-    return [dg.asset(**asset_kwargs(partitions_def))(_ASSET_FUNCTIONS[n]) for n in names]
+    return [_define(n, partitions_def) for n in names]
 
 
 def partition_hosts(

@@ -1,12 +1,19 @@
-"""fetch_results: the plan's selected URLs fetched with conditional GETs, one row per planned URL.
+"""fetch_results and host_capacity: the plan's selected URLs fetched with conditional GETs, and
+what each host showed it accepts.
 
 Every planned URL gets a row: sent requests with their outcome, the rest 'deferred' (host
-throttled, cycle time limit). Requests actually sent are also appended to the fetch_log history,
-one file per cycle per host, named after the cycle so a re-run replaces rather than duplicates.
+throttled, cycle time limit). When a host defers part of its share for its own reasons, the
+budget it left goes to the plan's reserve on other hosts in the same cycle ('refill' rows).
+Requests actually sent are also appended to the fetch_log history, one file per cycle per host,
+named after the cycle so a re-run replaces rather than duplicates. host_capacity keeps each
+host's learned pace for the next cycle (science.capacity) with what this one planned, sent and
+deferred there.
 """
 
 import concurrent.futures
 import multiprocessing
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -15,7 +22,7 @@ import dagster as dg
 import polars as pl
 
 from freshness_pipeline import tables
-from freshness_pipeline.assets.common import cycle_asset, run_hosts
+from freshness_pipeline.assets.common import cycle_multi_asset, run_hosts
 from freshness_pipeline.assets.running_totals import (
     VALIDATOR_HISTORY,
     remember_cycle,
@@ -24,20 +31,36 @@ from freshness_pipeline.assets.running_totals import (
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
+from freshness_pipeline.science.capacity import next_host_capacity
 from freshness_pipeline.science.fetch_totals import fetch_counts
+from freshness_pipeline.science.retry_after import THROTTLE_STATUSES
+from freshness_pipeline.science.schedule import REFILL_REASON
 from freshness_pipeline.science.validators import (
     content_age_trust,
     drop_untrusted_validators,
     trust_before,
 )
 from freshness_pipeline.storage import Warehouse
-from freshness_pipeline.web.client import FetchRequest, FetchSettings, fetch_all_sync
+from freshness_pipeline.web.client import (
+    TIME_LIMIT_REASON,
+    FetchRequest,
+    FetchResult,
+    FetchSettings,
+    fetch_all_sync,
+)
 from freshness_pipeline.web.netguard import IPNetwork
 from freshness_pipeline.web.throttle import Throttles
 
+_PACE = {"host_gap_s": pl.Float64, "host_concurrency": pl.Int64}
+
 
 def fetch_requests(plan: pl.DataFrame, config: PipelineConfig) -> list[FetchRequest]:
-    selected = plan.filter(pl.col("selected")).sort("rank")
+    """The plan's selected rows in rank order (a plan without ranks, such as a refill, in its
+    own order), each with what the host's pace says."""
+    selected = plan.filter(pl.col("selected"))
+    if "rank" in selected.columns:
+        selected = selected.sort("rank", nulls_last=True, maintain_order=True)
+    pace = [pl.lit(None, dtype=t).alias(c) for c, t in _PACE.items() if c not in selected.columns]
     return [
         FetchRequest(
             url=row["url"],
@@ -47,11 +70,53 @@ def fetch_requests(plan: pl.DataFrame, config: PipelineConfig) -> list[FetchRequ
             prev_fingerprint=row["fingerprint"],
             crawl_delay=row["crawl_delay"],
             selectors=config.selectors_for(row["url_class"]),
+            min_gap_s=row["host_gap_s"],
+            concurrency=row["host_concurrency"],
         )
-        for row in selected.select(
-            "url", "host", "url_class", "etag", "last_modified", "fingerprint", "crawl_delay"
-        ).iter_rows(named=True)
+        for row in selected.with_columns(pace)
+        .select(
+            "url",
+            "host",
+            "url_class",
+            "etag",
+            "last_modified",
+            "fingerprint",
+            "crawl_delay",
+            *_PACE,
+        )
+        .iter_rows(named=True)
     ]
+
+
+def host_deferred(results: list[FetchResult]) -> dict[str, int]:
+    """Planned fetches each host left unfetched for reasons of its own (its breaker opened, or
+    it asked for a pause longer than the cycle): not the cycle's time limit, nor refused URLs."""
+    counts: dict[str, int] = {}
+    for r in results:
+        if r.outcome == "deferred" and r.error != TIME_LIMIT_REASON:
+            counts[r.host] = counts.get(r.host, 0) + 1
+    return counts
+
+
+def refill_rows(plan: pl.DataFrame, freed: int, stopped: set[str]) -> pl.DataFrame:
+    """The plan's reserve rows that replace ``freed`` deferred fetches: best first, none of a
+    host in ``stopped``, and no host beyond its capacity (the plan's ``host_capacity``, less
+    what it had selected already)."""
+    if freed <= 0 or "reserve_rank" not in plan.columns:
+        return plan.clear()
+    taken = plan.filter(pl.col("selected")).group_by("host").len("_taken")
+    return (
+        plan.filter(pl.col("reserve_rank").is_not_null() & ~pl.col("host").is_in(list(stopped)))
+        .sort("reserve_rank")
+        .join(taken, on="host", how="left", maintain_order="left")
+        .filter(
+            pl.int_range(1, pl.len() + 1).over("host") + pl.col("_taken").fill_null(0)
+            <= pl.col("host_capacity").fill_null(0)
+        )
+        .head(freed)
+        .drop("_taken")
+        .with_columns(selected=pl.lit(True), reason=pl.lit(REFILL_REASON))
+    )
 
 
 def results_frame(
@@ -73,7 +138,7 @@ def results_frame(
         "url_class",
         pl.col("reason").alias("plan_reason"),
         forecast.cast(pl.Float64).alias("expected_change"),
-    )
+    ).unique(subset="url", keep="last", maintain_order=True)
     return tables.conform(
         "fetch_results",
         frame.join(planned, on="url", how="left").with_columns(
@@ -102,6 +167,7 @@ class FetchStage:
     frame: pl.DataFrame
     throttled: list[dict]
     trust: pl.DataFrame
+    capacity: pl.DataFrame  # host_capacity rows for the next cycle (science.capacity)
 
 
 def host_groups(plan: pl.DataFrame, hosts: list[str], n_groups: int) -> list[list[str]]:
@@ -163,6 +229,7 @@ def run_fetch_stage(
         frame=pl.concat([p.frame for p in parts], how="vertical_relaxed"),
         throttled=[t for p in parts for t in p.throttled],
         trust=pl.concat([p.trust for p in parts], how="vertical_relaxed"),
+        capacity=pl.concat([p.capacity for p in parts], how="vertical_relaxed").sort("host"),
     )
 
 
@@ -180,9 +247,25 @@ def _fetch_hosts(
     trust = trust_before(evidence, now, VALIDATOR_HISTORY)
     planned = drop_untrusted_validators(plan.filter(pl.col("selected")), trust)
     throttles = Throttles(settings.throttle_policy())
+    started = time.monotonic()
     results = fetch_all_sync(
         fetch_requests(planned, config), settings, allow=allow, throttles=throttles
     )
+    # Budget a host left for its own reasons goes to the next best buys of the other hosts,
+    # while the cycle has time for them.
+    deferred = host_deferred(results)
+    limit = settings.cycle_time_limit_s
+    left = None if limit is None else limit - (time.monotonic() - started)
+    refill = refill_rows(plan, sum(deferred.values()), set(deferred))
+    if refill.height and (left is None or left > 0):
+        refill = drop_untrusted_validators(refill, trust)
+        results += fetch_all_sync(
+            fetch_requests(refill, config),
+            replace(settings, cycle_time_limit_s=left),
+            allow=allow,
+            throttles=throttles,
+        )
+        plan = pl.concat([plan, refill], how="diagonal_relaxed")
     frame = dated_by_host(results_frame(plan, results, now, config), trust)
     sent = frame.filter(pl.col("sent"))
     by_host = sent.partition_by("host", as_dict=True)
@@ -191,18 +274,92 @@ def _fetch_hosts(
         if part is not None:
             wh.append_fetch_log(host, now, part)
     remember_cycle(wh, hosts, now, (evidence, latest), sent, plan)
-    return FetchStage(frame=frame, throttled=throttles.snapshot(), trust=trust)
+    snapshot = throttles.snapshot()
+    capacity = next_host_capacity(
+        wh.read("host_capacity", hosts),
+        capacity_observations(plan, frame, snapshot, hosts),
+        now,
+        max_concurrency=settings.host_concurrency,
+    )
+    return FetchStage(
+        frame=frame,
+        throttled=snapshot,
+        trust=trust,
+        capacity=tables.conform("host_capacity", capacity),
+    )
 
 
-@cycle_asset
+def capacity_observations(
+    plan: pl.DataFrame, frame: pl.DataFrame, snapshot: list[dict], hosts: list[str]
+) -> pl.DataFrame:
+    """One row per host of what this cycle saw of it (science.capacity.CYCLE_COLUMNS): the
+    plan's share and capacity, the rows' outcomes, and the throttle's learned pace."""
+    per_host = pl.DataFrame({"host": hosts}, schema={"host": pl.String})
+    allowed = (
+        plan.filter(pl.col("selected"))
+        .group_by("host")
+        .agg(
+            (pl.col("reason") != REFILL_REASON).fill_null(True).sum().alias("planned"),
+            pl.col("host_capacity").max().alias("capacity")
+            if "host_capacity" in plan.columns
+            else pl.lit(None, dtype=pl.Int64).alias("capacity"),
+        )
+    )
+    deferred = pl.col("outcome") == "deferred"
+    outcomes = frame.group_by("host").agg(
+        pl.col("sent").sum().cast(pl.Int64).alias("sent"),
+        deferred.sum().cast(pl.Int64).alias("deferred"),
+        (deferred & (pl.col("error") != TIME_LIMIT_REASON).fill_null(True))
+        .sum()
+        .cast(pl.Int64)
+        .alias("deferred_by_host"),
+        (pl.col("sent") & pl.col("http_status").is_in(THROTTLE_STATUSES))
+        .sum()
+        .cast(pl.Int64)
+        .alias("throttled"),
+        (pl.col("sent") & (pl.col("outcome") == "error")).sum().cast(pl.Int64).alias("failures"),
+        (pl.col("plan_reason") == REFILL_REASON).sum().cast(pl.Int64).alias("refilled"),
+    )
+    pace = pl.DataFrame(
+        [
+            {
+                "host": t["host"],
+                "gap_s": t["gap_s"],
+                "latency_s": t["latency_s"],
+                "crawl_delay_s": t["crawl_delay_s"],
+                "pauses": t["n_pauses"],
+            }
+            for t in snapshot
+        ],
+        schema={
+            "host": pl.String,
+            "gap_s": pl.Float64,
+            "latency_s": pl.Float64,
+            "crawl_delay_s": pl.Float64,
+            "pauses": pl.Int64,
+        },
+    )
+    counts = ["planned", "sent", "deferred", "deferred_by_host", "throttled", "failures"]
+    return (
+        per_host.join(allowed, on="host", how="left")
+        .join(outcomes, on="host", how="left")
+        .join(pace, on="host", how="left")
+        .with_columns(
+            pl.col([*counts, "refilled", "pauses"]).fill_null(0).cast(pl.Int64),
+        )
+    )
+
+
+@cycle_multi_asset("fetch_results", "host_capacity")
 def fetch_results(
     context: dg.AssetExecutionContext,
     revisit_plan: pl.DataFrame,
     warehouse: WarehouseResource,
     cycle: CycleResource,
     http: HttpClientResource,
-) -> dg.Output[pl.DataFrame]:
-    """What each planned fetch found: 304, same content, changed content, gone, or an error."""
+) -> Iterator[dg.Output[pl.DataFrame]]:
+    """What each planned fetch found (304, same content, changed content, gone, an error), and
+    what each host showed it accepts: the pace the next cycle plans and fetches it at."""
     crash_point("asset:fetch_results:start")
     hosts = run_hosts(context, warehouse.warehouse())
     now = cycle.cycle_now(context)
@@ -214,7 +371,7 @@ def fetch_results(
         now,
         warehouse.warehouse(),
         warehouse.pipeline_config(),
-        http.settings(time_limit_s=cycle.fetch_time_limit_s),
+        http.settings(time_limit_s=cycle.fetch_time_limit_s, window_s=cycle.window_s()),
         http.allow_list(),
         processes=http.fetch_processes,
     )
@@ -223,8 +380,9 @@ def fetch_results(
     counts = dict(frame.group_by("outcome").len().iter_rows())
     # the same counts the metric views sum (science.fetch_totals), for this cycle alone
     total = fetch_counts(sent).row(0, named=True)
-    return dg.Output(
+    yield dg.Output(
         frame.sort(["host", "url"]),
+        output_name="fetch_results",
         metadata={
             "requests_sent": dg.MetadataValue.int(sent.height),
             **{f"outcome_{k}": dg.MetadataValue.int(v) for k, v in sorted(counts.items())},
@@ -238,6 +396,43 @@ def fetch_results(
             "hosts_needing_attention": dg.MetadataValue.md(attention_table(stage.throttled, trust)),
         },
     )
+    capacity = stage.capacity
+    yield dg.Output(
+        capacity,
+        output_name="host_capacity",
+        metadata={
+            "hosts": dg.MetadataValue.int(capacity.height),
+            "planned": dg.MetadataValue.int(int(capacity["planned"].sum() or 0)),
+            "sent": dg.MetadataValue.int(int(capacity["sent"].sum() or 0)),
+            "deferred": dg.MetadataValue.int(int(capacity["deferred"].sum() or 0)),
+            "refilled": dg.MetadataValue.int(int(capacity["refilled"].sum() or 0)),
+            "hosts_throttled": dg.MetadataValue.int(int((capacity["throttled"] > 0).sum())),
+            "retry_after_pauses": dg.MetadataValue.int(int(capacity["pauses"].sum() or 0)),
+            "hosts_short_of_their_share": dg.MetadataValue.md(short_hosts_table(capacity)),
+        },
+    )
+
+
+def short_hosts_table(capacity: pl.DataFrame, limit: int = 20) -> str:
+    """Markdown: the hosts that deferred or were throttled this cycle, worst first, with their
+    share, what they took and the pace they are now at (at most ``limit`` rows)."""
+    short = capacity.filter((pl.col("deferred") > 0) | (pl.col("throttled") > 0)).sort(
+        ["deferred", "throttled", "host"], descending=[True, True, False]
+    )
+    if not short.height:
+        return "Every host took its share."
+    lines = [
+        "| host | planned | sent | deferred | throttled | capacity | gap (s) | concurrency |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in short.head(limit).iter_rows(named=True):
+        lines.append(
+            f"| {r['host']} | {r['planned']} | {r['sent']} | {r['deferred']} | "
+            f"{r['throttled']} | {r['capacity']} | {r['gap_s'] or 0:.2f} | {r['concurrency']} |"
+        )
+    if short.height > limit:
+        lines.append(f"| ... {short.height - limit} more | | | | | | | |")
+    return "\n".join(lines)
 
 
 def attention_table(throttled: list[dict], trust: pl.DataFrame) -> str:

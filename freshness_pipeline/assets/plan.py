@@ -3,7 +3,8 @@
 The scoring is the pure planner in science.schedule, with each page's gain taken from the change
 prior url_state fit last cycle (science.eb); this asset only joins what it needs (the previous
 url_state, the change prior, robots crawl-delays and Retry-After holds, last cycle's host
-health) and passes the cycle's now.
+health and each host's learned pace, science.capacity) and passes the cycle's now. Each row
+carries its host's capacity and pace, which the fetch stage fetches with.
 """
 
 from datetime import datetime
@@ -17,14 +18,13 @@ from freshness_pipeline.assets.running_totals import fetch_memory
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, WarehouseResource
+from freshness_pipeline.science.capacity import START_CONCURRENCY, paced_capacity
 from freshness_pipeline.science.cost import BYTES_HISTORY, bytes_cost, credits_cost
 from freshness_pipeline.science.eb import GAIN_COLUMN, posterior_gains
 from freshness_pipeline.science.hints import host_trust, lastmod_hints
 from freshness_pipeline.science.retry_after import held_hosts
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
 
-# Without a Crawl-delay we still keep to a few requests a second per host.
-DEFAULT_HOST_RATE_PER_S = 4.0
 ERROR_COST_WEIGHT = 3.0
 # A URL that moved for good, or whose content another URL of its host duplicates, is only a
 # second copy: it is re-checked now and then (in case it diverges), not kept fresh.
@@ -44,31 +44,31 @@ def host_health(results: pl.DataFrame, hosts: list[str]) -> pl.DataFrame:
     )
 
 
-def polite_capacity(window_s: float) -> pl.Expr:
-    """The most fetches a host's Crawl-delay (column ``crawl_delay``) allows in one window."""
-    return (
-        pl.when(pl.col("crawl_delay") > 0)
-        .then(window_s / pl.col("crawl_delay"))
-        .otherwise(window_s * DEFAULT_HOST_RATE_PER_S)
-        .floor()
-    )
-
-
 def host_capacity(
     robots: pl.DataFrame,
     health: pl.DataFrame,
     window_s: float,
     holds: pl.DataFrame | None = None,
+    learned: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """How many fetches a host can take in one cycle's fetch window: the window over its
-    Crawl-delay, halved when most of its requests failed last cycle, and none while a
-    Retry-After holds it (``holds``: host, retry_until; science.retry_after.held_hosts): the
-    server asked for the pause, and capacity is what no priority can buy past."""
+    """How many fetches a host can take in one cycle's fetch window, and at what pace: the
+    window at the host's learned pace (``learned``: the host_capacity table; science.capacity),
+    never more than its Crawl-delay allows, halved when most of its requests failed last cycle,
+    and none while a Retry-After holds it (``holds``: host, retry_until;
+    science.retry_after.held_hosts): the server asked for the pause, and capacity is what no
+    priority can buy past. ``gap_s`` and ``concurrency`` are the pace the fetch starts from."""
     delays = robots.select("host", "crawl_delay")
     held = pl.col("host").is_in([] if holds is None else holds["host"].to_list())
+    pace = (learned if learned is not None else tables.empty("host_capacity")).select(
+        "host", "gap_s", "concurrency", "latency_s", "accepted_cap"
+    )
     return (
         health.join(delays, on="host", how="left")
-        .with_columns(polite_capacity(window_s).alias("raw_capacity"))
+        .join(pace, on="host", how="left")
+        .with_columns(
+            paced_capacity(window_s).alias("raw_capacity"),
+            pl.col("concurrency").fill_null(START_CONCURRENCY),
+        )
         .with_columns(
             (
                 pl.col("raw_capacity")
@@ -79,7 +79,7 @@ def host_capacity(
             .alias("capacity"),
             (1.0 + ERROR_COST_WEIGHT * pl.col("error_share")).alias("cost_multiplier"),
         )
-        .select("host", "capacity", "cost_multiplier", "crawl_delay")
+        .select("host", "capacity", "cost_multiplier", "crawl_delay", "gap_s", "concurrency")
     )
 
 
@@ -125,7 +125,18 @@ def plan_inputs(
                 "fingerprint"
             )
         )
-        .join(capacity.select("host", "cost_multiplier", "crawl_delay"), on="host", how="left")
+        .join(
+            capacity.select(
+                "host",
+                "cost_multiplier",
+                "crawl_delay",
+                pl.col("capacity").alias("host_capacity"),
+                pl.col("gap_s").alias("host_gap_s"),
+                pl.col("concurrency").alias("host_concurrency"),
+            ),
+            on="host",
+            how="left",
+        )
         .with_columns(
             status=pl.when(~pl.col("allowed"))
             .then(pl.lit("blocked"))
@@ -178,7 +189,9 @@ def revisit_plan(
     health = host_health(wh.read("fetch_results", hosts), hosts)
     robots = wh.read("robots", hosts)
     holds = held_hosts(robots, now)
-    capacity = host_capacity(robots, health, cycle.fetch_window_s, holds)
+    capacity = host_capacity(
+        robots, health, cycle.window_s(), holds, wh.read("host_capacity", hosts)
+    )
     settings = warehouse.pipeline_config()
     inputs = with_lastmod_hints(
         plan_inputs(url_candidates, wh.read("url_state", hosts), capacity, settings),
@@ -225,5 +238,6 @@ def revisit_plan(
             "expected_gain": dg.MetadataValue.float(float(selected["expected_gain"].sum() or 0.0)),
             "cost_basis": dg.MetadataValue.text(settings.cost_basis),
             "hosts_held_by_retry_after": dg.MetadataValue.int(holds.height),
+            "reserve": dg.MetadataValue.int(int(plan["reserve_rank"].is_not_null().sum())),
         },
     )

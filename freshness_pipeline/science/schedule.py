@@ -41,6 +41,12 @@ The plan is filled in this order, each step capped per host by ``host_capacity``
    ``verify`` sample that checks the model on pages it would not choose;
 3. ``priority``: the rest of the budget, including any unused reserve, by priority.
 
+Beyond the budget the plan ranks a reserve (``reserve_rank``): the next best buys by priority
+that still fit their hosts' capacity. When a host defers some of its share at fetch time (its
+breaker opens, it asks for a pause longer than the cycle), the fetch stage spends what it left
+on the reserve's first rows of the other hosts, so a host that stops taking fetches costs the
+cycle nothing but its own pages.
+
 Hard guarantees: selected <= budget; per host selected <= capacity (a host missing from
 ``host_capacity`` has capacity 0: capacity is the politeness contract, not a hint); blocked never
 selected; gone only through the re-estimation rule; no page re-fetched sooner than
@@ -63,12 +69,15 @@ from freshness_pipeline.science.timecols import as_utc, utc_column
 __all__ = [
     "PlanConfig",
     "REASONS",
+    "REFILL_REASON",
     "build_plan",
     "capture_gain",
     "freshness_index",
 ]
 
 REASONS = ("floor", "new", "reestimate", "verify", "priority")
+#: The reason of a reserve row that the fetch stage fetched with budget another host left.
+REFILL_REASON = "refill"
 
 _US_PER_DAY = 86_400_000_000.0
 _SERIES_R = 0.05  # below this, g(r) from its Taylor series (1 − (1+r)e^{−r} cancels)
@@ -430,7 +439,8 @@ def build_plan(
     config: PlanConfig = PlanConfig(),  # noqa: B008 - frozen dataclass, safe as a default
 ) -> pl.DataFrame:
     """Every candidate row plus ``age_days``, ``expected_gain``, ``priority``, ``reason``,
-    ``selected`` and ``rank`` (1..k in fill order over selected rows, null otherwise).
+    ``selected``, ``rank`` (1..k in fill order over selected rows, null otherwise) and
+    ``reserve_rank`` (1..m over the next best unselected rows that fit their hosts' capacity).
 
     ``candidates``: url, host, status ('new'|'active'|'gone'|'blocked'|'error') required;
     value (default 1), url_class, last_fetched_at (null = never), change_rate (null = prior mean
@@ -552,6 +562,14 @@ def build_plan(
     run("reestimate", "_reest", ["_overdue", "_value"], [True, True], quotas["reestimate"])
     run("verify", "_verify", ["_vkey"], [False], quotas["verify"])
     run("priority", "_prio", ["priority"], [True], None)
+    selected_n = taken_idx.len()
+    reserve = _fill(
+        work.filter(pl.col("_prio") & ~pl.col("_idx").is_in(taken_idx.implode())),
+        room,
+        ["priority"],
+        [True],
+        2 * selected_n + 16,  # enough to replace every selected fetch, whichever hosts defer
+    ).select("_idx", (pl.col("_pos") + 1).alias("reserve_rank"))
 
     tier = {r: i for i, r in enumerate(REASONS)}
     if taken_parts:
@@ -567,8 +585,10 @@ def build_plan(
     else:
         chosen = pl.DataFrame(schema={"_idx": pl.Int64, "reason": pl.String, "rank": pl.Int64})
 
-    result = work.select("_idx", "age_days", "expected_gain", "priority").join(
-        chosen, on="_idx", how="left", maintain_order="left"
+    result = (
+        work.select("_idx", "age_days", "expected_gain", "priority")
+        .join(chosen, on="_idx", how="left", maintain_order="left")
+        .join(reserve, on="_idx", how="left", maintain_order="left")
     )
     extra = result.sort("_idx").select(
         "age_days",
@@ -577,6 +597,7 @@ def build_plan(
         "reason",
         pl.col("reason").is_not_null().alias("selected"),
         "rank",
+        "reserve_rank",
     )
     base_cols = candidates.drop([c for c in extra.columns if c in candidates.columns])
     return pl.concat([base_cols, extra], how="horizontal")

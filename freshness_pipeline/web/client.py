@@ -55,6 +55,7 @@ __all__ = [
     "FetchSettings",
     "Fingerprinter",
     "Outcome",
+    "TIME_LIMIT_REASON",
     "Throttles",
     "content_age_days",
     "fetch_all",
@@ -107,6 +108,9 @@ _THREAD_FINGERPRINT_BYTES = 512 * 1024  # bigger bodies are fingerprinted off th
 _THROTTLE_STATUSES = frozenset({429, 503})
 _GONE_STATUSES = frozenset({404, 410})
 _REDIRECT_STATUSES = frozenset({300, 301, 302, 303, 307, 308})
+#: Why a planned fetch was deferred when the cycle, not the host, ran out: every other
+#: deferral is the host's doing (its breaker, a Retry-After longer than the cycle).
+TIME_LIMIT_REASON = "cycle time limit reached"
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,10 @@ class FetchSettings:
     global_concurrency: int = 16
     host_concurrency: int = 2
     cycle_time_limit_s: float | None = None
+    # The fetch window the plan sized each host's share by (seconds). A 429/503 whose
+    # Retry-After ends within it (or within the time limit, when there is one) pauses the host
+    # and resumes it; only a longer one defers the host's remaining fetches to later cycles.
+    fetch_window_s: float = 600.0
     # The longest Retry-After kept: the planner holds a host that long across cycles, so the
     # default is the planner's own limit (see science.retry_after for why one day).
     max_retry_after_s: float = MAX_RETRY_AFTER_S
@@ -164,6 +172,8 @@ class FetchSettings:
                 raise ValueError(f"{name} must be at least 1")
         if self.cycle_time_limit_s is not None and self.cycle_time_limit_s < 0:
             raise ValueError("cycle_time_limit_s must not be negative")
+        if not self.fetch_window_s > 0:
+            raise ValueError("fetch_window_s must be positive")
         if self.max_retry_after_s < 0:
             raise ValueError("max_retry_after_s must not be negative")
         if self.cycle_now is not None and self.cycle_now.utcoffset() is None:
@@ -194,6 +204,11 @@ class FetchRequest:
     prev_fingerprint: str | None = None
     crawl_delay: float | None = None  # seconds between request starts to this host
     selectors: tuple[str, ...] = ()
+    # What earlier cycles learned of the host (science.capacity): the gap between request
+    # starts it takes without throttling, and how many requests it takes at once (None: the
+    # settings' host_concurrency).
+    min_gap_s: float | None = None
+    concurrency: int | None = None
 
 
 @dataclass
@@ -554,7 +569,7 @@ class _StampingConnector(GuardedConnector):
         attempt = _ATTEMPT.get()
         if attempt is not None:
             attempt.sent_at = time.monotonic()
-            attempt.host.mark_started(attempt.sent_at)
+            attempt.host.mark_sent(attempt)
         return conn
 
 
@@ -632,11 +647,17 @@ class _HostRun:
         self.requests = requests
         self.results = results
         self.ctx = ctx
-        # One host, one gap: the strictest crawl-delay among its requests wins.
-        self.crawl_delay = max((requests[i].crawl_delay or 0.0 for i in indices), default=0.0)
-        self.concurrency = 1 if self.crawl_delay > 0 else ctx.settings.host_concurrency
+        # One host, one gap: the strictest crawl-delay among its requests wins, and so do the
+        # longest learned gap and the smallest learned concurrency.
+        mine = [requests[i] for i in indices]
+        self.crawl_delay = max((r.crawl_delay or 0.0 for r in mine), default=0.0)
+        limit = ctx.settings.host_concurrency
+        learned = [r.concurrency for r in mine if r.concurrency is not None]
+        self.concurrency = 1 if self.crawl_delay > 0 else max(1, min([limit, *learned]))
         self.throttle = ctx.throttles.for_host(key, floor=self.crawl_delay)
+        self.throttle.learn_gap(max((r.min_gap_s or 0.0 for r in mine), default=0.0))
         self.last_start: float | None = LEDGER.last_start(key)
+        self.last_sent: float | None = None
         self.lock = asyncio.Lock()
         self.stop_outcome: Outcome | None = None
         self.stop_reason: str | None = None
@@ -649,9 +670,18 @@ class _HostRun:
             self.last_start = at
         LEDGER.note_start(self.key, at)
 
+    def mark_sent(self, attempt: _Attempt) -> None:
+        """The request is on the wire: note the gap since the previous one left, which is what
+        a server that throttles bursts judges us by."""
+        assert attempt.sent_at is not None
+        if self.last_sent is not None:
+            attempt.gap_s = attempt.sent_at - self.last_sent
+        self.last_sent = attempt.sent_at
+        self.mark_started(attempt.sent_at)
+
     async def run(self) -> None:
         workers = min(self.concurrency, len(self.queue))
-        await asyncio.gather(*(self._worker() for _ in range(workers)))
+        await asyncio.gather(*(self._worker(slot) for slot in range(workers)))
 
     def _skip(
         self, i: int, outcome: Outcome, reason: str, retry_after: float | None = None
@@ -691,7 +721,7 @@ class _HostRun:
                 return False
             earliest = self._earliest(now)
             if ctx.deadline is not None and earliest >= ctx.deadline:
-                self._skip(i, "deferred", "cycle time limit reached")
+                self._skip(i, "deferred", TIME_LIMIT_REASON)
                 return False
             if earliest <= now:
                 return True
@@ -710,9 +740,11 @@ class _HostRun:
             self.stop_outcome is None and self.throttle.allows(now) and self._earliest(now) <= now
         )
 
-    async def _worker(self) -> None:
+    async def _worker(self, slot: int) -> None:
         ctx = self.ctx
-        while self.queue:
+        # a throttling answer lowers the host's concurrency for the rest of the cycle: the
+        # workers above it finish their request in flight and stop taking new ones
+        while self.queue and slot < self.concurrency:
             i = self.queue.popleft()
             if self._stopped(i):
                 continue
@@ -724,7 +756,7 @@ class _HostRun:
                     now = time.monotonic()
                     if ctx.deadline is not None and now >= ctx.deadline:
                         ctx.slots.release()
-                        self._skip(i, "deferred", "cycle time limit reached")
+                        self._skip(i, "deferred", TIME_LIMIT_REASON)
                         break
                     # Waiting for a global slot may have taken a while: a response that came
                     # in meanwhile can have raised the gap, opened the breaker or stopped the
@@ -756,24 +788,35 @@ class _HostRun:
                 latency_s=attempt.latency_s,
                 detail=result.error or f"HTTP {result.http_status}",
                 retry_after_s=result.retry_after_s,
+                gap_s=attempt.gap_s,
             )
-        if result.http_status in _THROTTLE_STATUSES and self.stop_outcome is None:
-            # The server asked us to stop: the rest waits for a later cycle, whatever the
-            # breaker says, and carries the server's Retry-After for the planner.
-            self.stop_outcome = "deferred"
-            self.stop_reason = f"host throttled (HTTP {result.http_status})"
-            self.stop_retry_after = result.retry_after_s
+        if result.http_status in _THROTTLE_STATUSES:
+            self.concurrency = 1
+            pause = result.retry_after_s
+            if pause is not None and self.stop_outcome is None:
+                if time.monotonic() + pause <= self.ctx.pause_deadline:
+                    # The pause fits the cycle: the throttle's gap already holds the host
+                    # until it ends (a Retry-After raises the gap to it); then carry on.
+                    self.throttle.n_pauses += 1
+                    return
+                # The server asked for longer than the cycle has: the rest waits for a later
+                # cycle, whatever the breaker says, and carries the server's Retry-After for
+                # the planner.
+                self.stop_outcome = "deferred"
+                self.stop_reason = f"host throttled (HTTP {result.http_status})"
+                self.stop_retry_after = pause
 
 
 class _Attempt:
     """One request on the wire: its host, when it left, and what it taught the throttle."""
 
-    __slots__ = ("host", "latency_s", "sent_at", "signal", "started_at")
+    __slots__ = ("gap_s", "host", "latency_s", "sent_at", "signal", "started_at")
 
     def __init__(self, host: _HostRun) -> None:
         self.host = host
         self.started_at = time.monotonic()
         self.sent_at: float | None = None
+        self.gap_s: float | None = None  # since the host's previous request left
         self.latency_s: float | None = None
         self.signal: Signal | None = None
 
@@ -789,6 +832,8 @@ class _CycleCtx:
     deadline: float | None
     fingerprint: Fingerprinter | None
     throttles: Throttles
+    # until when a Retry-After is waited out instead of deferring the host (monotonic seconds)
+    pause_deadline: float
     default_fp: Callable[[bytes, str | None, tuple[str, ...]], str] | None = None
 
 
@@ -1015,6 +1060,7 @@ async def fetch_all(
                 settings=settings,
                 slots=asyncio.Semaphore(settings.global_concurrency),
                 deadline=None if limit is None else started + limit,
+                pause_deadline=started + (settings.fetch_window_s if limit is None else limit),
                 fingerprint=fingerprint,
                 throttles=throttles if throttles is not None else Throttles(policy),
                 default_fp=None if fingerprint is not None else _default_fingerprinter(),

@@ -15,6 +15,11 @@ forgotten quickly but a host that fails more often than it succeeds keeps sinkin
 is deferred instead of spending the cycle one timeout at a time, and after a cool-down one probe
 request decides whether it closes again (only relevant when state outlives one cycle).
 
+Throttling answers (429, 503) also teach a soft floor, the host's learned gap
+(science.capacity): the shortest gap between request starts it has taken without throttling.
+The latency-driven gap never goes below it, so a host that punishes bursts is not hit again
+every few requests as the back-off decays. It starts from what earlier cycles learned.
+
 Everything here is pure bookkeeping: times are passed in (monotonic seconds) and the jitter
 source is injectable, so the policy is testable without sleeping. The client does the waiting.
 """
@@ -24,6 +29,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from freshness_pipeline.science.capacity import throttled_gap
 
 __all__ = [
     "HostThrottle",
@@ -89,6 +96,8 @@ class HostThrottle:
     host: str
     policy: ThrottlePolicy = field(default_factory=ThrottlePolicy)
     floor: float = 0.0  # the host's Crawl-delay: a hard minimum, above any cap
+    # the learned gap (science.capacity): a soft minimum, raised by throttling answers
+    min_gap: float = 0.0
     rng: random.Random = field(default_factory=random.Random, repr=False)
     delay: float = -1.0  # set from policy/floor in __post_init__
     failures: int = 0  # failures not yet forgiven by successes
@@ -100,10 +109,13 @@ class HostThrottle:
     n_other: int = 0
     n_failures: int = 0
     n_trips: int = 0
+    n_throttled: int = 0
+    n_pauses: int = 0  # Retry-After pauses waited out within the cycle (the client counts them)
     max_delay_seen: float = 0.0
 
     def __post_init__(self) -> None:
         self.floor = max(0.0, self.floor)
+        self.min_gap = max(0.0, self.min_gap)
         if self.delay < 0:
             self.delay = self._clamp(self.policy.start_delay_s)
         self.max_delay_seen = self.delay
@@ -122,7 +134,13 @@ class HostThrottle:
         return max(self.policy.max_delay_s, self.floor)
 
     def _clamp(self, value: float) -> float:
-        return min(max(value, self.floor), self._cap())
+        return min(max(value, self.floor, self.min_gap), self._cap())
+
+    def learn_gap(self, gap_s: float | None) -> None:
+        """Start from a gap learned in earlier cycles (never lowers what this one learned)."""
+        if gap_s is not None and gap_s > self.min_gap:
+            self.min_gap = gap_s
+            self._set(max(self.delay, self._clamp(self.delay)))
 
     def _set(self, value: float) -> None:
         self.delay = value
@@ -163,15 +181,21 @@ class HostThrottle:
         latency_s: float | None = None,
         detail: str | None = None,
         retry_after_s: float | None = None,
+        gap_s: float | None = None,
     ) -> None:
         """Learn from one finished request.
 
         ``latency_s`` is the time from the request leaving to the response headers (for a
-        failure: to the moment it failed, so a timeout counts as very slow).
+        failure: to the moment it failed, so a timeout counts as very slow); ``gap_s`` the time
+        since the previous request to the host had left, which a throttling answer says was
+        too short.
         """
         if signal in ("ok", "other"):
             self._served(signal, latency_s)
         else:
+            if signal == "throttled":
+                self.n_throttled += 1
+                self.min_gap = throttled_gap(self.min_gap, gap_s)
             self._failed(now, latency_s, detail, retry_after_s)
 
     def _served(self, signal: Signal, latency_s: float | None) -> None:
@@ -233,6 +257,7 @@ class HostThrottle:
             "delay_s": self.delay,
             "max_delay_s": self.max_delay_seen,
             "crawl_delay_s": self.floor,
+            "gap_s": self.min_gap,
             "latency_s": self.latency_s,
             "failures": self.failures,
             "breaker_open": self.tripped_at is not None,
@@ -240,6 +265,8 @@ class HostThrottle:
             "n_other": self.n_other,
             "n_failures": self.n_failures,
             "n_trips": self.n_trips,
+            "n_throttled": self.n_throttled,
+            "n_pauses": self.n_pauses,
             "last_failure": self.last_failure,
         }
 

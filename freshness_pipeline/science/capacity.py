@@ -1,0 +1,198 @@
+"""What a host accepts, learned from its own answers and kept from one cycle to the next.
+
+A fixed rate per host is wrong both ways: too slow for a healthy site, too fast for one that
+punishes bursts. The host says which it is. Its robots.txt ``Crawl-delay`` is an explicit rule
+and a hard floor (kept elsewhere, never relaxed). Beyond that rule each host has a learned pace:
+
+* ``gap_s``: the shortest gap between two request starts the host has taken without
+  throttling us, a soft floor under the fetcher's latency-driven gap. A throttling answer (429,
+  503) raises it at once to at least twice its value, twice the gap the throttled request came
+  after, and :data:`THROTTLE_GAP_STEP_S` more than before, so a host that answers 429 to two
+  requests within a fraction of a second is paced correctly after one or two answers. Each cycle
+  in which the host answered without throttling lets it shrink by :data:`GAP_RECOVERY`, so a
+  host that relaxes its limit is used more again. This is AIMD's shape: a throttle cuts the
+  request rate at least in half, good answers raise it slowly. The growth is proportional
+  rather than additive because safe rates span decades between hosts, and a few percent a cycle
+  is slow enough that a host's limit is probed about once a week of six-hour cycles.
+* ``concurrency``: requests in flight. A host we know nothing about gets one (so the first
+  throttling answer arrives before a second request is on its way); each cycle without
+  throttling adds one, up to the client's per-host limit; a throttle sets it back to one, since
+  parallel requests are the commonest burst.
+* ``latency_s``: how long the host takes to answer; with the concurrency it bounds the rate a
+  host can serve whatever we would like.
+
+A cycle's capacity for a host is the number of fetches that fit its fetch window at that pace
+(:func:`paced_capacity`); the planner caps each host there and spends the rest of the budget on
+other hosts. A host that deferred planned fetches for reasons of its own (its breaker opened,
+its Retry-After outlasted the window) gets at most twice what it took last cycle
+(``accepted_cap``), so that its unfetched pages, growing staler, cannot pull ever more of the
+budget to a host that does not take it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import polars as pl
+
+__all__ = [
+    "DEFAULT_HOST_RATE_PER_S",
+    "FORGET_GAP_S",
+    "GAP_RECOVERY",
+    "MAX_LEARNED_GAP_S",
+    "START_CONCURRENCY",
+    "THROTTLE_GAP_STEP_S",
+    "next_host_capacity",
+    "paced_capacity",
+    "polite_capacity",
+    "throttled_gap",
+]
+
+#: Without a Crawl-delay we still keep to a few requests a second per host.
+DEFAULT_HOST_RATE_PER_S = 4.0
+#: The least a throttling answer adds to a host's learned gap (seconds): doubling alone would
+#: leave a gap of zero at zero, and hosts that punish bursts mostly mean "under a second".
+THROTTLE_GAP_STEP_S = 0.25
+#: What a cycle of good answers leaves of the learned gap (10 % shorter each time).
+GAP_RECOVERY = 0.9
+#: A learned gap that has recovered below this (seconds) is forgotten: latency paces the host.
+FORGET_GAP_S = 0.02
+#: The most a host can teach us to wait between requests; beyond this its pages are deferred
+#: by the breaker and Retry-After holds, not paced.
+MAX_LEARNED_GAP_S = 60.0
+#: Requests in flight to a host we have no answers from yet.
+START_CONCURRENCY = 1
+
+
+def throttled_gap(gap_s: float, observed_gap_s: float | None = None) -> float:
+    """The learned gap after a throttling answer: at least doubled, at least one step longer,
+    and at least twice the gap the throttled request actually came after."""
+    observed = max(0.0, observed_gap_s or 0.0)
+    return min(
+        max(2.0 * gap_s, 2.0 * observed, gap_s + THROTTLE_GAP_STEP_S), MAX_LEARNED_GAP_S
+    )
+
+
+def polite_capacity(window_s: float) -> pl.Expr:
+    """The most fetches a host's Crawl-delay (column ``crawl_delay``) allows in one window: the
+    upper bound every plan keeps, whatever was learned."""
+    return (
+        pl.when(pl.col("crawl_delay") > 0)
+        .then(window_s / pl.col("crawl_delay"))
+        .otherwise(window_s * DEFAULT_HOST_RATE_PER_S)
+        .floor()
+    )
+
+
+def paced_capacity(window_s: float) -> pl.Expr:
+    """Fetches that fit one fetch window at the host's pace (columns ``crawl_delay``, ``gap_s``,
+    ``concurrency``, ``latency_s``, ``accepted_cap``; nulls mean nothing learned): never more
+    than :func:`polite_capacity`."""
+    gap = pl.max_horizontal(pl.col("crawl_delay").fill_null(0.0), pl.col("gap_s").fill_null(0.0))
+    by_gap = pl.when(gap > 0).then(window_s / gap).otherwise(window_s * DEFAULT_HOST_RATE_PER_S)
+    latency = pl.col("latency_s")
+    by_latency = (
+        pl.when(latency > 0)
+        .then(window_s * pl.col("concurrency").fill_null(START_CONCURRENCY) / latency)
+        .otherwise(None)
+    )
+    paced = pl.min_horizontal(polite_capacity(window_s), by_gap, by_latency, pl.col("accepted_cap"))
+    return paced.floor().cast(pl.Int64)
+
+
+#: The per-host end-of-cycle observations :func:`next_host_capacity` learns from.
+CYCLE_COLUMNS = {
+    "host": pl.String,
+    "gap_s": pl.Float64,  # the fetcher's learned gap at the end of the cycle
+    "latency_s": pl.Float64,
+    "crawl_delay_s": pl.Float64,
+    "capacity": pl.Int64,  # what the plan allowed this cycle
+    "planned": pl.Int64,
+    "sent": pl.Int64,
+    "deferred": pl.Int64,
+    "deferred_by_host": pl.Int64,  # deferred for the host's reasons (breaker, long Retry-After)
+    "throttled": pl.Int64,
+    "failures": pl.Int64,
+    "pauses": pl.Int64,  # Retry-After pauses waited out within the cycle
+    "refilled": pl.Int64,  # fetches given to the host from budget another host left
+}
+
+
+def next_host_capacity(
+    previous: pl.DataFrame,
+    cycle: pl.DataFrame,
+    now: datetime,
+    *,
+    max_concurrency: int,
+) -> pl.DataFrame:
+    """Each host's pace for the next cycle from the last one's and what this cycle saw.
+
+    ``previous``: the host_capacity rows so far (may be empty); ``cycle``: one row per host the
+    cycle planned for, with :data:`CYCLE_COLUMNS`. Hosts not in ``cycle`` keep their row as it
+    was: only answers teach anything. A host that sent nothing keeps its pace too.
+    """
+    prev = previous.select(
+        "host",
+        pl.col("gap_s").alias("_prev_gap"),
+        pl.col("concurrency").alias("_prev_conc"),
+        pl.col("latency_s").alias("_prev_latency"),
+        pl.col("clean_cycles").alias("_prev_clean"),
+        pl.col("last_throttled_at").alias("_prev_throttled_at"),
+    )
+    seen = cycle.join(prev, on="host", how="left")
+    answered = pl.col("sent") > 0
+    throttled = pl.col("throttled") > 0
+    gap_now = pl.coalesce(pl.col("gap_s"), pl.col("_prev_gap"), pl.lit(0.0))
+    recovered = gap_now * GAP_RECOVERY
+    gap = (
+        pl.when(throttled)
+        .then(gap_now)
+        .when(answered)
+        .then(pl.when(recovered < FORGET_GAP_S).then(0.0).otherwise(recovered))
+        .otherwise(gap_now)
+    )
+    prev_conc = pl.col("_prev_conc").fill_null(START_CONCURRENCY)
+    concurrency = (
+        pl.when(throttled)
+        .then(1)
+        .when(answered)
+        .then(pl.min_horizontal(prev_conc + 1, pl.lit(max_concurrency)))
+        .otherwise(pl.min_horizontal(prev_conc, pl.lit(max_concurrency)))
+    )
+    clean = pl.col("_prev_clean").fill_null(0)
+    updated = seen.select(
+        "host",
+        pl.lit(now).cast(pl.Datetime("us", "UTC")).alias("updated_at"),
+        gap.alias("gap_s"),
+        concurrency.cast(pl.Int64).alias("concurrency"),
+        pl.coalesce("latency_s", "_prev_latency").alias("latency_s"),
+        "crawl_delay_s",
+        "capacity",
+        # a host that left planned fetches unfetched for its own reasons takes at most twice
+        # what it took, until a cycle goes by in which it took everything it was given
+        pl.when(pl.col("deferred_by_host") > 0)
+        .then(pl.max_horizontal(2 * pl.col("sent"), pl.lit(1)))
+        .otherwise(None)
+        .cast(pl.Int64)
+        .alias("accepted_cap"),
+        "planned",
+        "sent",
+        "deferred",
+        "throttled",
+        "failures",
+        "pauses",
+        "refilled",
+        pl.when(throttled)
+        .then(0)
+        .when(answered)
+        .then(clean + 1)
+        .otherwise(clean)
+        .cast(pl.Int64)
+        .alias("clean_cycles"),
+        pl.when(throttled)
+        .then(pl.lit(now).cast(pl.Datetime("us", "UTC")))
+        .otherwise(pl.col("_prev_throttled_at"))
+        .alias("last_throttled_at"),
+    )
+    kept = previous.join(cycle.select("host"), on="host", how="anti")
+    return pl.concat([updated, kept.select(updated.columns)], how="vertical_relaxed").sort("host")

@@ -1,0 +1,235 @@
+"""What a host accepts, learned across cycles (science.capacity): the gap a throttle teaches,
+its slow recovery, concurrency, and the capacity the plan caps a host at."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import polars as pl
+import pytest
+
+from freshness_pipeline import tables
+from freshness_pipeline.assets.plan import host_capacity
+from freshness_pipeline.science.capacity import (
+    CYCLE_COLUMNS,
+    FORGET_GAP_S,
+    GAP_RECOVERY,
+    THROTTLE_GAP_STEP_S,
+    next_host_capacity,
+    paced_capacity,
+    throttled_gap,
+)
+
+NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
+
+
+def cycle_rows(**hosts: dict) -> pl.DataFrame:
+    defaults = {c: 0 for c, t in CYCLE_COLUMNS.items() if t == pl.Int64}
+    rows = [
+        {**defaults, "gap_s": None, "latency_s": None, "crawl_delay_s": 0.0, "host": h, **kw}
+        for h, kw in hosts.items()
+    ]
+    return pl.DataFrame(rows, schema=CYCLE_COLUMNS)
+
+
+def test_a_throttle_at_least_doubles_the_gap_and_adds_a_step() -> None:
+    assert throttled_gap(0.0) == THROTTLE_GAP_STEP_S
+    assert throttled_gap(0.0, observed_gap_s=0.4) == pytest.approx(0.8)
+    assert throttled_gap(1.0, observed_gap_s=0.1) == pytest.approx(2.0)
+    assert throttled_gap(0.1) == pytest.approx(0.1 + THROTTLE_GAP_STEP_S)
+    assert throttled_gap(50.0) == 60.0  # capped
+
+
+def test_throttled_hosts_keep_their_gap_and_drop_to_one_request_at_a_time() -> None:
+    first = next_host_capacity(
+        tables.empty("host_capacity"),
+        cycle_rows(
+            t_example={"gap_s": 0.5, "sent": 10, "throttled": 2, "planned": 10},
+            ok_example={"gap_s": 0.0, "sent": 10, "planned": 10, "latency_s": 0.01},
+        ),
+        NOW,
+        max_concurrency=2,
+    )
+    rows = {r["host"]: r for r in first.iter_rows(named=True)}
+    throttled, ok = rows["t_example"], rows["ok_example"]
+    assert throttled["gap_s"] == 0.5 and throttled["concurrency"] == 1
+    assert throttled["clean_cycles"] == 0 and throttled["last_throttled_at"] == NOW
+    assert ok["concurrency"] == 2 and ok["clean_cycles"] == 1 and ok["gap_s"] == 0.0
+
+    # A clean cycle shrinks the gap by the recovery factor; a cycle without requests teaches
+    # nothing; a host missing from the cycle keeps its row untouched.
+    later = NOW + timedelta(hours=6)
+    second = next_host_capacity(
+        tables.conform("host_capacity", first),
+        cycle_rows(t_example={"gap_s": 0.5, "sent": 5, "planned": 5}),
+        later,
+        max_concurrency=2,
+    )
+    rows = {r["host"]: r for r in second.iter_rows(named=True)}
+    assert rows["t_example"]["gap_s"] == pytest.approx(0.5 * GAP_RECOVERY)
+    assert rows["t_example"]["concurrency"] == 2
+    assert rows["t_example"]["last_throttled_at"] == NOW
+    assert rows["ok_example"]["updated_at"] == NOW  # not in this cycle: kept as it was
+
+    idle = next_host_capacity(
+        tables.conform("host_capacity", second),
+        cycle_rows(t_example={"gap_s": None, "sent": 0}),
+        later + timedelta(hours=6),
+        max_concurrency=2,
+    )
+    kept = idle.filter(pl.col("host") == "t_example").row(0, named=True)
+    assert kept["gap_s"] == pytest.approx(0.5 * GAP_RECOVERY) and kept["clean_cycles"] == 1
+
+
+def test_a_recovered_gap_below_the_threshold_is_forgotten() -> None:
+    prev = tables.conform(
+        "host_capacity", pl.DataFrame({"host": ["h"], "gap_s": [FORGET_GAP_S * 1.05]})
+    )
+    out = next_host_capacity(
+        prev, cycle_rows(h={"gap_s": FORGET_GAP_S * 1.05, "sent": 3}), NOW, max_concurrency=2
+    )
+    assert out["gap_s"].to_list() == [0.0]
+
+
+def test_a_host_that_deferred_for_its_own_reasons_takes_at_most_twice_what_it_took() -> None:
+    out = next_host_capacity(
+        tables.empty("host_capacity"),
+        cycle_rows(
+            stuck={"sent": 3, "planned": 131, "deferred": 128, "deferred_by_host": 128},
+            slow_cycle={"sent": 3, "planned": 10, "deferred": 7, "deferred_by_host": 0},
+        ),
+        NOW,
+        max_concurrency=2,
+    )
+    caps = dict(out.select("host", "accepted_cap").iter_rows())
+    assert caps == {"stuck": 6, "slow_cycle": None}
+
+
+def test_capacity_is_what_fits_the_window_at_the_hosts_pace() -> None:
+    frame = pl.DataFrame(
+        {
+            "crawl_delay": [None, 2.0, None, None, 0.5, None],
+            "gap_s": [None, None, 0.5, 0.0, 1.0, None],
+            "concurrency": [None, None, 1, 2, 1, 1],
+            "latency_s": [None, None, None, 0.2, None, None],
+            "accepted_cap": [None, None, None, None, None, 6],
+        },
+        schema={
+            "crawl_delay": pl.Float64,
+            "gap_s": pl.Float64,
+            "concurrency": pl.Int64,
+            "latency_s": pl.Float64,
+            "accepted_cap": pl.Int64,
+        },
+    )
+    caps = frame.select(paced_capacity(600.0).alias("cap"))["cap"].to_list()
+    # nothing learned: a few a second; Crawl-delay; learned gap; latency with concurrency
+    # (2 / 0.2 s = 10 a second, over the default rate: the default wins); the larger of
+    # Crawl-delay and gap; what a deferring host took, doubled
+    assert caps == [2400, 300, 1200, 2400, 600, 6]
+    slow = frame.with_columns(latency_s=pl.lit(2.0)).select(paced_capacity(600.0).alias("c"))
+    assert slow["c"][0] == 300  # one request in flight at 2 s each
+
+
+def test_the_plan_caps_a_host_at_its_learned_pace_and_holds_win() -> None:
+    robots = pl.DataFrame(
+        {"host": ["a", "b", "c"], "crawl_delay": [None, 1.0, None]},
+        schema={"host": pl.String, "crawl_delay": pl.Float64},
+    )
+    health = pl.DataFrame({"host": ["a", "b", "c"], "error_share": [0.0, 0.0, 0.0]})
+    learned = tables.conform(
+        "host_capacity",
+        pl.DataFrame({"host": ["a", "b"], "gap_s": [2.0, 0.1], "concurrency": [1, 2]}),
+    )
+    holds = pl.DataFrame({"host": ["c"], "retry_until": [NOW]})
+    caps = host_capacity(robots, health, 600.0, holds, learned)
+    got = {r["host"]: r for r in caps.iter_rows(named=True)}
+    assert got["a"]["capacity"] == 300 and got["a"]["gap_s"] == 2.0
+    assert got["b"]["capacity"] == 600  # the Crawl-delay is stricter than the learned gap
+    assert got["c"]["capacity"] == 0 and got["c"]["concurrency"] == 1  # held; nothing learned
+
+
+# ------------------------------------------------------------------ the fetch stage, for real
+
+
+def _stage_plan(urls: list[str], selected: int, reserve: list[int]) -> pl.DataFrame:
+    """A plan over ``urls``: the first ``selected`` chosen; ``reserve`` ranks of the others."""
+    from freshness_pipeline.web.client import host_key
+
+    n = len(urls)
+    ranks = [None] * n
+    for rank, i in enumerate(reserve, start=1):
+        ranks[i] = rank
+    return tables.conform(
+        "revisit_plan",
+        pl.DataFrame(
+            {
+                "url": urls,
+                "host": [host_key(u) for u in urls],
+                "planned_at": [NOW] * n,
+                "value": [1.0] * n,
+                "url_class": ["page"] * n,
+                "status": ["new"] * n,
+                "reason": ["priority" if i < selected else None for i in range(n)],
+                "selected": [i < selected for i in range(n)],
+                "rank": [i + 1 if i < selected else None for i in range(n)],
+                "reserve_rank": ranks,
+                "host_capacity": [100] * n,
+                "host_concurrency": [1] * n,  # what the plan gives a host it knows nothing of
+            }
+        ),
+    )
+
+
+def test_budget_a_host_left_goes_to_the_reserve_of_the_others_in_the_same_cycle(tmp_path) -> None:
+    """A host that asks for a pause longer than the cycle defers its share; the stage spends
+    it on the plan's reserve on other hosts, and host_capacity says who took what."""
+    from aiohttp import web
+
+    from freshness_pipeline.assets.fetch import run_fetch_stage
+    from freshness_pipeline.config import PipelineConfig
+    from freshness_pipeline.storage import Warehouse
+    from freshness_pipeline.web.client import FetchSettings
+    from freshness_pipeline_tests.support import LoopThread
+    from freshness_pipeline_tests.test_client import LOOPBACK, serve, text
+
+    async def closed(request: web.Request) -> web.Response:
+        return web.Response(status=429, headers={"Retry-After": "3600"})
+
+    loop = LoopThread()
+    try:
+        stuck_cm, good_cm = serve({"/s": closed}), serve({"/g": text("g")})
+        stuck, good = loop.run(stuck_cm.__aenter__()), loop.run(good_cm.__aenter__())
+        urls = [stuck.url(f"/s?i={i}") for i in range(4)] + [good.url(f"/g?i={i}") for i in range(6)]
+        # 4 of the stuck host and 2 of the good one chosen; the reserve: a stuck page first
+        # (it must be skipped), then the good host's other four
+        plan = _stage_plan(urls, selected=0, reserve=[])
+        plan = plan.with_columns(
+            selected=pl.Series([True] * 4 + [True, True] + [False] * 4),
+            reason=pl.Series(["priority"] * 6 + [None] * 4),
+            rank=pl.Series([1, 2, 3, 4, 5, 6] + [None] * 4),
+            reserve_rank=pl.Series([None] * 6 + [2, 3, 4, 5]),
+        )
+        wh = Warehouse(tmp_path / "home")
+        hosts = sorted(set(plan["host"]))
+        stage = run_fetch_stage(
+            plan, hosts, NOW, wh, PipelineConfig(), FetchSettings(fetch_window_s=60), LOOPBACK
+        )
+        loop.run(stuck_cm.__aexit__(None, None, None))
+        loop.run(good_cm.__aexit__(None, None, None))
+    finally:
+        loop.close()
+    frame = stage.frame
+    stuck_rows = frame.filter(pl.col("host") == stuck.host)
+    assert stuck_rows.filter(pl.col("sent")).height == 1  # the 429, nothing more
+    assert stuck_rows.filter(pl.col("outcome") == "deferred").height == 3
+    refilled = frame.filter(pl.col("plan_reason") == "refill")
+    assert refilled.height == 3 and set(refilled["host"]) == {good.host}
+    assert refilled["outcome"].to_list() == ["new"] * 3
+    assert len(good.log) == 5 and len(stuck.log) == 1
+    cap = {r["host"]: r for r in stage.capacity.iter_rows(named=True)}
+    assert (cap[stuck.host]["planned"], cap[stuck.host]["sent"]) == (4, 1)
+    assert (cap[stuck.host]["deferred"], cap[stuck.host]["throttled"]) == (3, 1)
+    assert cap[stuck.host]["accepted_cap"] == 2 and cap[stuck.host]["concurrency"] == 1
+    assert (cap[good.host]["planned"], cap[good.host]["refilled"]) == (2, 3)
+    assert cap[good.host]["sent"] == 5 and cap[good.host]["deferred"] == 0
