@@ -622,3 +622,25 @@ def test_the_reserve_ranks_the_next_best_buys_within_each_hosts_capacity() -> No
     assert reserve["priority"].is_sorted(descending=True)
     assert not (reserve["selected"]).any()
     assert reserve.filter(pl.col("host") == "b.example").height == 4
+
+
+def test_discovered_urls_go_first_and_grow_the_new_share() -> None:
+    """Pages found by the crawl (sitemaps, feeds) are not left behind a backlog of never-fetched
+    seeds worth more: the new share grows to take them, up to its cap, before the seeds."""
+    seeds = [{"age": None, "status": "new", "value": 5.0} for _ in range(100)]
+    found = [{"age": None, "status": "new", "value": 0.5} for _ in range(20)]
+    cands = _cands(seeds + found).with_columns(
+        discovered=pl.Series([False] * 100 + [True] * 20)
+    )
+    cfg = PlanConfig(reestimate_share=0, verify_share=0, discovery_max_share=0.3)
+    plan = build_plan(cands, BIG, now=NOW, budget=30, config=cfg)
+    new = plan.filter(pl.col("reason") == "new")
+    assert new.height == 9  # 30 % of 30: more than the 10 % new share
+    assert new["discovered"].all()
+    # without the column every new page is a seed, ranked by value, within the 10 % share
+    plain = build_plan(cands.drop("discovered"), BIG, now=NOW, budget=30, config=cfg)
+    assert plain.filter(pl.col("reason") == "new").height == 3
+    # few waiting: the share is what waits, not the cap
+    few = cands.with_columns(discovered=pl.Series([False] * 118 + [True] * 2))
+    got = build_plan(few, BIG, now=NOW, budget=30, config=cfg).filter(pl.col("reason") == "new")
+    assert got.height == 3 and got["discovered"].sum() == 2

@@ -125,19 +125,10 @@ def plan_inputs(
                 "fingerprint"
             )
         )
-        .join(
-            capacity.select(
-                "host",
-                "cost_multiplier",
-                "crawl_delay",
-                pl.col("capacity").alias("host_capacity"),
-                pl.col("gap_s").alias("host_gap_s"),
-                pl.col("concurrency").alias("host_concurrency"),
-            ),
-            on="host",
-            how="left",
-        )
+        .join(host_pace(capacity), on="host", how="left")
         .with_columns(
+            # found by the crawl (a sitemap, a feed, a redirect) rather than given as a seed
+            discovered=~pl.col("sources").fill_null("seed").str.contains("seed", literal=True),
             status=pl.when(~pl.col("allowed"))
             .then(pl.lit("blocked"))
             .otherwise(pl.col("state_status").fill_null("new")),
@@ -148,6 +139,22 @@ def plan_inputs(
             .then(SECOND_COPY_COST)
             .otherwise(1.0),
         )
+    )
+
+
+def host_pace(capacity: pl.DataFrame) -> pl.DataFrame:
+    """What each plan row carries of its host (``host_capacity`` rows; a frame without the pace
+    columns, as from an older caller, leaves them null: nothing learned)."""
+    names = {"capacity": "host_capacity", "gap_s": "host_gap_s", "concurrency": "host_concurrency"}
+    types = {"capacity": pl.Int64, "gap_s": pl.Float64, "concurrency": pl.Int64}
+    return capacity.select(
+        "host",
+        "cost_multiplier",
+        "crawl_delay",
+        *(
+            (pl.col(c) if c in capacity.columns else pl.lit(None, dtype=types[c])).alias(name)
+            for c, name in names.items()
+        ),
     )
 
 

@@ -34,7 +34,8 @@ The plan is filled in this order, each step capped per host by ``host_capacity``
 1. ``floor``: anything not fetched for ``max_interval_days`` (oldest first, at most
    ``floor_share`` of the budget per cycle; past ``floor_hard_factor`` times that interval
    without a cap), so no page is forgotten whatever its estimate;
-2. reserved shares of the budget: ``new`` URLs (by value), ``reestimate`` (long-quiet or
+2. reserved shares of the budget: ``new`` URLs (those discovered since the start first, the
+   share growing with how many of them wait; then by value), ``reestimate`` (long-quiet or
    barely observed pages, and gone pages after ``gone_recheck_days``: the estimator only learns
    from what the scheduler fetches, so pages it starves would stay misjudged forever; the most
    overdue first, weighted by value per cost, see ``reestimate_order``), and a random
@@ -215,6 +216,11 @@ class PlanConfig:
 
     objective: Literal["freshness", "capture"] = "freshness"
     new_share: float = 0.10
+    #: the new share grows to cover URLs discovered since the start (sitemaps, feeds,
+    #: redirects; a ``discovered`` column), up to this share of the budget, and they go first
+    #: within it: a page published since the crawl began is what a fresh copy most lacks, and a
+    #: backlog of never-fetched seeds must not keep it waiting cycle after cycle
+    discovery_max_share: float = 0.30
     reestimate_share: float = 0.05
     verify_share: float = 0.02
     #: no page is fetched again sooner than this (1 hour): politeness and zero-information guard
@@ -260,6 +266,8 @@ class PlanConfig:
         shares = (self.new_share, self.reestimate_share, self.verify_share)
         if any(not 0.0 <= s <= 1.0 for s in shares) or sum(shares) > 1.0:
             raise ValueError("shares must be in [0, 1] and sum to at most 1")
+        if not 0.0 <= self.discovery_max_share <= 1.0:
+            raise ValueError("discovery_max_share must be in [0, 1]")
         if not 0.0 <= self.floor_share <= 1.0:
             raise ValueError("floor_share must be in [0, 1]")
         if not self.floor_hard_factor >= 1.0:
@@ -345,6 +353,7 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
         n_obs.alias("_n_obs"),
         shape.alias("_shape"),
         opt("hinted_change", pl.lit(None, dtype=pl.Boolean)).cast(pl.Boolean).alias("_hint"),
+        opt("discovered", pl.lit(False)).cast(pl.Boolean).fill_null(False).alias("_discovered"),
         opt("expected_gain_override", pl.lit(None, dtype=pl.Float64))
         .cast(pl.Float64)
         .alias("_gain_override"),
@@ -530,6 +539,9 @@ def build_plan(
     }
     if cfg.floor_share >= 1.0:
         quotas["floor"] = None
+    waiting = work.filter(pl.col("_new") & pl.col("_discovered")).height
+    discovery = min(waiting, math.floor(cfg.discovery_max_share * base))
+    quotas["new"] = max(quotas["new"] or 0, discovery)
 
     taken_parts: list[pl.DataFrame] = []
     taken_idx = pl.Series("_idx", [], dtype=pl.Int64)
@@ -558,7 +570,7 @@ def build_plan(
     if quotas["floor"] is not None:
         quotas["floor"] = max(0, quotas["floor"] - taken_idx.len())
     run("floor", "_floor", ["age_days", "_value"], [True, True], quotas["floor"])
-    run("new", "_new", ["_value", "priority"], [True, True], quotas["new"])
+    run("new", "_new", ["_discovered", "_value", "priority"], [True, True, True], quotas["new"])
     run("reestimate", "_reest", ["_overdue", "_value"], [True, True], quotas["reestimate"])
     run("verify", "_verify", ["_vkey"], [False], quotas["verify"])
     run("priority", "_prio", ["priority"], [True], None)
