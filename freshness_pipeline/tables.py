@@ -33,6 +33,18 @@ ROBOTS = {
     "fetched_at": UTC_TIME,
     # a 429/503 Retry-After still running: no request to the host before it (science.retry_after)
     "retry_until": UTC_TIME,
+    # /sitemap.xml, asked for only while robots.txt names no sitemap: when it was last asked,
+    # its HTTP status (null: no answer) and whether it was a sitemap. It is asked again once
+    # that answer is as old as robots.record_ttl says an answer may be, or every cycle while
+    # it is a sitemap (web.discovery).
+    "sitemap_probed_at": UTC_TIME,
+    "sitemap_probe_status": pl.Int64,
+    "sitemap_probe_found": pl.Boolean,
+    # The last cycle whose sitemap walk was complete (every file read to its end; nothing
+    # failed, refused or cut by a cap) and how many distinct URLs it listed. Equal to a cycle's
+    # now only if that cycle's walk was complete: only then is a URL it no longer lists news.
+    "sitemaps_read_at": UTC_TIME,
+    "sitemaps_read_entries": pl.Int64,
 }
 
 URL_INVENTORY = {

@@ -311,9 +311,10 @@ def test_fetch_walks_indexes_breadth_first() -> None:
                 }
             )
             async with open_session(FetchSettings(), allow=LOOPBACK) as session:
-                entries, errors = await fetch_sitemap_entries(
+                walk = await fetch_sitemap_entries(
                     session, [f"{base}/index.xml", f"{base}/index.xml"], user_agent=UA, timeout=5
                 )
+                entries = walk.entries
                 assert seen == [
                     "/index.xml",
                     "/s1.xml.gz",
@@ -329,31 +330,56 @@ def test_fetch_walks_indexes_breadth_first() -> None:
                     (f"{base}/c", datetime(2024, 3, 1, tzinfo=UTC)),
                 ]
                 assert entries[0].source_url == f"{base}/s2.xml"
-                assert len(errors) == 1 and "missing.xml" in errors[0] and "404" in errors[0]
+                (missing,) = walk.problems
+                assert (missing.kind, missing.http_status) == ("http", 404)
+                assert "missing.xml" in str(missing) and "404" in str(missing)
+                assert [
+                    (f.url.removeprefix(base), f.http_status, f.format) for f in walk.files
+                ] == [
+                    ("/index.xml", 200, "sitemapindex"),
+                    ("/s1.xml.gz", 200, "urlset"),
+                    ("/nested.xml", 200, "sitemapindex"),
+                    ("/s2.xml", 200, "urlset"),
+                    ("/missing.xml", 404, None),
+                    ("/s3.xml", 200, "urlset"),  # the answer after its redirect
+                ]
+                assert not walk.complete  # a file it was sent to is missing
 
                 seen.clear()
-                entries, errors = await fetch_sitemap_entries(
+                walk = await fetch_sitemap_entries(
                     session, [f"{base}/index.xml"], user_agent=UA, max_sitemaps=2, timeout=5
                 )
                 assert seen == ["/index.xml", "/s1.xml.gz"]
-                assert [e.loc for e in entries] == [f"{base}/a", f"{base}/b"]
-                assert any("sitemap limit 2" in e for e in errors)
+                assert [e.loc for e in walk.entries] == [f"{base}/a", f"{base}/b"]
+                assert [(p.kind, "sitemap limit 2" in str(p)) for p in walk.problems] == [
+                    ("file_cap", True)
+                ]
+                assert all(f.complete for f in walk.files) and not walk.complete
 
                 seen.clear()
-                entries, errors = await fetch_sitemap_entries(
+                walk = await fetch_sitemap_entries(
                     session, [f"{base}/index.xml"], user_agent=UA, max_urls=1, timeout=5
                 )
-                assert [e.loc for e in entries] == [f"{base}/a"]
-                assert any("URL limit 1" in e for e in errors)
+                assert [e.loc for e in walk.entries] == [f"{base}/a"]
+                assert [(p.kind, "URL limit 1" in str(p)) for p in walk.problems] == [
+                    ("url_cap", True)
+                ]
+                assert not walk.complete
 
-                entries, errors = await fetch_sitemap_entries(
+                walk = await fetch_sitemap_entries(
                     session,
                     ["file:///etc/passwd", "http://10.0.0.1/sitemap.xml"],
                     user_agent=UA,
                     timeout=5,
                 )
-                assert entries == [] and len(errors) == 2
-                assert "blocked" in errors[1]
+                assert walk.entries == [] and [p.kind for p in walk.problems] == ["http"] * 2
+                assert "blocked" in str(walk.problems[1])
+
+                seen.clear()
+                walk = await fetch_sitemap_entries(
+                    session, [f"{base}/s3-moved.xml"], user_agent=UA, timeout=5
+                )
+                assert walk.complete and walk.problems == [] and len(walk.entries) == 1
 
     asyncio.run(scenario())
 

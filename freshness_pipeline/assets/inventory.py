@@ -1,11 +1,15 @@
 """url_inventory: every URL we know of per host, and where we learned it.
 
-Sources: the seeds, sitemaps and feeds (from robots.txt ``Sitemap:`` lines, else /sitemap.xml)
-with their ``lastmod``, and redirect targets seen by the previous cycle's fetches. robots.txt is
-refreshed here too (cached about 24 h) because the next stage filters by it; a host that a
-Retry-After still holds (science.retry_after) is asked for neither until the hold ends.
+Sources: the seeds, sitemaps and feeds (from robots.txt ``Sitemap:`` lines, else /sitemap.xml,
+asked for about once a day while it is not there) with their ``lastmod``, and redirect targets
+seen by the previous cycle's fetches. robots.txt is refreshed here too (cached about 24 h)
+because the next stage filters by it; a host that a Retry-After still holds
+(science.retry_after) is asked for neither until the hold ends. What the sitemaps gave and what
+was wrong with them is summed in the run's metadata and logged once per host and kind of
+problem, so a host whose sitemap breaks is seen instead of silently losing URLs.
 """
 
+from collections import Counter
 from datetime import datetime
 
 import dagster as dg
@@ -19,7 +23,13 @@ from freshness_pipeline.science.normalize import normalize_url_column
 from freshness_pipeline.science.retry_after import retry_holds
 from freshness_pipeline.seeds import merge_seeds
 from freshness_pipeline.storage import Warehouse
-from freshness_pipeline.web.discovery import DiscoveryTarget, discover_hosts
+from freshness_pipeline.web.discovery import (
+    COUNT_KEYS,
+    DiscoveryTarget,
+    HostDiscovery,
+    discover_hosts,
+)
+from freshness_pipeline.web.sitemaps import PROBLEM_LABELS, ProblemKind, SitemapProblem
 
 _KEY = ["url", "source"]
 
@@ -110,6 +120,22 @@ def _seed_rows(seeds: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def log_discovery(log: dg.DagsterLogManager, found: list[HostDiscovery]) -> None:
+    """One warning per host and kind of problem (the first one named, with how many more),
+    however many entries or files it hit; notes are info lines."""
+    for f in found:
+        if f.robots_error:
+            log.warning(f"{f.host}: robots.txt: {f.robots_error}")
+        by_kind: dict[ProblemKind, list[SitemapProblem]] = {}
+        for problem in f.problems:
+            by_kind.setdefault(problem.kind, []).append(problem)
+        for kind, problems in by_kind.items():
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            log.warning(f"{f.host}: {PROBLEM_LABELS[kind]}: {problems[0]}{more}")
+        for note in f.notes:
+            log.info(f"{f.host}: {note}")
+
+
 def refresh_robots_and_sitemaps(
     wh: Warehouse,
     hosts: list[str],
@@ -117,9 +143,10 @@ def refresh_robots_and_sitemaps(
     now: datetime,
     http: HttpClientResource,
     log: dg.DagsterLogManager | None = None,
-) -> pl.DataFrame:
+) -> tuple[pl.DataFrame, dict[str, int]]:
     """Fetch robots.txt where the cache is stale and every host's sitemaps; write the robots
-    table and return the sitemap entries as inventory rows.
+    table and return the sitemap entries as inventory rows, with the run's discovery counts
+    (web.discovery.COUNT_KEYS summed over its hosts).
 
     Retry-After holds: the last cycle's answers (fetch_results, still on disk) and the holds
     the robots rows carry give each host's ``retry_until``. A held host keeps its cached robots
@@ -138,24 +165,27 @@ def refresh_robots_and_sitemaps(
     found = discover_hosts(targets, now=now, settings=http.settings(), allow=http.allow_list())
     kept = [{**cached_by_host.get(h, {"host": h}), "retry_until": t} for h, t in held.items()]
     robots_rows = [f.robots_row for f in found] + kept
-    wh.write_partitions("robots", hosts, pl.DataFrame(robots_rows, schema=tables.ROBOTS))
+    wh.write_partitions(
+        "robots", hosts, pl.DataFrame(robots_rows, schema=tables.empty("robots").schema)
+    )
     entries = [
         {"url": e.loc, "lastmod": e.lastmod, "source": "sitemap"} for f in found for e in f.entries
     ]
+    counts: Counter[str] = Counter(dict.fromkeys(COUNT_KEYS, 0))
+    for f in found:
+        counts.update(f.counts)
     if log is not None:
-        for f in found:
-            for problem in f.errors:
-                log.warning(f"{f.host}: {problem}")
+        log_discovery(log, found)
         for host, until in held.items():
             log.info(f"{host}: Retry-After holds it until {until.isoformat()}; not fetched")
     if not entries:
-        return tables.empty("url_inventory")
+        return tables.empty("url_inventory"), dict(counts)
     frame = pl.DataFrame(
         entries, schema={"url": pl.String, "lastmod": tables.UTC_TIME, "source": pl.String}
     )
     norm = normalize_url_column(frame["url"])
     # A sitemap may list URLs of other hosts; they count only for the host they belong to.
-    return frame.with_columns(host=norm["host"]).filter(pl.col("host").is_in(hosts))
+    return frame.with_columns(host=norm["host"]).filter(pl.col("host").is_in(hosts)), dict(counts)
 
 
 @cycle_asset
@@ -177,9 +207,11 @@ def url_inventory(
     )
     handed_over = hand_over_to_other_hosts(wh, redirects.filter(~pl.col("host").is_in(hosts)), now)
     found = [_seed_rows(seeds), redirects.filter(pl.col("host").is_in(hosts))]
+    discovery = dict.fromkeys(COUNT_KEYS, 0)
     if not cycle.dry_run:
         known = pl.concat([previous.select("url", "host"), seeds.select("url", "host")])
-        found.append(refresh_robots_and_sitemaps(wh, hosts, known, now, http, context.log))
+        listed, discovery = refresh_robots_and_sitemaps(wh, hosts, known, now, http, context.log)
+        found.append(listed)
     found_rows = pl.concat(
         [tables.conform("url_inventory", f) for f in found], how="vertical_relaxed"
     )
@@ -192,5 +224,6 @@ def url_inventory(
             "hosts": dg.MetadataValue.int(len(hosts)),
             "urls_handed_to_other_hosts": dg.MetadataValue.int(handed_over),
             **{f"urls_from_{s}": dg.MetadataValue.int(n) for s, n in by_source.iter_rows()},
+            **{key: dg.MetadataValue.int(n) for key, n in discovery.items()},
         },
     )

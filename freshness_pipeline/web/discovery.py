@@ -3,15 +3,25 @@ names, for many hosts at once over one guarded session.
 
 Sitemap and robots fetches do not count against the page budget, but they are bounded: a few
 hosts at a time, a cap on sitemap files and URLs per host.
+
+A host whose robots.txt names no sitemap is asked for ``/sitemap.xml`` at most once per
+:func:`~freshness_pipeline.web.robots.record_ttl` of the last answer (a day for an answer, an
+hour for a failure), and every cycle while that answer is a sitemap, so it is then read like a
+named one. The answer is kept in the host's robots row between cycles. A guess that is not there
+(404, 410, or no sitemap at that address) is the host's right, not a problem: it is a note, not a
+warning; a missing sitemap that robots.txt names is a problem.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+import aiohttp
 
 from freshness_pipeline.web.client import FetchSettings, open_session, run_sync
 from freshness_pipeline.web.netguard import IPNetwork
@@ -23,9 +33,41 @@ from freshness_pipeline.web.robots import (
     record_ttl,
     robots_policy,
 )
-from freshness_pipeline.web.sitemaps import SitemapEntry, fetch_sitemap_entries
+from freshness_pipeline.web.sitemaps import (
+    PROBLEM_KINDS,
+    SitemapEntry,
+    SitemapProblem,
+    SitemapWalk,
+    fetch_sitemap_entries,
+)
 
 HOSTS_AT_ONCE = 8
+GUESSED_SITEMAP_PATH = "/sitemap.xml"
+# Answers at a guessed address that mean "no sitemap here" rather than "something is wrong".
+_ABSENT_STATUSES = frozenset({404, 410})
+
+# The robots row's columns that carry sitemap state from cycle to cycle (tables.ROBOTS).
+SITEMAP_STATE_COLUMNS = (
+    "sitemap_probed_at",
+    "sitemap_probe_status",
+    "sitemap_probe_found",
+    "sitemaps_read_at",
+    "sitemaps_read_entries",
+)
+
+# What discovery counts per host (HostDiscovery.counts); a run's metadata sums them.
+COUNT_KEYS = (
+    "robots_errors",
+    "sitemap_files",
+    "sitemap_files_read",
+    "sitemap_files_recovered",
+    "sitemap_entries",
+    "sitemap_entries_recovered",
+    "sitemap_probes",
+    "sitemap_probes_found",
+    "sitemap_hosts_read_completely",
+    *(f"sitemap_problems_{kind}" for kind in PROBLEM_KINDS),
+)
 
 
 @dataclass
@@ -37,10 +79,37 @@ class DiscoveryTarget:
 
 @dataclass
 class HostDiscovery:
+    """One host's robots row (with its sitemap state), entries, problems and notes."""
+
     host: str
     robots_row: dict[str, Any]
     entries: list[SitemapEntry] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+    walk: SitemapWalk | None = None  # None when no sitemap was asked for this cycle
+    robots_error: str | None = None
+    problems: list[SitemapProblem] = field(default_factory=list)  # warnings
+    notes: list[str] = field(default_factory=list)  # worth an info line, not a warning
+    probed: bool = False  # /sitemap.xml was asked for because robots.txt names none
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """What was read and what was wrong, under COUNT_KEYS."""
+        counts = dict.fromkeys(COUNT_KEYS, 0)
+        counts["robots_errors"] = int(self.robots_error is not None)
+        walk = self.walk
+        if walk is not None:
+            counts["sitemap_files"] = len(walk.files)
+            counts["sitemap_files_read"] = sum(f.format is not None for f in walk.files)
+            counts["sitemap_files_recovered"] = walk.files_recovered
+            counts["sitemap_entries"] = len(walk.entries)
+            counts["sitemap_entries_recovered"] = walk.entries_recovered
+            counts["sitemap_hosts_read_completely"] = int(walk.complete)
+        counts["sitemap_probes"] = int(self.probed)
+        counts["sitemap_probes_found"] = int(
+            self.probed and bool(self.robots_row.get("sitemap_probe_found"))
+        )
+        for kind, n in Counter(p.kind for p in self.problems).items():
+            counts[f"sitemap_problems_{kind}"] = n
+        return counts
 
 
 def record_from_row(row: dict[str, Any]) -> RobotsRecord:
@@ -80,8 +149,26 @@ def cached_record(row: dict[str, Any] | None, now: datetime) -> RobotsRecord | N
     return record
 
 
+def probe_due(row: dict[str, Any] | None, host: str, now: datetime) -> bool:
+    """Whether ``/sitemap.xml`` is to be asked for at ``now``: never asked, a sitemap last time
+    (read each cycle like a named one), or its last answer as old as robots.txt's would be."""
+    probed_at = (row or {}).get("sitemap_probed_at")
+    if probed_at is None or (row or {}).get("sitemap_probe_found"):
+        return True
+    assert row is not None
+    answer = RobotsRecord(host, "", row.get("sitemap_probe_status"), "", None, probed_at)
+    return needs_refresh(probed_at, now, ttl=record_ttl(answer))
+
+
+def _absent(problem: SitemapProblem, guessed: str) -> bool:
+    """A guessed address that answered "nothing here"."""
+    if problem.sitemap_url != guessed:
+        return False
+    return problem.http_status in _ABSENT_STATUSES or problem.kind == "not_sitemap"
+
+
 async def _discover_one(
-    session, target: DiscoveryTarget, now: datetime, settings: FetchSettings
+    session: aiohttp.ClientSession, target: DiscoveryTarget, now: datetime, settings: FetchSettings
 ) -> HostDiscovery:
     record = cached_record(target.cached, now)
     if record is None:
@@ -95,23 +182,43 @@ async def _discover_one(
             timeout=settings.total_timeout,
         )
         LEDGER.note_start(target.host)  # the gap also counts from the answer
-    result = HostDiscovery(host=target.host, robots_row=robots_row(record, target.host))
-    if record.error:
-        result.errors.append(f"robots.txt: {record.error}")
+    state = {column: (target.cached or {}).get(column) for column in SITEMAP_STATE_COLUMNS}
+    row = {**robots_row(record, target.host), **state}
+    result = HostDiscovery(host=target.host, robots_row=row, robots_error=record.error)
     policy = robots_policy(record)
     if policy.mode == "disallow_all":
         return result
-    sitemaps = policy.sitemaps or [f"{target.base_url}/sitemap.xml"]
+    sitemaps = policy.sitemaps
+    guessed = f"{target.base_url}{GUESSED_SITEMAP_PATH}"
+    if not sitemaps:
+        if not probe_due(target.cached, target.host, now):
+            return result  # its last answer stands; saying so every cycle would be noise
+        sitemaps = [guessed]
+        result.probed = True
     delay = policy.crawl_delay
-    entries, errors = await fetch_sitemap_entries(
+    walk = await fetch_sitemap_entries(
         session,
         sitemaps,
         user_agent=settings.user_agent,
         timeout=settings.total_timeout,
         crawl_delays={target.host: delay} if delay else None,
     )
-    result.entries = entries
-    result.errors.extend(f"sitemap: {e}" for e in errors)
+    result.walk = walk
+    result.entries = walk.entries
+    for problem in walk.problems:
+        if result.probed and _absent(problem, guessed):
+            result.notes.append(f"robots.txt names no sitemap and {problem}")
+        else:
+            result.problems.append(problem)
+    if result.probed and walk.files:
+        first = walk.files[0]
+        row.update(
+            sitemap_probed_at=now,
+            sitemap_probe_status=first.http_status,
+            sitemap_probe_found=first.format is not None,
+        )
+    if walk.complete:
+        row.update(sitemaps_read_at=now, sitemaps_read_entries=len(walk.entries))
     return result
 
 
@@ -139,7 +246,7 @@ def discover_hosts(
     settings: FetchSettings,
     allow: Iterable[IPNetwork] | None = None,
 ) -> list[HostDiscovery]:
-    """Robots and sitemap entries for every target, in target order."""
+    """Robots, sitemap entries, counts and problems for every target, in target order."""
     if not targets:
         return []
     return run_sync(discover_hosts_async(targets, now=now, settings=settings, allow=allow))
