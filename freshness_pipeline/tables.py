@@ -161,6 +161,8 @@ URL_STATE = {
     "last_changed_at": UTC_TIME,
     "last_seen_at": UTC_TIME,
     "change_rate": pl.Float64,
+    # the posterior median: the typical rate, closer in log terms on thin evidence
+    "change_rate_median": pl.Float64,
     "rate_is_lower_bound": pl.Boolean,
     "next_check_at": UTC_TIME,
     "fingerprint": pl.String,

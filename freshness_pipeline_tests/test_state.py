@@ -11,7 +11,7 @@ import pytest
 from freshness_pipeline import tables
 from freshness_pipeline.assets.plan import plan_inputs
 from freshness_pipeline.assets.state import EMPTY_FINGERPRINT, update_state
-from freshness_pipeline.science.eb import GLOBAL, expected_gains, refit_change_prior
+from freshness_pipeline.science.eb import GLOBAL, expected_gains
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -67,8 +67,7 @@ def one_fetch(url, at, outcome, fp, age, dating) -> pl.DataFrame:
 
 
 def step(previous, cands, res, now):
-    state, _grades = update_state(previous, cands, res, plan_for(cands["url"].to_list()), now)
-    return state
+    return update_state(previous, cands, res, plan_for(cands["url"].to_list()), now).state
 
 
 def test_first_fetch_then_change_then_gone_then_revived():
@@ -212,8 +211,9 @@ def test_the_change_prior_is_fit_from_url_state_and_scores_the_next_plan():
             }
             for i, u in enumerate(urls)
         ]
-        state = step(state, cands, results(rows), now)
-        prior = refit_change_prior(state, prior, now=now)
+        state, _grades, prior = update_state(
+            state, cands, results(rows), plan_for(urls), now, change_prior=prior
+        )
         now += timedelta(hours=6)
     assert set(prior["host"]) == {HOST}
     assert set(prior["url_class"]) == {"article", GLOBAL}
@@ -221,8 +221,15 @@ def test_the_change_prior_is_fit_from_url_state_and_scores_the_next_plan():
     stored = tables.conform("change_prior", prior)
     assert stored.columns == list(tables.CHANGE_PRIOR)
     capacity = pl.DataFrame(
-        {"host": [HOST], "cost_multiplier": [1.0], "crawl_delay": [None]},
-        schema_overrides={"crawl_delay": pl.Float64},
+        {
+            "host": [HOST],
+            "capacity": [10],
+            "cost_multiplier": [1.0],
+            "crawl_delay": [None],
+            "gap_s": [None],
+            "concurrency": [None],
+        },
+        schema_overrides={"crawl_delay": pl.Float64, "gap_s": pl.Float64, "concurrency": pl.Int64},
     )
     inputs = plan_inputs(
         cands.with_columns(lastmod=pl.lit(None, dtype=tables.UTC_TIME)), state, capacity
@@ -249,8 +256,7 @@ def test_content_ages_are_kept_for_dating_hosts_only_and_dropped_when_trust_goes
     def fetch(previous, at, outcome, fp, age, dating):
         res = one_fetch(url, at, outcome, fp, age, HOST in dating)
         plan = plan_for([url])
-        state, _ = update_state(previous, cands, res, plan, at)
-        return state
+        return update_state(previous, cands, res, plan, at).state
 
     times = [T0 + timedelta(hours=6 * i) for i in range(5)]
     s = fetch(tables.empty("url_state"), times[0], "new", "f0", 30.0, [HOST])
@@ -263,7 +269,7 @@ def test_content_ages_are_kept_for_dating_hosts_only_and_dropped_when_trust_goes
     assert row["obs_age_days"] == [0.1, None, None]
     dated_rate = row["change_rate"]
     # a cycle that does not fetch the host says nothing about its trust: the ages stay
-    idle, _ = update_state(s, cands, results([]), plan_for([url]), times[3] + timedelta(hours=1))
+    idle = update_state(s, cands, results([]), plan_for([url]), times[3] + timedelta(hours=1)).state
     assert idle["obs_age_days"][0].to_list() == [0.1, None, None]
     # the same history on a host not (or no longer) trusted to date changes
     s = fetch(s, times[4], "unchanged", "f2", 1.25, [])
@@ -288,8 +294,7 @@ def test_a_trusted_sitemap_dates_the_changes_its_header_cannot():
         plan = plan_for([url]).with_columns(
             lastmod_dates=pl.lit(trusted), lastmod_age_days=pl.lit(sitemap, pl.Float64)
         )
-        state, _ = update_state(previous, cands, res, plan, at)
-        return state
+        return update_state(previous, cands, res, plan, at).state
 
     times = [T0 + timedelta(hours=6 * i) for i in range(6)]
     s = fetch(tables.empty("url_state"), times[0], "new", "f0")

@@ -5,11 +5,14 @@ Each successful fetch adds one interval-censored observation ("changed or not si
 time we saw the page"); an observation is added only when the fetch is newer than the last one
 recorded, so re-running a cycle never counts the same fetch twice. No URL ever leaves the table:
 pages that vanish are marked gone, with their history kept. Each cycle also refits the change
-prior (table ``change_prior``, science.eb) from these histories: the next plan scores every page
-under it.
+prior (table ``change_prior``, science.eb) from these histories: ``change_rate`` is each page's
+posterior mean under it (``change_rate_median`` its median), and the next plan scores every
+page under it.
 """
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import dagster as dg
 import numpy as np
@@ -20,13 +23,15 @@ from freshness_pipeline.assets.common import cycle_asset, run_hosts
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.plots import state_plots
 from freshness_pipeline.resources import CycleResource, WarehouseResource
-from freshness_pipeline.science.eb import GLOBAL, refit_change_prior
-from freshness_pipeline.science.estimate import (
-    AGE_COLUMN,
-    append_observations,
-    estimate_rates,
-    prior_columns,
+from freshness_pipeline.science.eb import (
+    GLOBAL,
+    RATE_COLUMNS,
+    ChangeModel,
+    posterior_rates,
+    prior_weights,
+    refit_change_prior,
 )
+from freshness_pipeline.science.estimate import AGE_COLUMN, append_observations
 from freshness_pipeline.science.fingerprint import content_fingerprint
 from freshness_pipeline.science.hints import hint_evidence
 from freshness_pipeline.science.intervals import due_age_days
@@ -171,6 +176,17 @@ def merge_state(
     )
 
 
+class StateUpdate(NamedTuple):
+    """What one cycle's url_state update writes."""
+
+    #: url_state rows
+    state: pl.DataFrame
+    #: this cycle's grading of sitemap lastmod hints (lastmod_evidence rows)
+    grades: pl.DataFrame
+    #: change_prior rows after this cycle's refit (the next plan scores pages under them)
+    change_prior: pl.DataFrame
+
+
 def update_state(
     previous: pl.DataFrame,
     candidates: pl.DataFrame,
@@ -178,9 +194,19 @@ def update_state(
     plan: pl.DataFrame,
     now: datetime,
     config: PlanConfig | None = None,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The whole state update: merge, add observations, re-estimate rates, set next checks;
-    also returns this cycle's grading of sitemap lastmod hints.
+    change_prior: pl.DataFrame | None = None,
+    model: ChangeModel = ChangeModel(),  # noqa: B008 - frozen dataclass, safe as a default
+) -> StateUpdate:
+    """The whole state update: merge, add observations, refit the change prior (warm-started
+    from ``change_prior``, the table's rows for these hosts), re-estimate rates under it, set
+    next checks; also returns this cycle's grading of sitemap lastmod hints.
+
+    ``change_rate`` is the posterior mean (``change_rate_median`` the median) under the prior
+    this cycle fits (science.eb.posterior_rates): the population the page belongs to, not a
+    fixed class prior, is what a thinly observed page is judged against. Only rows whose
+    history, class or ages moved are re-scored, and rows without a history (their class
+    prior's, one number per class); the others keep the estimate of the fit they were last scored under, which
+    moves little from one cycle to the next.
 
     Content ages: ``results.dates_changes`` says whether the fetch stage found the host's
     Last-Modified fit to date content changes (validators.content_age_trust). On such hosts a
@@ -221,16 +247,30 @@ def update_state(
     )
     had_ages = pl.col(AGE_COLUMN).list.drop_nulls().list.len().fill_null(0) > 0
     merged = merged.with_columns(ages_dropped=had_ages & distrusted)
-    with_history = append_observations(merged, observations).with_columns(
-        pl.when(distrusted).then(None).otherwise(pl.col(AGE_COLUMN)).alias(AGE_COLUMN)
+    # in url_state's order, so that the refit (and a re-run of this cycle) sums in one order
+    with_history = (
+        append_observations(merged, observations)
+        .with_columns(
+            pl.when(distrusted).then(None).otherwise(pl.col(AGE_COLUMN)).alias(AGE_COLUMN)
+        )
+        .sort(["host", "url"])
     )
-    # Only rows whose history or prior moved are re-solved; the rest keep their (identical)
-    # stored estimates. A change of estimator or priors needs one full pass (only_rows=None).
+    prior = refit_change_prior(with_history, change_prior, now=now, model=model)
+    weights = prior_weights(
+        prior.filter(pl.col("fitted_at") == pl.lit(now).cast(tables.UTC_TIME)), model
+    )
     redo = (
-        pl.col("observed_interval").is_not_null() | pl.col("class_changed") | pl.col("ages_dropped")
+        pl.col("observed_interval").is_not_null()
+        | pl.col("class_changed")
+        | pl.col("ages_dropped")
+        | (pl.col("obs_interval_days").list.len().fill_null(0) == 0)
+        | ~pl.col("change_rate").is_finite().fill_null(False)
+        | pl.any_horizontal(
+            pl.col("change_rate_median", "n_obs", "n_changes", "rate_is_lower_bound").is_null()
+        )
     )
-    estimated = estimate_rates(
-        prior_columns(with_history), only_rows=with_history.select(redo).to_series()
+    estimated = with_posterior_rates(
+        with_history, with_history.select(redo).to_series(), weights, model
     )
     cost = plan.select("url", "cost")
     estimated = estimated.join(cost, on="url", how="left")
@@ -257,7 +297,34 @@ def update_state(
         .otherwise(due_at)
     )
     state = estimated.with_columns(next_check_at=next_check, duplicate_of=content_duplicates())
-    return tables.conform("url_state", state).sort(["host", "url"]), lastmod_grades(merged)
+    return StateUpdate(
+        tables.conform("url_state", state).sort(["host", "url"]), lastmod_grades(merged), prior
+    )
+
+
+def with_posterior_rates(
+    state: pl.DataFrame,
+    redo: pl.Series,
+    weights: Mapping[str, np.ndarray] | None,
+    model: ChangeModel,
+) -> pl.DataFrame:
+    """``state`` with RATE_COLUMNS re-scored under ``weights`` on the ``redo`` rows; the other
+    rows keep what they hold."""
+    rows = np.flatnonzero(redo.fill_null(True).to_numpy())
+    if rows.shape[0] == state.height:
+        return state.with_columns(posterior_rates(state, weights, model=model).get_columns())
+    kept = state.select(
+        pl.col("change_rate").cast(pl.Float64),
+        pl.col("change_rate_median").cast(pl.Float64),
+        pl.col("n_obs").cast(pl.Int64),
+        pl.col("n_changes").cast(pl.Int64),
+        pl.col("rate_is_lower_bound").cast(pl.Boolean),
+    )
+    if rows.shape[0] == 0:
+        return state.with_columns(kept)
+    fresh = posterior_rates(state[rows], weights, model=model)
+    index = pl.Series(rows)
+    return state.with_columns(kept[name].scatter(index, fresh[name]) for name in RATE_COLUMNS)
 
 
 # Pages whose extracted content is empty all share one fingerprint; they are not duplicates.
@@ -331,23 +398,24 @@ def url_state(
     warehouse: WarehouseResource,
     cycle: CycleResource,
 ) -> dg.Output[pl.DataFrame]:
-    """Per-URL status, change rate (changes/day, posterior mean) and when to look again."""
+    """Per-URL status, change rate (changes/day, posterior median) and when to look again."""
     crash_point("asset:url_state:start")
     hosts = run_hosts(context, warehouse.warehouse())
     now = cycle.cycle_now(context)
     wh = warehouse.warehouse()
-    state, grades = update_state(
+    # The change prior is refit from the updated histories (warm-started from the stored
+    # fit): the rates are scored under it, and the next cycle's plan scores pages under it.
+    state, grades, prior = update_state(
         wh.read("url_state", hosts),
         url_candidates,
         fetch_results,
         revisit_plan,
         now,
         PlanConfig(objective=cycle.plan_objective(warehouse.pipeline_config())),  # type: ignore[arg-type]
+        change_prior=wh.read("change_prior", hosts),
     )
     evidence = updated_evidence(wh.read("lastmod_evidence", hosts), grades, now)
     wh.write_partitions("lastmod_evidence", hosts, evidence)
-    # The change prior the next cycle's plan scores pages under, warm-started from this one's.
-    prior = refit_change_prior(state, wh.read("change_prior", hosts), now=now)
     wh.write_partitions("change_prior", hosts, prior)
     by_status = dict(state.group_by("status").len().iter_rows())
     live = state.filter(pl.col("status") == "active")

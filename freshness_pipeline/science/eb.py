@@ -19,12 +19,13 @@ Model. A page follows one of C components:
 * Poisson at a rate λ_g on a fixed grid λ_1 < … < λ_G (default 48 log-spaced points from 1e-4
   to 100 changes/day). A history of (interval Δ, changed?) pairs has the censored likelihood
   L(λ) = Π_unchanged e^{−λΔ} · Π_changed (1 − e^{−λΔ}) (science.md §3);
-* periodic with period P (:class:`Period`, default 12 h, 1 day, 1 week): one change at a fixed
-  phase φ of every period (a time of day, or of the week). The phase is resolved to bins and
-  is uniform a priori. An observation over (s, e] "should" show a change iff some φ + kP lies
-  in (s, e]; it agrees with that with probability 1 − ε (``mismatch`` ε: jitter, an unscheduled
-  edit, a skipped run). Each observation that contradicts a phase costs it a factor ε/(1 − ε),
-  so a few fetches pin the phase of a clock-driven page and rule the clock out for others.
+* periodic with period P (:class:`Period`, default every 3, 4, 6, 8 or 12 h, day or week):
+  one change at a fixed phase φ of every period (a time of day, or of the week). The phase is
+  resolved to bins and is uniform a priori. An observation over (s, e] "should" show a change
+  iff some φ + kP lies in (s, e]; it agrees with that with probability 1 − ε (``mismatch`` ε:
+  jitter, an unscheduled edit, a skipped run). Each observation that contradicts a phase costs
+  it a factor ε/(1 − ε), so a few fetches pin the phase of a clock-driven page and rule the
+  clock out for others.
 
 Per URL class the prior is a weight vector π over the C components (G + number of periods
 numbers summing to 1; small enough to store per class and host, see :func:`refit_change_prior`).
@@ -42,7 +43,8 @@ class of 50 pages is mostly global and a class of 50,000 mostly its own.
 
 From the posterior, per page (:func:`posterior_summary`):
 
-* ``change_rate`` = posterior mean rate (a periodic component counts 1/P);
+* ``change_rate`` = posterior mean rate (a periodic component counts 1/P), ``rate_median`` =
+  its posterior median; url_state reports both (:func:`posterior_rates`);
 * ``expected_index``: the freshness a fetch now is worth, averaged over the posterior. For a
   Poisson component it is the Lagrangian index W(λ, a) = (1/λ) g(λa), g(r) = 1 − (1 + r)e^{−r}
   of :mod:`freshness_pipeline.science.schedule`, at the page's age a; for a periodic component
@@ -53,8 +55,9 @@ From the posterior, per page (:func:`posterior_summary`):
 
 The assets use the table-level functions: url_state refits the prior each cycle with
 :func:`refit_change_prior` (stored per host and class in the ``change_prior`` table, so the next
-cycle warm-starts), revisit_plan turns it into each candidate's ``expected_gain_override`` for
-``build_plan`` with :func:`expected_gains`. Phases need the absolute time of each observation:
+cycle warm-starts) and reports each page's rate under it with :func:`posterior_rates`,
+revisit_plan turns it into each candidate's ``expected_gain_override`` for ``build_plan`` with
+:func:`expected_gains`. Phases need the absolute time of each observation:
 the histories store only intervals, chained back from ``last_seen_at`` (the end of the newest
 observation). A successful fetch that records no observation (a re-extraction after an
 extractor upgrade) breaks that chain once; the older observations then sit one interval off,
@@ -100,6 +103,7 @@ from freshness_pipeline.science.timecols import as_utc, utc_column
 
 __all__ = [
     "AGE_COLUMN",
+    "RATE_COLUMNS",
     "DEFAULT_PERIODS",
     "GAIN_COLUMN",
     "GLOBAL",
@@ -117,6 +121,7 @@ __all__ = [
     "initial_weights",
     "latest_fit_before",
     "posterior_gains",
+    "posterior_rates",
     "posterior_summary",
     "prior_weights",
     "rate_grid",
@@ -160,8 +165,18 @@ class Period:
         return (np.arange(self.bins) + 0.5) * self.days / self.bins
 
 
-#: 12 hours and 1 day at 1-hour phases, 1 week at 4-hour phases.
-DEFAULT_PERIODS: tuple[Period, ...] = (Period(0.5, 12), Period(1.0, 24), Period(7.0, 42))
+#: Every 3, 4, 6, 8 and 12 hours and every day at 1-hour phases, every week at 4-hour phases:
+#: the periods cron-driven pages keep (the divisors of a day, and the week). Without the clocks
+#: of a few hours such pages are read as Poisson, and a trusted Last-Modified then makes them
+#: about twice as fast as they are: the content age at a fetch is uniform over the period,
+#: while a Poisson rate λ gives ages of mean 1/λ. No 2-hour clock: a dated change scores a
+#: clock by the two phase bins nearest to it, and at 1-hour bins those would be the whole
+#: period, a clock that calls every time of change on time.
+DEFAULT_PERIODS: tuple[Period, ...] = (
+    *(Period(hours / 24, hours) for hours in (3, 4, 6, 8, 12)),
+    Period(1.0, 24),
+    Period(7.0, 42),
+)
 #: Probability that one observation disagrees with a periodic page's clock.
 MISMATCH = 0.02
 #: Total prior weight of the periodic components before any data.
@@ -954,6 +969,50 @@ def _periodic_gains(
 CLOCK_FLOOR = 1e-6
 
 
+class _MedianRule:
+    """The posterior median of the rate, from the component weights of each row.
+
+    Each Poisson grid rate stands for its cell of the log-spaced grid (mass spread evenly over
+    ln λ_g ± h/2), so the median moves smoothly with the evidence instead of jumping from one
+    grid point to the next; a clock is a point mass at 1/P. Why a median beside the mean: a
+    rate is often judged on the log scale (a page off by 2x either way is as wrong), where the
+    posterior median is the estimate with the least expected |log error| and is as likely to
+    be above the page's rate as below it. The posterior mean is pulled up by the fast tail of a
+    wide posterior (a page unchanged after a few fetches keeps some mass on fast rates), the
+    geometric mean lands between two modes (clock or fast Poisson) where neither is.
+    """
+
+    def __init__(self, grid: np.ndarray, rates: np.ndarray) -> None:
+        self.order = np.argsort(rates, kind="stable")
+        self.log_rates = np.log(rates)[self.order]
+        g = grid.shape[0]
+        step = float(np.log(grid[1] / grid[0])) if g > 1 else 0.0
+        # a cell's half width: Poisson rates spread over their cell, clocks are points
+        self.half = np.where(self.order < g, step / 2.0, 0.0)
+
+    def __call__(self, post: np.ndarray) -> np.ndarray:
+        p = post[:, self.order]
+        cum = np.cumsum(p, axis=1)
+        k = np.minimum((cum < 0.5).sum(axis=1), p.shape[1] - 1)
+        rows = np.arange(p.shape[0])
+        below = cum[rows, k] - p[rows, k]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            within = np.where(p[rows, k] > 0, (0.5 - below) / p[rows, k], 0.5)
+        half = self.half[k]
+        return np.exp(self.log_rates[k] - half + 2.0 * half * np.clip(within, 0.0, 1.0))
+
+
+def _only_bounded_below(h: Histories) -> np.ndarray:
+    """Rows whose every observation saw a change and none carries a content age: the history
+    says only "at least as fast as we sample" (the rate is the prior's fast tail)."""
+    aged = np.zeros(h.n_rows, dtype=np.int64)
+    if h.changed_age is not None:
+        aged = np.bincount(h.changed_row[np.isfinite(h.changed_age)], minlength=h.n_rows).astype(
+            np.int64
+        )
+    return (h.n_obs > 0) & (h.n_changes == h.n_obs) & (aged == 0)
+
+
 def _summary_arrays(
     h: Histories,
     grid: np.ndarray,
@@ -969,7 +1028,8 @@ def _summary_arrays(
     g, n = grid.shape[0], h.n_rows
     rates = np.r_[grid, [1.0 / p.days for p in periods]]
     log_rates = np.log(rates)
-    out = {k: np.empty(n) for k in ("mean", "log_mean", "log_sd", "share")}
+    median = _MedianRule(grid, rates)
+    out = {k: np.empty(n) for k in ("mean", "log_mean", "log_sd", "share", "median")}
     if ages is not None:
         out |= {"idx": np.empty(n), "cap": np.empty(n)}
     lik = _Likelihood(h, grid, periods, mismatch, chunk_cells)
@@ -981,6 +1041,7 @@ def _summary_arrays(
         out["log_mean"][r0:r1] = m
         out["log_sd"][r0:r1] = np.sqrt(np.maximum(post @ (log_rates * log_rates) - m * m, 0.0))
         out["share"][r0:r1] = post[:, g:].sum(axis=1)
+        out["median"][r0:r1] = median(post)
         if ages is not None:
             a = ages[r0:r1]
             w_idx = expected_index(post[:, :g], grid, a)
@@ -1012,6 +1073,7 @@ def posterior_summary(
     Columns, one row per input row in order: ``change_rate`` (posterior mean, changes/day; a
     periodic component counts 1/P), ``rate_log_mean`` and ``rate_log_sd`` (mean and sd of ln λ:
     exp(rate_log_mean) is the posterior geometric mean, rate_log_sd how sure it is),
+    ``rate_median`` (the posterior median, what url_state reports: :class:`_MedianRule`),
     ``periodic_share`` (posterior probability that the page follows a clock), ``n_obs``,
     ``n_changes``; and with ``age_days`` (days since the last fetch per row, or one number;
     ∞ = never fetched) ``expected_index`` and ``expected_capture`` (see the module docstring).
@@ -1050,17 +1112,19 @@ def posterior_summary(
         )
         for key, values in part.items():
             out.setdefault(key, np.zeros(n))[rows] = values
-    mean, log_mean, log_sd, share = (
-        out.get(k, np.zeros(n)) for k in ("mean", "log_mean", "log_sd", "share")
+    mean, log_mean, log_sd, share, median = (
+        out.get(k, np.zeros(n)) for k in ("mean", "log_mean", "log_sd", "share", "median")
     )
     idx, cap = out.get("idx", np.zeros(n)), out.get("cap", np.zeros(n))
     cols = [
         pl.Series("change_rate", mean, dtype=pl.Float64),
         pl.Series("rate_log_mean", log_mean, dtype=pl.Float64),
         pl.Series("rate_log_sd", log_sd, dtype=pl.Float64),
+        pl.Series("rate_median", median, dtype=pl.Float64),
         pl.Series("periodic_share", share, dtype=pl.Float64),
         pl.Series("n_obs", h.n_obs, dtype=pl.Int64),
         pl.Series("n_changes", h.n_changes, dtype=pl.Int64),
+        pl.Series("rate_is_lower_bound", _only_bounded_below(h), dtype=pl.Boolean),
     ]
     if ages is not None:
         cols += [
@@ -1274,11 +1338,11 @@ def refit_change_prior(
 
 
 def _matching(
-    weights: dict[str, np.ndarray] | None, model: ChangeModel, h: Histories
+    weights: Mapping[str, np.ndarray] | None, model: ChangeModel, h: Histories
 ) -> dict[str, np.ndarray] | None:
     """Stored weights cut to the components this fit uses (no periodic ones without times)."""
     if weights is None or h.has_times or not model.periods:
-        return weights
+        return None if weights is None else dict(weights)
     g = len(model.grid)
     return {k: w[:g] / w[:g].sum() for k, w in weights.items() if w[:g].sum() > 0}
 
@@ -1376,6 +1440,97 @@ def posterior_gains(
         now_days=now_utc.timestamp() / 86_400.0,
     )
     return summary.select("expected_index", "expected_capture")
+
+
+#: the url_state columns :func:`posterior_rates` gives
+RATE_COLUMNS = ("change_rate", "change_rate_median", "n_obs", "n_changes", "rate_is_lower_bound")
+
+
+def posterior_rates(
+    state: pl.DataFrame,
+    weights: Mapping[str, np.ndarray] | None,
+    *,
+    model: ChangeModel = ChangeModel(),  # noqa: B008 - frozen dataclass, safe as a default
+) -> pl.DataFrame:
+    """url_state's rate columns (:data:`RATE_COLUMNS`) for every row of ``state``, in order,
+    under the change prior ``weights`` (one vector per class, as :func:`prior_weights` reads a
+    stored fit; None: the starting weights): ``change_rate`` is the posterior mean of the
+    page's rate in changes/day (a clock counts 1/P), what an expected number of changes or the
+    chance of one over a span is computed from; ``change_rate_median`` its posterior median,
+    the typical rate (the mean of a posterior that spans decades sits above most of its mass,
+    so on thin evidence the median is the closer guess in log terms); ``n_obs`` and
+    ``n_changes`` count the
+    observations it rests on, and ``rate_is_lower_bound`` flags a history that only says "at
+    least as fast as we sample" (every observation changed, none dated).
+
+    Why this posterior and not a Gamma prior per URL class: a page with a few fetches is
+    judged by its prior, and a fixed class prior is the wrong population on most webs (the
+    default class expects a change a week, while a site of listings and feeds changes several
+    times a day); a page changed at every visit has no rate of its own in its history, and the
+    population says what such pages change at; a daily page's content ages, read as Poisson,
+    say twice its rate, which a clock component does not. The planner ranks by the same
+    posterior (:func:`posterior_gains`), so what url_state reports is what the plan acts on.
+
+    ``state``: url_class, obs_interval_days, obs_changed, last_seen_at (the end of the newest
+    observation: the clocks need each observation's time) and optionally ``AGE_COLUMN``. Rows
+    without a history get their class prior's mean and median, computed once per class.
+    """
+    n = state.height
+    classes = _class_keys(state["url_class"] if "url_class" in state.columns else None, n)
+    has_history = (state["obs_interval_days"].list.len().fill_null(0) > 0).to_numpy()
+    rows = np.flatnonzero(has_history)
+    anchor = "last_seen_at" if "last_seen_at" in state.columns else None
+    part = state[rows] if rows.shape[0] < n else state
+    hist = flatten_histories(part, anchor=anchor)
+    periods = _usable_periods(hist, model)
+    use = _matching(weights, model, hist) if not periods and model.periods else weights
+    summary = posterior_summary(
+        hist,
+        use,
+        classes.gather(rows) if rows.shape[0] < n else classes,
+        grid=model.grid_array,
+        periods=periods,
+        mismatch=model.mismatch,
+        periodic_start=model.periodic_start,
+    )
+    mean = np.zeros(n)
+    mean[rows] = summary["change_rate"].to_numpy()
+    median = np.zeros(n)
+    median[rows] = summary["rate_median"].to_numpy()
+    n_obs = np.zeros(n, dtype=np.int64)
+    n_obs[rows] = summary["n_obs"].to_numpy()
+    n_changes = np.zeros(n, dtype=np.int64)
+    n_changes[rows] = summary["n_changes"].to_numpy()
+    bounded = np.zeros(n, dtype=bool)
+    bounded[rows] = summary["rate_is_lower_bound"].to_numpy()
+    if rows.shape[0] < n:
+        # no history: the posterior is the class prior itself, one row per class
+        names = classes.filter(pl.Series(~has_history)).unique().sort()
+        empty = histories_from_arrays(
+            np.empty(0, np.int64), np.empty(0), np.empty(0, bool), names.len(), end=np.empty(0)
+        )
+        prior_only = posterior_summary(
+            empty,
+            weights,
+            names,
+            grid=model.grid_array,
+            periods=model.periods,
+            mismatch=model.mismatch,
+            periodic_start=model.periodic_start,
+        )
+        blank = np.flatnonzero(~has_history)
+        for column, target in (("change_rate", mean), ("rate_median", median)):
+            by_name = dict(zip(names.to_list(), prior_only[column].to_list(), strict=True))
+            target[blank] = classes.gather(blank).replace_strict(by_name).to_numpy()
+    return pl.DataFrame(
+        [
+            pl.Series("change_rate", mean, dtype=pl.Float64),
+            pl.Series("change_rate_median", median, dtype=pl.Float64),
+            pl.Series("n_obs", n_obs, dtype=pl.Int64),
+            pl.Series("n_changes", n_changes, dtype=pl.Int64),
+            pl.Series("rate_is_lower_bound", bounded, dtype=pl.Boolean),
+        ]
+    )
 
 
 # -------------------------------------------------------------------------------- storage

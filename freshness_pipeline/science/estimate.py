@@ -6,6 +6,16 @@ about as often as we look (−50 % at λΔ = 1) and feeds a loop in which busy p
 less and look quieter still. The censored likelihood counts what the observation really says:
 P(unchanged) = e^{−λΔ}, P(changed) = 1 − e^{−λΔ}.
 
+url_state does not report this estimate: its ``change_rate`` is the posterior mean (and
+``change_rate_median`` the median) under the change prior it refits each cycle
+(science.eb.posterior_rates). The fixed class prior here
+sat far below the populations the pages came from (a change a week for a page without a class),
+its cap for a page changed at every visit is the sampling rate however fast the page, and it
+reads a clock page's content ages as Poisson ages, about twice the clock's rate: on webs of
+clock, bursty and fast pages url_state's rates were biased low (docs/estimator_patterns.md).
+The observation lists, class keys and age rules below are the ones both use; the estimate
+stays as the comparison the benchmarks measure.
+
 Model: changes are Poisson with rate λ per day; prior λ ~ Gamma(α, β) per URL class (α pseudo
 changes seen over β pseudo days). The estimate is the fixed point of the EM map
 
