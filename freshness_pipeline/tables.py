@@ -67,6 +67,8 @@ URL_CANDIDATES = {
     "n_variants": pl.Int64,
     "lastmod": UTC_TIME,
     "first_seen_at": UTC_TIME,
+    # the last cycle a sitemap or feed of the host listed the URL (null: never listed)
+    "listed_until": UTC_TIME,
     "allowed": pl.Boolean,
     "blocked_reason": pl.String,
 }
@@ -102,6 +104,9 @@ REVISIT_PLAN = {
     "hinted_change": pl.Boolean,
     "lastmod_dates": pl.Boolean,
     "lastmod_age_days": pl.Float64,
+    # a complete read of the host's sitemaps no longer lists the page, and it has not been
+    # fetched since it was last listed: it may be gone (science.schedule's 'delisted' pass)
+    "delisted": pl.Boolean,
 }
 
 FETCH_RESULTS = {

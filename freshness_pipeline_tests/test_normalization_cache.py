@@ -94,3 +94,36 @@ def test_cycles_keep_the_cache_and_plan_from_the_same_candidates(tmp_path):
         p.stat().st_mtime_ns for p in wh.table_dir("url_canonical").rglob("*.parquet")
     )
     assert unchanged == files  # nothing new: no host's cache rewritten
+
+
+def test_candidates_keep_when_a_sitemap_last_listed_each_url():
+    """listed_until: the newest sighting of a URL in a sitemap or feed, over its variants, so a
+    later complete read that no longer lists it can mark it delisted; seeds set nothing."""
+    from datetime import UTC, datetime, timedelta
+
+    from freshness_pipeline import tables
+    from freshness_pipeline.assets.candidates import canonical_candidates
+
+    now = datetime(2026, 11, 30, tzinfo=UTC)
+    old = now - timedelta(days=2)
+    inventory = tables.conform(
+        "url_inventory",
+        pl.DataFrame(
+            {
+                "url": [
+                    "https://a.example/p?x=1&utm_source=feed",
+                    "https://a.example/p?x=1",
+                    "https://a.example/p?x=1",
+                    "https://a.example/seed-only",
+                ],
+                "host": ["a.example"] * 4,
+                "source": ["sitemap", "sitemap", "seed", "seed"],
+                "first_seen_at": [old] * 4,
+                "last_seen_at": [now, old, now, now],
+            }
+        ),
+    )
+    rows, invalid = canonical_candidates(inventory, ["a.example"], now)
+    got = dict(rows.select("url", "listed_until").iter_rows())
+    assert invalid == 0
+    assert got == {"https://a.example/p?x=1": now, "https://a.example/seed-only": None}

@@ -644,3 +644,51 @@ def test_discovered_urls_go_first_and_grow_the_new_share() -> None:
     few = cands.with_columns(discovered=pl.Series([False] * 118 + [True] * 2))
     got = build_plan(few, BIG, now=NOW, budget=30, config=cfg).filter(pl.col("reason") == "new")
     assert got.height == 3 and got["discovered"].sum() == 2
+
+
+def test_pages_a_sitemap_stopped_listing_are_checked_first_within_their_share() -> None:
+    """A page that left its host's sitemap has most likely gone: one early fetch says so. The
+    check comes before new and priority fetches, most valuable first, within its share."""
+    rows = [{"age": 0.5, "value": 1.0 + i, "rate": 0.01} for i in range(20)]
+    rows += [{"age": 3.0, "value": 50.0, "rate": 5.0} for _ in range(20)]
+    delisted = [True] * 20 + [False] * 20
+    cands = _cands(rows).with_columns(delisted=pl.Series(delisted))
+    cfg = PlanConfig(reestimate_share=0, verify_share=0, delisted_share=0.1)
+    plan = build_plan(cands, BIG, now=NOW, budget=30, config=cfg)
+    checks = plan.filter(pl.col("reason") == "delisted")
+    assert checks.height == 3 and checks["delisted"].all()
+    assert sorted(checks["value"].to_list()) == [18.0, 19.0, 20.0]
+    assert checks["rank"].max() < plan.filter(pl.col("reason") == "priority")["rank"].min()
+    # without the column there is no such pass: the quiet pages wait for their priority
+    plain = build_plan(cands.drop("delisted"), BIG, now=NOW, budget=30, config=cfg)
+    assert plain.filter(pl.col("reason") == "delisted").height == 0
+
+
+def test_delisting_needs_a_complete_read_after_the_last_listing_and_no_fetch_since() -> None:
+    from freshness_pipeline.assets.plan import with_delisting
+
+    t0 = NOW - timedelta(days=1)
+    inputs = pl.DataFrame(
+        {
+            "url": ["left", "left_checked", "still_listed", "never_listed", "other_host"],
+            "host": ["a", "a", "a", "a", "b"],
+            "listed_until": [t0, t0, NOW, None, t0],
+            "last_fetched_at": [t0 - timedelta(hours=6), NOW, t0, t0, None],
+        },
+        schema_overrides={
+            "listed_until": pl.Datetime("us", "UTC"),
+            "last_fetched_at": pl.Datetime("us", "UTC"),
+        },
+    )
+    robots = pl.DataFrame(
+        {"host": ["a", "b"], "sitemaps_read_at": [NOW, t0]},  # b's last complete read: t0
+        schema_overrides={"sitemaps_read_at": pl.Datetime("us", "UTC")},
+    )
+    got = dict(with_delisting(inputs, robots).select("url", "delisted").iter_rows())
+    assert got == {
+        "left": True,
+        "left_checked": False,  # fetched since it left: the fetch said what it is
+        "still_listed": False,
+        "never_listed": False,
+        "other_host": False,  # no complete read after it was last listed
+    }

@@ -132,7 +132,10 @@ def canonical_candidates(
     listed_now = (pl.col("source") == "sitemap") & (
         pl.col("last_seen_at") == pl.lit(now).cast(tables.UTC_TIME)
     )
-    rows = rows.with_columns(lastmod=pl.when(listed_now).then("lastmod"))
+    rows = rows.with_columns(
+        lastmod=pl.when(listed_now).then("lastmod"),
+        listed_until=pl.when(pl.col("source") == "sitemap").then("last_seen_at"),
+    )
     grouped = (
         rows.group_by("canonical")
         .agg(
@@ -143,6 +146,7 @@ def canonical_candidates(
             pl.col("url").n_unique().cast(pl.Int64).alias("n_variants"),
             pl.col("lastmod").max(),
             pl.col("first_seen_at").min(),
+            pl.col("listed_until").max(),
         )
         .rename({"canonical": "url"})
         .with_columns(pl.col("value").fill_null(1.0))

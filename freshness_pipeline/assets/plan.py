@@ -181,6 +181,25 @@ def with_lastmod_hints(inputs: pl.DataFrame, evidence: pl.DataFrame, now: dateti
     return inputs.with_columns(hints.select("hinted_change", "lastmod_dates", "lastmod_age_days"))
 
 
+def with_delisting(inputs: pl.DataFrame, robots: pl.DataFrame) -> pl.DataFrame:
+    """Add ``delisted``: the host's last complete sitemap read (robots.sitemaps_read_at) came
+    after the page was last listed (``listed_until``), and the page was not fetched since it
+    was last listed. Only a complete read counts: a walk that failed or was cut by a cap says
+    nothing of the URLs it did not reach."""
+    read = robots.select("host", pl.col("sitemaps_read_at").alias("_read_at"))
+    last = pl.col("last_fetched_at")
+    return (
+        inputs.join(read, on="host", how="left", maintain_order="left")
+        .with_columns(
+            delisted=(
+                (pl.col("_read_at") > pl.col("listed_until"))
+                & (last.is_null() | (last <= pl.col("listed_until")))
+            ).fill_null(False)
+        )
+        .drop("_read_at")
+    )
+
+
 @cycle_asset
 def revisit_plan(
     context: dg.AssetExecutionContext,
@@ -205,6 +224,7 @@ def revisit_plan(
         wh.read("lastmod_evidence", hosts),
         now,
     )
+    inputs = with_delisting(inputs, robots)
     sent_bytes = (
         fetch_memory(wh, hosts, inputs, since=now - BYTES_HISTORY).filter(
             pl.col("cycle_at").is_between(now - BYTES_HISTORY, now, closed="left")

@@ -34,13 +34,16 @@ The plan is filled in this order, each step capped per host by ``host_capacity``
 1. ``floor``: anything not fetched for ``max_interval_days`` (oldest first, at most
    ``floor_share`` of the budget per cycle; past ``floor_hard_factor`` times that interval
    without a cap), so no page is forgotten whatever its estimate;
-2. reserved shares of the budget: ``new`` URLs (those discovered since the start first, the
+2. ``delisted``: pages a complete read of their host's sitemaps no longer lists, not fetched
+   since (a ``delisted`` column), most valuable first, within ``delisted_share``: a page that
+   left an honest sitemap has most likely gone, and one fetch says so;
+3. reserved shares of the budget: ``new`` URLs (those discovered since the start first, the
    share growing with how many of them wait; then by value), ``reestimate`` (long-quiet or
    barely observed pages, and gone pages after ``gone_recheck_days``: the estimator only learns
    from what the scheduler fetches, so pages it starves would stay misjudged forever; the most
    overdue first, weighted by value per cost, see ``reestimate_order``), and a random
    ``verify`` sample that checks the model on pages it would not choose;
-3. ``priority``: the rest of the budget, including any unused reserve, by priority.
+4. ``priority``: the rest of the budget, including any unused reserve, by priority.
 
 Beyond the budget the plan ranks a reserve (``reserve_rank``): the next best buys by priority
 that still fit their hosts' capacity. When a host defers some of its share at fetch time (its
@@ -76,7 +79,7 @@ __all__ = [
     "freshness_index",
 ]
 
-REASONS = ("floor", "new", "reestimate", "verify", "priority")
+REASONS = ("floor", "delisted", "new", "reestimate", "verify", "priority")
 #: The reason of a reserve row that the fetch stage fetched with budget another host left.
 REFILL_REASON = "refill"
 
@@ -216,6 +219,8 @@ class PlanConfig:
 
     objective: Literal["freshness", "capture"] = "freshness"
     new_share: float = 0.10
+    #: the most of the budget the early checks of pages their sitemap stopped listing may take
+    delisted_share: float = 0.10
     #: the new share grows to cover URLs discovered since the start (sitemaps, feeds,
     #: redirects; a ``discovered`` column), up to this share of the budget, and they go first
     #: within it: a page published since the crawl began is what a fresh copy most lacks, and a
@@ -266,6 +271,8 @@ class PlanConfig:
         shares = (self.new_share, self.reestimate_share, self.verify_share)
         if any(not 0.0 <= s <= 1.0 for s in shares) or sum(shares) > 1.0:
             raise ValueError("shares must be in [0, 1] and sum to at most 1")
+        if not 0.0 <= self.delisted_share <= 1.0:
+            raise ValueError("delisted_share must be in [0, 1]")
         if not 0.0 <= self.discovery_max_share <= 1.0:
             raise ValueError("discovery_max_share must be in [0, 1]")
         if not 0.0 <= self.floor_share <= 1.0:
@@ -354,6 +361,7 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
         shape.alias("_shape"),
         opt("hinted_change", pl.lit(None, dtype=pl.Boolean)).cast(pl.Boolean).alias("_hint"),
         opt("discovered", pl.lit(False)).cast(pl.Boolean).fill_null(False).alias("_discovered"),
+        opt("delisted", pl.lit(False)).cast(pl.Boolean).fill_null(False).alias("_delisted"),
         opt("expected_gain_override", pl.lit(None, dtype=pl.Float64))
         .cast(pl.Float64)
         .alias("_gain_override"),
@@ -492,6 +500,7 @@ def build_plan(
         & not_gone_or_blocked
         & (age >= cfg.max_interval_days * cfg.floor_hard_factor).fill_null(False),
         _new=spaced & (status == "new"),
+        _delist=spaced & not_gone_or_blocked & pl.col("_delisted"),
         _reest=spaced
         & (
             (
@@ -523,7 +532,7 @@ def build_plan(
     # Shares of a small budget are fractions of a fetch: round them at random (reproducibly per
     # cycle) so that a 2 % verification share of 10 fetches is one fetch every fifth cycle on
     # average instead of never.
-    draws = _rng(cfg.seed, now, stream=1).random(4)
+    draws = _rng(cfg.seed, now, stream=1).random(5)
     quotas: dict[str, int | None] = {
         name: math.floor(share * base) + int(draw < share * base - math.floor(share * base))
         for (name, share), draw in zip(
@@ -532,6 +541,7 @@ def build_plan(
                 ("reestimate", cfg.reestimate_share),
                 ("verify", cfg.verify_share),
                 ("floor", cfg.floor_share),
+                ("delisted", cfg.delisted_share),
             ),
             draws,
             strict=True,
@@ -570,6 +580,7 @@ def build_plan(
     if quotas["floor"] is not None:
         quotas["floor"] = max(0, quotas["floor"] - taken_idx.len())
     run("floor", "_floor", ["age_days", "_value"], [True, True], quotas["floor"])
+    run("delisted", "_delist", ["_value", "priority"], [True, True], quotas["delisted"])
     run("new", "_new", ["_discovered", "_value", "priority"], [True, True, True], quotas["new"])
     run("reestimate", "_reest", ["_overdue", "_value"], [True, True], quotas["reestimate"])
     run("verify", "_verify", ["_vkey"], [False], quotas["verify"])
