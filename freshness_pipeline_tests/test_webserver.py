@@ -31,7 +31,14 @@ from freshness_pipeline.partitions import RANGE_END_TAG, RANGE_START_TAG
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
 
-ASSETS = {"url_inventory", "url_candidates", "revisit_plan", "fetch_results", "url_state"}
+ASSETS = {
+    "url_inventory",
+    "url_candidates",
+    "revisit_plan",
+    "fetch_results",
+    "host_capacity",
+    "url_state",
+}
 CHECKS = {
     "url_candidates": {"candidates_have_unique_urls"},
     "revisit_plan": {"plan_within_budget"},
