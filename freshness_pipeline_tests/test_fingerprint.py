@@ -2,6 +2,7 @@ import codecs
 import re
 
 import pytest
+import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -51,7 +52,8 @@ def _page(**overrides: str) -> str:
 
 
 def test_version_is_an_int() -> None:
-    assert FINGERPRINT_VERSION == 1
+    # 2: boilerplate dropped by structure and labels, numbers kept as content
+    assert FINGERPRINT_VERSION == 2
     assert isinstance(FINGERPRINT_VERSION, int)
 
 
@@ -296,3 +298,203 @@ def test_fingerprint_never_raises(body: bytes, content_type: str | None) -> None
     fp = content_fingerprint(body, content_type=content_type)
     assert re.fullmatch(r"[0-9a-f]{16}", fp)
     assert fp == content_fingerprint(body, content_type=content_type)
+
+
+# ------------------------------------------------------------- boilerplate by structure
+
+
+ARTICLE = "<p>" + "The council approved the new harbour bridge after a long debate. " * 4 + "</p>"
+
+
+def _without(html: str, *gone: str, kept: tuple[str, ...] = ()) -> str:
+    text = extract_content(html)
+    for part in gone:
+        assert part not in text, (part, text)
+    for part in kept:
+        assert part in text, (part, text)
+    return text
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        'class="ad"', 'class="ads"', 'class="ad-slot"', 'class="top_ad"', 'class="adContainer"',
+        'class="BannerAd"', 'id="div-gpt-ad-123456-0"', 'class="advertisement"',
+        'class="sponsored-post"', 'class="promo_box"', 'class="top-banner"',
+        'class="adsbygoogle"', 'class="cookie-banner"', 'id="onetrust-consent-sdk"',
+        'id="cookie-notice"', 'class="views"', "hidden", 'aria-hidden="true"', 'style="display: none"',
+        'style="visibility:hidden"', 'role="complementary"', 'role="banner"',
+    ],
+)  # fmt: skip
+def test_promotional_consent_and_hidden_blocks_go_by_their_names(names: str) -> None:
+    html = f"<body><div {names}>Save 37% at ShopCo today</div><div>{ARTICLE}</div></body>"
+    _without(html, "ShopCo", kept=("harbour bridge",))
+
+
+@pytest.mark.parametrize(
+    "names",
+    ['class="header"', 'class="shadow"', 'class="download"', 'class="loading"',
+     'class="thread"', 'class="badge"', 'class="padding-top"', 'id="masthead"',
+     'class="promo-price"', 'class="account"', 'aria-hidden="false"'],
+)  # fmt: skip
+def test_words_that_only_contain_an_ad_word_are_not_ads(names: str) -> None:
+    html = f"<body><div {names}>Save 37% at ShopCo today</div><div>{ARTICLE}</div></body>"
+    _without(html, kept=("ShopCo", "harbour bridge"))
+
+
+def test_a_wrapper_named_like_an_ad_that_holds_the_content_stays() -> None:
+    for wrapper in ('<div class="has-ads">', '<div id="page" aria-hidden="true">'):
+        html = f"<body>{wrapper}<h1>Bridge vote</h1>{ARTICLE}</div></body>"
+        _without(html, kept=("Bridge vote", "harbour bridge"))
+    _without(f'<body class="ads-enabled">{ARTICLE}</body>', kept=("harbour bridge",))
+
+
+def test_sponsored_links_go_with_containers_that_hold_only_them() -> None:
+    html = (
+        f'<article>{ARTICLE}<p><a href="https://x.example/?c=1" rel="sponsored">Buy socks</a></p>'
+        '<div><a rel="nofollow sponsored" href="/y">Cheap flights</a></div>'
+        '<p>Read more: <a rel="sponsored" href="/z">Loans</a></p>'
+        f"<p>{'Long sentence of content. ' * 5}<a rel=sponsored href=/w>Ad link</a> and more.</p>"
+        "</article>"
+    )
+    text = _without(html, "Buy socks", "Cheap flights", "Loans", "Read more", "Ad link")
+    assert "Long sentence of content." in text and "and more." in text  # only the link went
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        "<div>Sponsored: Save 37% at ShopCo</div>",
+        "<p>Promoted: Save 37% at ShopCo</p>",
+        "<div><span>Advertisement</span> <a href=/x>Save 37% at ShopCo</a></div>",
+        "<div><small>Anzeige</small><p>Save 37% at ShopCo</p></div>",
+        "<div>Advertisement<br>Save 37% at ShopCo</div>",
+        "<div><p><b>Sponsored</b></p><p>Save 37% at ShopCo</p></div>",
+        "<p>Advertisement</p><p>Save 37% at ShopCo</p>",
+        "<section><h4>Sponsored by ShopCo</h4><p>Save 37% today</p></section>",
+        "<p>Lead-in <span>Sponsored: Save 37% at ShopCo</span> tail</p>",
+        "<div>ADVERTISEMENT Save 37% at ShopCo</div>",
+    ],
+)
+def test_blocks_labelled_as_ads_go(block: str) -> None:
+    _without(f"<article>{ARTICLE}{block}{ARTICLE}</article>", "ShopCo", kept=("harbour",))
+
+
+def test_a_sentence_that_starts_with_a_label_word_stays() -> None:
+    html = f"<article>{ARTICLE}<p>Sponsored events drew 3,000 people to the harbour.</p></article>"
+    _without(html, kept=("Sponsored events drew 3,000 people",))
+    html = f"<article>{ARTICLE}<p>Advertising revenue rose by 5% this year.</p></article>"
+    _without(html, kept=("Advertising revenue rose by 5%",))
+
+
+def test_the_marked_main_content_wins_and_its_headline_is_kept() -> None:
+    html = (
+        '<body><div class="top">Weather: 12 C, cloudy</div>'
+        "<header><h1>Harbour bridge approved</h1><nav>Home News</nav></header>"
+        f"<main>{ARTICLE}</main><div>Most read: five other stories</div></body>"
+    )
+    text = _without(html, "Weather", "Home News", "Most read", kept=("harbour bridge",))
+    assert text.startswith("Harbour bridge approved")
+    body = (
+        f'<body><div>Top stories rotating</div><div itemprop="articleBody">{ARTICLE}</div></body>'
+    )
+    _without(body, "Top stories", kept=("harbour bridge",))
+
+
+def test_a_teaser_article_beside_unmarked_content_is_not_the_content() -> None:
+    html = (
+        f"<body><div class=story>{ARTICLE}{ARTICLE}{ARTICLE}</div>"
+        "<article>Related: cats</article></body>"
+    )
+    _without(html, kept=("harbour bridge", "Related: cats"))
+
+
+def test_selectors_win_over_boilerplate_rules() -> None:
+    html = (
+        '<title>Shop</title><body><aside class="ad"><span class="price">$1,249.00</span>'
+        '</aside><article><p>Widget</p><div class="ad">Save 37%</div></article></body>'
+    )
+    assert extract_content(html, selectors=[".price"]) == "Shop\n$1,249.00"
+    assert extract_content(html, selectors=["article"]) == "Shop\nWidget"
+
+
+# ------------------------------------------------------------------- numbers are content
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Price: $1,249.00", "Price: $1,349.00"),
+        ("12345 units in stock", "12346 units in stock"),
+        ("attendance 48,213 today", "attendance 48,312 today"),
+        ("won 3-1 at home", "won 2-1 at home"),
+        ("founded in 1998", "founded in 1999"),
+        ("call 0301 234 5678", "call 0301 234 5679"),
+        ("costs 19.99 EUR", "costs 21.99 EUR"),
+        ("rate 4.5%", "rate 4.75%"),
+        ("opened in May 2026", "opened in June 2026"),
+        ("costs 1234 EUR", "costs 1243 EUR"),
+    ],
+)
+def test_numbers_in_the_text_are_content(a: str, b: str) -> None:
+    assert normalize_content(a) != normalize_content(b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("1.2K views", "1.3K views"),
+        ("12,345 views and 34 comments", "12,399 views and 35 comments"),
+        ("Views: 1234", "Views: 1299"),
+        ("© 2025 Example Ltd", "© 2026 Example Ltd"),
+        ("Copyright 2020-2025", "Copyright 2020-2026"),
+        ("posted an hour ago", "posted 3 hours ago"),
+        ("posted just now", "posted 5m ago"),
+        ("Updated Monday, November 30, 2026 at 9:05 pm ET", "Updated Tuesday, December 1, 2026 at 1:15 am ET"),
+        ("Stand: 30.11.2026, 12:34 Uhr", "Stand: 01.12.2026, 08:15 Uhr"),
+        ("on Nov 30 we", "on Dec 1 we"),
+        ("viewed 1,234 times", "viewed 1,299 times"),
+        ("Page generated in 0.0123 seconds", "Page generated in 0.31 seconds"),
+        ("vor 5 Minuten", "vor 2 Stunden"),
+        ("ts 1733080000 x", "ts 1733090000 x"),
+        ("order 0f3a9c1b7e5d", "order 9e8d7c6b5a4f"),
+        ("csrf aGVsbG8gd29ybGQhIQxYz end", "csrf Zm9vYmFyYmF6cXV4eHlzTT end"),
+    ],
+)  # fmt: skip
+def test_dates_times_counters_and_tokens_are_not(a: str, b: str) -> None:
+    assert normalize_content(a) == normalize_content(b)
+
+
+def test_a_number_after_a_word_like_a_month_stays() -> None:
+    assert normalize_content("number 30 and summary 3") == "number 30 and summary 3"
+    assert (
+        normalize_content("iPhone 15 Pro, covid-19, mp3, 3rd")
+        == "iphone 15 pro, covid-19, mp3, 3rd"
+    )
+    assert normalize_content("PricewaterhouseCoopers") == "pricewaterhousecoopers"
+
+
+def test_fingerprint_sees_a_four_digit_price_change() -> None:
+    a = f"<title>Widget</title><main>{ARTICLE}<p>Now $1,249.00, 3,500 in stock.</p></main>"
+    b = a.replace("$1,249.00", "$1,349.00")
+    c = a.replace("3,500", "3,499")
+    fps = {content_fingerprint(x.encode(), content_type="text/html") for x in (a, b, c)}
+    assert len(fps) == 3
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.one_of(
+        st.binary(max_size=300),
+        st.text(max_size=200).map(lambda s: ("<p>" + s).encode("utf-8", "surrogatepass")),
+    ),
+    st.sampled_from([None, "text/html", "text/html; charset=utf-8", "text/html; charset=latin1"]),
+)
+def test_utf8_bodies_given_to_lexbor_as_bytes_fingerprint_as_decoded_text(
+    body: bytes, content_type: str | None
+) -> None:
+    html = b"<html><body>" + body
+    expected = normalize_content(extract_content(decode_body(html, content_type)))
+    assert content_fingerprint(html, content_type=content_type or "text/html") == (
+        xxhash.xxh3_64_hexdigest(expected.encode("utf-8", "replace"))
+    )

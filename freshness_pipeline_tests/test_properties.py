@@ -77,7 +77,8 @@ def test_estimates_are_finite_non_negative_and_monotone_in_changes(history, url_
 _WORDS = ["river", "mountain", "lantern", "harbor", "orchard", "meadow", "violin", "canyon"]
 _VOLATILE = st.one_of(
     st.builds(lambda: str(uuid.uuid4())),
-    st.integers(min_value=1000, max_value=10**9).map(str),
+    st.integers(min_value=10**9, max_value=10**13).map(str),
+    st.integers(min_value=0, max_value=10**7).map(lambda n: f"{n:,} views"),
     st.sampled_from(
         ["2026-11-30T12:34:56Z", "Mon, 30 Nov 2026 12:34:56 GMT", "12:34", "11/30/2026"]
     ),

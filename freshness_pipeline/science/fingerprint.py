@@ -3,8 +3,12 @@
 A digest of the raw bytes marks a page changed whenever an ad slot rotates, a clock ticks or a
 session token is minted, and the rate estimator then learns that every page changes on every
 visit. So the fingerprint hashes the extracted content (title plus main text, or configured
-fields) after dropping the tokens that change without the content changing: dates, times,
-counters, hex and base64 identifiers, UUIDs.
+fields): the page's marked main content, without site chrome, hidden elements, consent banners
+and promotional blocks (found by their class or id words, ``rel=sponsored`` links and visible
+"Sponsored"/"Advertisement" labels, since a rotating ad with visible text is the commonest
+false change), and then without the tokens that change while the content does not: dates,
+times, relative times, view and like counters, hex and base64 identifiers, UUIDs. Other
+numbers are content: a changed price or count is a changed page.
 
 The fingerprint is only comparable to fingerprints made by the same extractor. Bump
 :data:`FINGERPRINT_VERSION` whenever anything here changes the output for some page; the
@@ -15,6 +19,7 @@ reporting a wave of false changes.
 from __future__ import annotations
 
 import codecs
+import functools
 import re
 from collections.abc import Sequence
 
@@ -29,7 +34,7 @@ __all__ = [
     "normalize_content",
 ]
 
-FINGERPRINT_VERSION: int = 1
+FINGERPRINT_VERSION: int = 2
 
 # ---------------------------------------------------------------------------------------------
 # Decoding
@@ -91,9 +96,9 @@ def _declared_encoding(body: bytes, content_type: str | None) -> str | None:
             enc = _usable_encoding(match.group(1))
             if enc:
                 return enc
-    match = _META_CHARSET.search(body[:2048])
-    if match:
-        return _usable_encoding(match.group(1).decode("ascii", "replace"), from_meta=True)
+    meta = _META_CHARSET.search(body[:2048])
+    if meta:
+        return _usable_encoding(meta.group(1).decode("ascii", "replace"), from_meta=True)
     return None
 
 
@@ -135,19 +140,112 @@ def decode_body(body: bytes, content_type: str | None) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # Extraction
+#
+# Everything to drop is first marked with an attribute, then the outermost marked elements are
+# removed at once: removing nested matches one by one would touch elements that an ancestor's
+# removal has already freed. Lexbor tests every selector of a query on every element, so the
+# queries are few and broad and Python sorts out the matches.
 
-_NOISE_TAGS = ["script", "style", "noscript", "template", "svg", "iframe", "object", "embed"]
-_CHROME_TAGS = ["nav", "aside"]
-_CONTENT_ROOTS = ("main", "article")
+_DROP = "data-freshness-fingerprint-drop"
+_KEEP = "data-freshness-fingerprint-keep"
+_OUTERMOST_DROPS = f"[{_DROP}]:not([{_DROP}] *)"
 
+# Markup that is never visible text, or whose text is machine-made: <time> holds a date by
+# definition, buttons and selects are controls, a <dialog> is a pop-up over the page.
+_NOISE_TAGS = [
+    "script", "style", "noscript", "template", "svg", "iframe", "frame", "object", "embed",
+    "canvas", "video", "audio", "button", "select", "textarea", "dialog", "marquee", "time",
+]  # fmt: skip
+_NOISE = ", ".join(_NOISE_TAGS)
 
-def _inside(node: LexborNode, tags: tuple[str, ...]) -> bool:
-    parent = node.parent
-    while parent is not None:
-        if parent.tag in tags or parent.attributes.get("role") == "main":
-            return True
-        parent = parent.parent
-    return False
+# Site chrome by landmark. A <header>/<footer> inside an article or main holds its headline
+# and byline, so only page-level ones go; ARIA roles are read in Python from one [role].
+_PAGE_LEVEL = ":not(main *):not(article *):not([role=main i] *):not(header *):not(footer *)"
+_CHROME = f"nav, aside, header{_PAGE_LEVEL}, footer{_PAGE_LEVEL}, [role], form:not(form *), h1"
+_CHROME_ROLES = frozenset(
+    ["navigation", "banner", "contentinfo", "complementary", "search", "dialog", "alertdialog",
+     "timer", "marquee"]
+)  # fmt: skip
+_CONTENT_ROOTS = 'main, [role="main" i], article, [itemprop~="articleBody" i]'
+_GUARDED_CONTENT = f"{_CONTENT_ROOTS}, h1"
+
+# Class and id words (whole words, or parts split at "-", "_", digits and camelCase humps) that
+# name a promotional, consent or counter block. The query only pre-selects elements whose class
+# or id contains a stem; the word test decides, so "header", "shadow", "download" and
+# "loading" are not ads. The same query brings the hidden elements and the links with a rel.
+_AD_WORDS = frozenset(
+    ["ad", "ads", "advert", "adverts", "advertisement", "advertisements", "advertising",
+     "advertorial", "adsense", "adsbygoogle", "adslot", "adunit", "adbox", "adcontainer",
+     "adwrapper", "adzone", "dfp", "sponsor", "sponsors", "sponsored", "sponsorship", "promo",
+     "promos", "promoted", "promotional", "banner", "banners", "outbrain", "taboola"]
+)  # fmt: skip
+_CONSENT_WORDS = frozenset(
+    ["cookie", "cookies", "cookiebanner", "cookiebar", "cookienotice", "cookieconsent",
+     "cookielaw", "cookiebot", "consent", "gdpr", "onetrust"]
+)  # fmt: skip
+_COUNTER_WORDS = frozenset(
+    ["count", "counter", "counts", "views", "viewcount", "pageviews", "likes", "sharecount"]
+)  # fmt: skip
+# A block named for its price is content even when it is also a "promo".
+_CONTENT_WORDS = frozenset(("price", "prices", "pricing"))
+_CANDIDATES = ", ".join(
+    [
+        *(
+            f'[{attr}*="{stem}" i]'
+            for stem in ("ad", "sponsor", "banner", "cookie", "consent")
+            for attr in ("class", "id")
+        ),
+        '[class*="promo" i]',
+        '[class*="count" i]',
+        '[class*="views" i]',
+        '[class*="likes" i]',
+        '[class*="outbrain" i]',
+        '[id*="taboola" i]',
+        "[hidden]",
+        "[aria-hidden]",
+        "[style]",
+        "a[rel]",
+    ]
+)
+_INVISIBLE_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
+_WORD_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+_AD, _CONSENT, _COUNTER = "ad", "consent", "counter"
+_COUNTER_MAX_CHARS = 48  # a counter is a number and a word; a longer block is not one
+# rel=sponsored links go with the containers that hold nothing but them (or a lead-in such as
+# "Read more:" besides), this many levels up.
+_CONTAINER_CLIMB = 4
+_LEAD_IN_MAX_CHARS = 24
+
+# Visible labels of a promotional block: the label, then nothing or a separator ("Sponsored:
+# ...", "Advertisement", "Anzeige"); a sentence that merely starts with such a word stays.
+# Each stem costs a search of every page's text, so only the common labels have one.
+_LABEL_STEMS = (
+    "sponsor",
+    "advert",
+    "promoted",
+    "anzeige",
+    "publicit",
+    "реклама",
+    "広告",
+    "广告",
+    "광고",
+)
+_LABEL = re.compile(
+    # words that start no sentence of content: a label whatever follows
+    r"\W*(?:advertisements?|anzeige|реклама|広告|广告|광고)(?:\W|$)"
+    # words that may: a label when alone or before a separator
+    r"|\W*(?:sponsored(?:\s+(?:by|content|post|story|stories|links?|listings?))?|sponsor"
+    r"|advertising|advertorial|advertentie|promoted(?:\s+(?:by|content|stories))?"
+    r"|publicit[ée]|sponsoris[ée]e?)\s*(?:$|[:|·•\-–—(\[/]|by\s)",
+    re.I,
+)
+# A labelled block is the smallest ancestor of the label with other text, within this size;
+# a bare label in the content labels the element after it, if that is this short.
+_LABELLED_BLOCK_MAX_CHARS = 600
+_LABELLED_SIBLING_MAX_CHARS = 200
+# Marked content holding less than this share of the cleaned body is not the content (a
+# teaser <article> in a sidebar), and the whole body counts instead.
+_MIN_ROOT_SHARE = 0.15
 
 
 def _text(node: LexborNode | None) -> str:
@@ -156,165 +254,515 @@ def _text(node: LexborNode | None) -> str:
     return node.text(deep=True, separator=" ", strip=True)
 
 
-def _remove_chrome(tree: LexborHTMLParser) -> None:
-    """Drop site chrome while keeping the parts of it that belong to the content.
+# A stem at the start of a word part: without one, a class or id names nothing of ours and
+# the full word split is skipped.
+_WORD_START_STEM = re.compile(
+    r"(?<![A-Za-z])(?i:ad|sponsor|banner|cookie|consent|promo|count|views|likes|outbrain"
+    r"|taboola|dfp|gdpr|onetrust|viewcount|pageviews|sharecount)"
+    r"|(?<=[a-z])(?:A[Dd]|Sponsor|Banner|Promo|Count|Views|Likes)"
+)
 
-    ``<header>``/``<footer>`` inside an article or main hold its headline and byline, so only
-    page-level ones go. A ``<form>`` goes unless it wraps most of the page: ASP.NET WebForms
-    pages put the whole body in one form, and deleting it would fingerprint an empty page.
-    """
-    root = tree.root
-    if root is None:
-        return
-    root.strip_tags(_NOISE_TAGS)
-    root.strip_tags(_CHROME_TAGS)
-    for node in tree.css("header, footer"):
-        # Nested chrome goes with its outer element; touching it again would use a freed node.
-        if not _inside(node, (*_CONTENT_ROOTS, "header", "footer")):
+
+@functools.lru_cache(maxsize=8192)
+def _block_kind(class_: str | None, id_: str | None) -> str | None:
+    """What a class and id name: an ad, a consent banner, a counter, or nothing."""
+    names = f"{class_ or ''} {id_ or ''}"
+    if not _WORD_START_STEM.search(names):
+        return None
+    words = {w.lower() for w in _WORD_PART.findall(names)}
+    if words & _CONTENT_WORDS:
+        return None
+    if words & _AD_WORDS:
+        return _AD
+    if words & _CONSENT_WORDS:
+        return _CONSENT
+    if words & _COUNTER_WORDS:
+        return _COUNTER
+    return None
+
+
+def _hidden(attrs: dict[str, str | None]) -> bool:
+    if "hidden" in attrs or (attrs.get("aria-hidden") or "").strip().lower() == "true":
+        return True
+    style = attrs.get("style")
+    return bool(style and _INVISIBLE_STYLE.search(style))
+
+
+def _drop_nodes(nodes: list[LexborNode]) -> None:
+    """Remove the matches of one query. A query lists a node once per selector it matches and
+    an ancestor before its descendants, so each goes once, innermost first, and none is
+    touched after an ancestor's removal freed it."""
+    seen: set[int] = set()
+    for node in reversed(nodes):
+        if node.mem_id not in seen:
+            seen.add(node.mem_id)
             node.decompose()
-    body_len = len(_text(tree.body)) or 1
-    for node in tree.css("form"):
-        if _inside(node, ("form",)):
+
+
+class _Marker:
+    """Marks elements to drop, refusing any that holds the page's content: a content root or
+    headline, or half the body's text. Both are measured once, and only if needed."""
+
+    def __init__(self, tree: LexborHTMLParser) -> None:
+        self.tree = tree
+        self._body_text: str | None = None
+        self._holders: set[int] | None = None
+
+    @property
+    def body_text(self) -> str:
+        if self._body_text is None:
+            self._body_text = _text(self.tree.body or self.tree.root)
+        return self._body_text
+
+    def _content_holders(self) -> set[int]:
+        """The content roots, the headlines, and every ancestor of one."""
+        if self._holders is None:
+            self._holders = set()
+            for node in self.tree.css(_GUARDED_CONTENT):
+                at: LexborNode | None = node
+                while at is not None and at.mem_id not in self._holders:
+                    self._holders.add(at.mem_id)
+                    at = at.parent
+        return self._holders
+
+    def holds_content(self, node: LexborNode) -> bool:
+        if node.tag in ("body", "html") or node.mem_id in self._content_holders():
+            return True
+        return len(_text(node)) * 2 > len(self.body_text)
+
+    @staticmethod
+    def mark(node: LexborNode) -> None:
+        node.attrs[_DROP] = ""
+
+    def mark_guarded(self, node: LexborNode) -> None:
+        if not self.holds_content(node):
+            node.attrs[_DROP] = ""
+
+
+def _mark_ads(tree: LexborHTMLParser, marker: _Marker) -> None:
+    """Hidden elements, blocks whose class or id names an ad, a consent banner or a counter,
+    and rel=sponsored links with the containers that hold nothing but them."""
+    for node in tree.css(_CANDIDATES):
+        attrs = node.attributes
+        if node.tag == "a" and "sponsored" in (attrs.get("rel") or "").lower():
+            block, length = node, len(_text(node))
+            for _ in range(_CONTAINER_CLIMB):
+                parent = block.parent
+                if (
+                    parent is None
+                    or len(_text(parent)) > length + _LEAD_IN_MAX_CHARS
+                    or marker.holds_content(parent)
+                ):
+                    break
+                block = parent
+            marker.mark(block)
             continue
-        if len(_text(node)) * 2 >= body_len:
-            node.unwrap()
+        kind = _block_kind(attrs.get("class"), attrs.get("id"))
+        if kind == _COUNTER:
+            if len(_text(node)) <= _COUNTER_MAX_CHARS:
+                marker.mark(node)
+        elif kind is not None or _hidden(attrs):
+            marker.mark_guarded(node)
+
+
+def _first_own_text(node: LexborNode) -> str:
+    """The first non-blank text directly in ``node``: where a label would stand."""
+    child = node.first_child
+    while child is not None:
+        if child.is_text_node:
+            text = (child.text_content or "").strip()
+            if text:
+                return text
+        child = child.next
+    return ""
+
+
+def _mark_labelled_blocks(tree: LexborHTMLParser, marker: _Marker) -> None:
+    """A block whose visible label says it is an ad: from the label up to the smallest
+    ancestor that has other text, unless that is too big to be an ad; a bare label standing
+    in the content takes the short element after it along. Lexbor's text search is slow, so
+    it runs only for the label words the page's visible text contains."""
+    visible = marker.body_text.casefold()
+    stems = [stem for stem in _LABEL_STEMS if stem in visible]
+    if not stems:
+        return
+    for node in tree.css(", ".join(f':lexbor-contains("{stem}" i)' for stem in stems)):
+        if not _LABEL.match(_first_own_text(node)):
+            continue
+        block, in_content = node, False
+        while not _LABEL.sub("", _text(block), count=1).strip():  # the label alone, so far
+            parent = block.parent
+            if parent is None or marker.holds_content(parent):
+                in_content = True
+                break
+            if len(_text(parent)) > _LABELLED_BLOCK_MAX_CHARS:
+                break
+            block = parent
+        if marker.holds_content(block):
+            continue
+        marker.mark(block)
+        if in_content and block is node:
+            after = block.next
+            while after is not None and not after.is_element_node:
+                after = after.next
+            if (
+                after is not None
+                and len(_text(after)) <= _LABELLED_SIBLING_MAX_CHARS
+                and not marker.holds_content(after)
+            ):
+                marker.mark(after)
+
+
+def _inside_drop(node: LexborNode | None) -> bool:
+    while node is not None and node.is_element_node:
+        if _DROP in node.attrs:
+            return True
+        node = node.parent
+    return False
+
+
+def _mark_chrome(tree: LexborHTMLParser, marker: _Marker) -> list[str]:
+    """Landmarks of site chrome, and forms (unless one wraps most of the page: ASP.NET
+    WebForms pages put the whole body in one form, and deleting it would fingerprint an empty
+    page). Returns the visible headlines, read before a page header holding one goes."""
+    nodes = tree.css(_CHROME)
+    headlines = [_text(n) for n in nodes if n.tag == "h1" and not _inside_drop(n)]
+    for node in nodes:
+        tag = node.tag
+        if tag == "form":
+            if len(_text(node)) * 2 < len(marker.body_text):
+                marker.mark(node)
+        elif tag in ("nav", "aside", "header", "footer") or (
+            tag != "h1" and (node.attrs.get("role") or "").strip().lower() in _CHROME_ROLES
+        ):
+            marker.mark(node)
+    return [h for h in headlines if h]
+
+
+def _remove_boilerplate(tree: LexborHTMLParser, *, protect: bool = False) -> list[str]:
+    """Drop everything but the content; returns the visible headlines (``<h1>``)."""
+    if tree.root is None:
+        return []
+    marker = _Marker(tree)
+    _mark_ads(tree, marker)
+    _mark_labelled_blocks(tree, marker)
+    headlines = _mark_chrome(tree, marker)
+    if protect:
+        # Configured selectors win: nothing that is or holds a selected element goes.
+        for node in tree.css(f"[{_DROP}]"):
+            if node.css_first(f"[{_KEEP}]") is not None:
+                del node.attrs[_DROP]
+    _drop_nodes(tree.css(_OUTERMOST_DROPS))
+    return headlines
+
+
+def _main_text(tree: LexborHTMLParser, headlines: list[str]) -> str:
+    mains, articles, bodies = [], [], []
+    for node in tree.css(
+        'main, [role="main" i], article:not(article *),'
+        ' [itemprop~="articleBody" i]:not([itemprop~="articleBody" i] *)'
+    ):
+        if node.tag == "main" or (node.attrs.get("role") or "").strip().lower() == "main":
+            mains.append(node)
+        elif node.tag == "article":
+            articles.append(node)
         else:
-            node.decompose()
-
-
-def _main_text(tree: LexborHTMLParser) -> str:
-    main = tree.css_first("main") or tree.css_first('[role="main"]')
-    if main is not None:
-        return _text(main)
-    # A listing page has several articles: take them all, or a change in the second is missed.
-    articles = [n for n in tree.css("article") if not _inside(n, ("article",))]
-    if articles:
-        return "\n".join(_text(n) for n in articles)
-    return _text(tree.body or tree.root)
+            bodies.append(node)
+    # A listing page has several articles: take them all, or a change in the second is
+    # missed. Nested ones are already in their outer one's text.
+    roots = mains[:1] or articles or bodies
+    text = "\n".join(_text(n) for n in roots)
+    body_text = _text(tree.body or tree.root)
+    if not roots or len(text) < _MIN_ROOT_SHARE * len(body_text):
+        text = body_text
+    # The headline often sits outside the marked content (a page header, a hero banner).
+    # Compared with whitespace folded (a page's spacing is not its content), which is only
+    # worth its cost when the plain test fails.
+    lead = [" ".join(h.split()) for h in headlines if h.strip() not in text]
+    if lead:
+        folded = " ".join(text.split())
+        lead = [h for h in lead if h not in folded]
+    return "\n".join([*lead, text]) if lead else text
 
 
 def extract_content(html: str, *, selectors: Sequence[str] = ()) -> str:
     """Title plus the text that carries the page's meaning, for change detection.
 
+    The content is the page's marked main content (``<main>``, ``role=main``, its articles, a
+    schema.org ``articleBody``) or, when none is marked or the mark holds little of the page's
+    text, the whole body; in both, after dropping site chrome (nav, aside, page-level header and
+    footer, their ARIA roles), hidden elements, iframes, cookie and consent banners, and ads:
+    blocks whose class or id names them (ad, sponsor, promo, banner, ... as whole words or
+    word parts), ``rel=sponsored`` links, and blocks labelled "Sponsored", "Advertisement",
+    "Anzeige" and the like. A visible ``<h1>`` outside the content is kept with it.
+
     With ``selectors`` (CSS), the text of every match of each selector, in selector order,
-    replaces the main text; the title stays because a retitled page is a changed page. Invalid
-    selectors raise :class:`ValueError` (a configuration error, not a property of the page);
-    malformed HTML never raises.
+    replaces the main text; a match counts even where the rules above would drop it, and only
+    what they drop inside it goes. The title stays because a retitled page is a changed page.
+    Invalid selectors raise :class:`ValueError` (a configuration error, not a property of the
+    page); malformed HTML never raises.
     """
+    return _extract(html if isinstance(html, str) else str(html), selectors)
+
+
+def _extract(document: str | bytes, selectors: Sequence[str]) -> str:
+    """:func:`extract_content` of a text, or of UTF-8 bytes, which lexbor reads directly."""
     if isinstance(selectors, str):
         selectors = [selectors]
-    tree = LexborHTMLParser(html if isinstance(html, str) else str(html))
+    tree = LexborHTMLParser(document)
     title_node = tree.css_first("title")
     title = _text(title_node)
     if title_node is not None:
         title_node.decompose()  # the title is counted once, above
-    _remove_chrome(tree)
-    if selectors:
-        parts = []
-        for selector in selectors:
-            try:
-                nodes = tree.css(selector)
-            except SelectolaxError as exc:
-                raise ValueError(f"invalid CSS selector {selector!r}: {exc}") from None
-            parts.extend(_text(n) for n in nodes)
-        body = "\n".join(parts)
-    else:
-        body = _main_text(tree)
+    if not selectors:
+        _drop_nodes(tree.css(_NOISE))
+        body = _main_text(tree, _remove_boilerplate(tree))
+        return f"{title}\n{body}" if title else body
+    matches: list[LexborNode] = []
+    for selector in selectors:
+        try:
+            matches.extend(tree.css(selector))
+        except SelectolaxError as exc:
+            raise ValueError(f"invalid CSS selector {selector!r}: {exc}") from None
+    for node in matches:
+        node.attrs[_KEEP] = ""
+    for node in tree.css(_NOISE):
+        node.attrs[_DROP] = ""
+    _remove_boilerplate(tree, protect=True)
+    body = "\n".join(_text(n) for n in matches)
     return f"{title}\n{body}" if title else body
 
 
 # ---------------------------------------------------------------------------------------------
 # Normalization
+#
+# Numbers are content (a price, a count, a score, a year in a sentence, a phone number), so only
+# the ones known to move by themselves go: dates, clock times, relative times, view and like
+# counters, copyright years, and identifiers (hex and base64 tokens, UUIDs, runs of 10+ digits:
+# ids, epoch timestamps, cache busters).
+#
+# Speed: Python's regex engine skips quickly only to the characters a pattern can start with.
+# So every pattern here starts at a digit (or, for identifiers, an upper-case letter), which
+# ordinary prose has few of, and the rare forms that begin with a word ("Nov 30", "Views: 12",
+# "© 2026", "Monday, ...") are found from their digit, with look-behinds or a look back in
+# Python at the few matches.
 
 _MONTH = (
     r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
-    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?"
+    r"|januar|februar|märz|mai|juni|juli|oktober|dezember"
+    r"|janvier|février|mars|avril|juin|juillet|août|septembre|octobre|novembre|décembre"
+    r"|enero|febrero|marzo|abril|mayo|junio|julio|agosto|septiembre|octubre|noviembre|diciembre)"
+    r"\.?(?![^\W\d_])"
 )
-_WEEKDAY = r"(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?,?\s*"
-_TIME = r"\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:\s*[ap]\.?\s?m\.?(?![a-z]))?"
-_ZONE = r"(?:\s*(?:z|gmt|utc|[+-]\d{2}:?\d{2}))?"
+_WEEKDAY = (
+    r"(?:mon(?:day)?|tue(?:s(?:day)?)?|wed(?:nesday)?|thu(?:r(?:s(?:day)?)?)?|fri(?:day)?"
+    r"|sat(?:urday)?|sun(?:day)?)\.?|montag|dienstag|mittwoch|donnerstag|freitag|samstag"
+    r"|sonntag|lundi|mardi|mercredi|jeudi|vendredi|samedi|dimanche"
+)
+_TIME = r"\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:\s*[ap]\.?\s*m\.?(?![a-z])|\s*uhr\b)?"
+_ZONE = (
+    r"(?:\s*(?:z|gmt|utc|[ecmp][sd]?t|cet|cest|bst|ist|jst|kst|aest|[+-]\d{2}:?\d{2})(?![a-z]))?"
+)
+_UNITS = (
+    r"(?:s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|wks?|weeks?|mo|mos|months?"
+    r"|y|yrs?|years?)"
+)
+_FOREIGN_UNITS = (
+    r"(?:sekunden|minuten|stunden|tagen|wochen|monaten|jahren|segundos|minutos|horas|días|dias"
+    r"|semanas|meses|años|secondes|minutes|heures|jours|semaines|mois|ans)"
+)
+_COUNTED = (
+    r"(?:views?|likes?|comments?|reads?|plays?|listens?|followers?|subscribers?|retweets?"
+    r"|reposts?|reactions?|upvotes?|replies|reply|visits|hits|aufrufe|kommentare|vues"
+    r"|visualizaciones)"
+)
 
-# Most of these start at a digit after a word boundary. Written as "a digit, then look back"
-# (``\d(?<!\w\d)`` is exactly ``\b\d``: a digit is a word character), the pattern begins with a
-# character class, which lets the regex engine skip to the next digit instead of trying the
-# whole pattern at every position of the text.
-_AT_DIGIT = r"\d(?<!\w\d)"
-_TIME_AT_DIGIT = _AT_DIGIT + r"\d?" + _TIME.removeprefix(r"\d{1,2}")
 
-_VOLATILE = [
-    # UUIDs before anything that would eat their hex groups
-    re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I),
-    # ISO 8601 date or date-time
-    re.compile(rf"{_AT_DIGIT}\d{{3}}-\d{{2}}-\d{{2}}(?:[t ]{_TIME}{_ZONE})?(?![\w])", re.I),
-    # RFC 1123 / "30 Nov 2026" / "30. November 2026, 12:34"; a match starts with a weekday or
-    # a digit, and the lookahead says so, so most positions fail on one character class
-    re.compile(
-        rf"(?=[mtwfs\d])(?:{_WEEKDAY})?\b\d{{1,2}}\.?\s+{_MONTH}\s+\d{{4}}"
-        rf"(?:,?\s+{_TIME}{_ZONE})?",
-        re.I,
-    ),
-    # "Nov 30, 2026" / "Monday, November 30 2026 12:34 pm"; starts with a weekday or a month
-    re.compile(
-        rf"(?=[mtwfsjaond])(?:{_WEEKDAY})?\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}"
-        rf"(?:,?\s+(?:at\s+)?{_TIME}{_ZONE})?",
-        re.I,
-    ),
-    # numeric dates: 11/30/2026, 30.11.2026, 2026/11/30, 30-11-26
-    re.compile(rf"{_AT_DIGIT}\d{{0,3}}[/.-]\d{{1,2}}[/.-]\d{{2,4}}\b"),
-    # clock times: 12:34, 12:34:56, 9:05 pm
-    re.compile(rf"{_TIME_AT_DIGIT}{_ZONE}(?![\w])", re.I),
-    # relative times: "5 minutes ago"
-    re.compile(
-        rf"{_AT_DIGIT}\d*\s+(?:seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|weeks?|months?"
-        r"|years?)\s+ago\b",
-        re.I,
-    ),
-    # hex identifiers (hashes, session ids) of 8+ characters mixing digits and letters
-    re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b", re.I),
+def _after(words: Sequence[str]) -> str:
+    """Look-behinds for "one of ``words``, then the digit just matched", grouped by length (a
+    look-behind must have one width)."""
+    by_width: dict[int, list[str]] = {}
+    for word in words:
+        by_width.setdefault(len(word), []).append(re.escape(word))
+    return "|".join(rf"(?<=(?:{'|'.join(group)})\d)" for _, group in sorted(by_width.items()))
+
+
+_COUNTER_LABELS = [
+    f"{label}{sep}"
+    for label in ("views", "view count", "pageviews", "page views", "viewed", "hits", "visits", "likes",
+                  "comments", "reads", "plays", "aufrufe", "vues")
+    for sep in (" ", ": ", ":", " : ")
+]  # fmt: skip
+_COPYRIGHT_LABELS = ["© ", "©", "(c) ", "copyright ", "copyright © ", "copyright (c) "]
+_RELATIVE_LEADS = ["vor ", "hace ", "il y a ", "há ", "fa "]
+# How long the server took, which some pages print: "generated in 0.12 s", "took 37 ms".
+_TIMING_LEADS = [
+    f"{verb} in " for verb in ("generated", "rendered", "served", "loaded", "processed")
 ]
-# A cheap search that every match of the pattern beside it must contain (None: no such test):
-# when it finds nothing the pattern cannot match and its scan is skipped. Each starts with a
-# literal or a digit class, which the regex engine skips along to, where most of the patterns
-# above must try every position. Most pages have no date in words, so the two costliest
-# patterns mostly never run.
-_GUARDS: list[re.Pattern[str] | None] = [
-    re.compile(r"-[0-9a-f]{4}-", re.I),  # UUID: its middle groups
-    re.compile(r"-\d{2}-"),  # ISO date: the month
-    re.compile(rf"\d\.?\s+{_MONTH}\s+\d{{4}}", re.I),  # "30 Nov 2026" from its day's last digit
-    re.compile(r"\d(?:st|nd|rd|th)?,?\s+\d{4}", re.I),  # "Nov 30, 2026" from the day's last digit
-    None,
-    re.compile(r":\d{2}"),  # clock time: the minutes
-    None,
-    None,
-]
-_TOKEN64 = re.compile(r"(?<![A-Za-z0-9+/_=-])[A-Za-z0-9+/_-]{16,}={0,2}(?![A-Za-z0-9+/_=-])")
-_DIGITS = re.compile(r"\d{4,}")
+_TIMING_LEADS += ["took "]
+# The last characters of a month name and a space: a number after one may be a month-first
+# date ("nov 30", "november 30, 2026"); the look back in Python confirms the month.
+_MONTH_ENDS = [
+    f"{end}{sep}"
+    for end in ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
+                "dec", "ary", "rch", "ril", "une", "uly", "ust", "ber", "ept", "mai", "rz")
+    for sep in (" ", ". ")
+]  # fmt: skip
+
+_DIGIT_LED = re.compile(
+    # a digit; one that starts a number (\b\d, written so the pattern begins with a digit
+    # class) may start a date, time or counter
+    r"\d(?:(?<!\w\d)(?:"
+    # dates: ISO 8601 (with a time), numeric, CJK and Korean, day-first with a month name
+    rf"(?P<date>\d{{3}}-\d{{2}}-\d{{2}}(?:[t ]{_TIME}{_ZONE})?(?!\w)"
+    r"|\d{0,3}[/.-]\d{1,2}[/.-]\d{2,4}(?!\d)"
+    r"|\d{0,3}\s*년\s*\d{1,2}\s*월\s*\d{1,2}\s*일|\d{0,3}\s*年\s*\d{1,2}\s*月(?:\s*\d{1,2}\s*日)?"
+    r"|\d{3}\.\s\d{1,2}\.\s\d{1,2}\.?"
+    rf"|\d?(?:st|nd|rd|th|er)?\.?(?:\s+de)?\s+{_MONTH}(?:\s+de)?(?:,?\s+\d{{4}})?"
+    rf"(?:,?\s+(?:at\s+|um\s+|à\s+)?{_TIME}{_ZONE})?)"
+    # clock times: 12:34, 12:34:56, 9:05 pm, 5pm
+    rf"|(?P<time>\d?:\d{{2}}(?::\d{{2}}(?:[.,]\d+)?)?(?:\s*[ap]\.?\s*m\.?(?![a-z])|\s*uhr\b)?"
+    rf"{_ZONE}(?!\w)"
+    r"|\d?\s*[ap]\.?m\.?(?![a-z])(?!\w))"
+    # relative times and counters: "5 minutes ago", "5m ago", "vor 5 minuten", "1.2k views"
+    rf"|(?P<relative>\d*\s*{_UNITS}\s+ago(?![a-z])"
+    rf"|(?:{_after(_RELATIVE_LEADS)})\d*\s+{_FOREIGN_UNITS}(?!\w))"
+    rf"|(?P<counter>[\d.,]*\s*[km]?\+?\s*{_COUNTED}(?![a-z])"
+    rf"|(?:{_after(_COUNTER_LABELS)})[\d.,]*[km]?(?![\w.,])"
+    rf"|(?:{_after(_COPYRIGHT_LABELS)})\d{{3}}(?:\s*[-–]\s*\d{{4}})?(?!\w)"
+    rf"|(?:{_after(_TIMING_LEADS)})[\d.,]*\s*(?:ms|milliseconds?|s|secs?|seconds?)(?![a-z]))"
+    # a day after what may be a month: "nov 30", "november 30, 2026 12:34" (a month and a
+    # year alone, "may 2026", is what a text says, not when it was served)
+    rf"|(?P<month_first>(?:{_after(_MONTH_ENDS)})\d?(?!\d)(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?"
+    rf"(?:,?\s+(?:at\s+)?{_TIME}{_ZONE})?(?!\w))"
+    r")"
+    # or the digit is part of an identifier: it touches a letter, or 9 more digits follow
+    r"|(?P<mixed>(?<=[a-z]\d)|(?=[a-z])|(?=\d{9})))",
+    re.I,
+)
+# Ending where a digit-led date starts: the month of a month-first date (required), or the
+# weekday of any date or time (optional, "monday, 30 november"), so they go with it.
+_MONTH_BEFORE = re.compile(rf"(?:\b(?:{_WEEKDAY}),?\s+)?\b{_MONTH}\s*\Z", re.I)
+_WEEKDAY_BEFORE = re.compile(rf"\b(?:{_WEEKDAY}),?\s+\Z", re.I)
+_LOOK_BACK = 32  # characters: a weekday and a month name with their separators
+_RELATIVE_WORDS = re.compile(
+    rf"\b(?:an?|one|a\s+few|few|several)\s+{_UNITS}\s+ago\b|\bjust\s+now\b|\bmoments?\s+ago\b"
+)
+
+# Identifiers: a token (letters, digits and + / = _ -) that mixes character classes. Those
+# with a digit are found by _DIGIT_LED; the rest by an upper-case letter after a lower-case
+# one (random base64 has many, words have few).
+_CASE_HINT = re.compile(r"[A-Z](?<=[a-z0-9][A-Z])")
+_RUN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-")
+_RUN = re.compile(r"[A-Za-z0-9+/=_-]+")
+_RUN_PART = re.compile(r"[A-Za-z0-9]+")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+_HEX_ID = re.compile(r"(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{8,}", re.I)
 
 
-def _drop_token64(match: re.Match[str]) -> str:
-    token = match.group(0)
-    kinds = (
+def _character_classes(token: str) -> int:
+    return (
         any(c.isdigit() for c in token)
         + any(c.isupper() for c in token)
         + any(c.islower() for c in token)
     )
-    # Two character classes out of three: random tokens almost always qualify, long plain words
-    # ("internationalization") and hyphenated slugs of plain words do not.
-    return " " if kinds >= 2 else token
+
+
+def _drop_identifier(run: str) -> str:
+    """``run`` without its random parts; the whole run goes when it looks random itself."""
+    # 16+ characters from two of three classes: random tokens almost always qualify, long
+    # plain words ("internationalization") and hyphenated slugs of plain words do not; a
+    # token without digits must also be a quarter upper case, which random base64 is and a
+    # CamelCase name ("PricewaterhouseCoopers") is not.
+    if _UUID.fullmatch(run):
+        return " "
+    if (
+        len(run) >= 16
+        and _character_classes(run) >= 2
+        and (any(c.isdigit() for c in run) or sum(c.isupper() for c in run) * 4 >= len(run))
+    ):
+        return " "
+    return _RUN_PART.sub(
+        lambda m: " " if _HEX_ID.fullmatch(m[0]) or (len(m[0]) >= 10 and m[0].isdigit()) else m[0],
+        run,
+    )
+
+
+class _Rewriter:
+    """Builds the text with spans replaced, left to right; a span found inside one already
+    replaced is skipped."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pieces: list[str] = []
+        self.last = 0  # end of the text emitted so far
+        self.scanned = 0  # end of the last identifier run looked at
+
+    def replace(self, start: int, end: int, with_: str = " ") -> None:
+        self.pieces += (self.text[self.last : start], with_)
+        self.last = end
+
+    def identifier_at(self, at: int) -> None:
+        """Look at the run of token characters around ``at``, once."""
+        if at < self.scanned:
+            return
+        text, start = self.text, at
+        while start > max(self.scanned, self.last) and text[start - 1] in _RUN_CHARS:
+            start -= 1
+        run = _RUN.match(text, start)
+        if run is None:  # pragma: no cover - the hint is a run character
+            return
+        self.scanned = run.end()
+        cleaned = _drop_identifier(run[0])
+        if cleaned != run[0]:
+            self.replace(start, self.scanned, cleaned)
+
+    def result(self) -> str:
+        if not self.pieces:
+            return self.text
+        return "".join([*self.pieces, self.text[self.last :]])
+
+
+def _drop_volatile(text: str) -> str:
+    """Identifiers, dates, times and counters: one pass over the digits, one over the
+    upper-case letters that follow a lower-case one."""
+    out = _Rewriter(text)
+    for match in _DIGIT_LED.finditer(text):
+        kind, start = match.lastgroup, match.start()
+        if kind == "mixed":
+            out.identifier_at(start)
+            continue
+        if start < out.last:
+            continue
+        if kind == "month_first":
+            lead = _MONTH_BEFORE.search(text, max(out.last, start - _LOOK_BACK), start)
+            if lead is None:
+                continue  # "number 30", "must 5": not a date
+            start = lead.start()
+        elif kind in ("date", "time"):
+            lead = _WEEKDAY_BEFORE.search(text, max(out.last, start - _LOOK_BACK), start)
+            if lead is not None:
+                start = lead.start()
+        out.replace(start, match.end())
+    text = out.result()
+    out = _Rewriter(text)
+    for match in _CASE_HINT.finditer(text):
+        out.identifier_at(match.start())
+    return out.result()
 
 
 def normalize_content(text: str) -> str:
     """Text with the volatile tokens dropped, casefolded and whitespace-folded.
 
-    Caveat by design: every run of four or more digits goes (counters, years, ids), so a change
-    of a four-digit price is not a change of fingerprint.
+    Numbers stay unless they are dates, times, relative times, counters ("1.2k views",
+    "Views: 12"), copyright years or identifiers; so a changed price, count, score or year in
+    a sentence is a changed fingerprint.
     """
-    for guard, pattern in zip(_GUARDS, _VOLATILE, strict=True):
-        if guard is None or guard.search(text):
-            text = pattern.sub(" ", text)
-    text = _TOKEN64.sub(_drop_token64, text)
-    text = _DIGITS.sub(" ", text)
-    return " ".join(text.casefold().split())
+    text = _drop_volatile(text).casefold()  # case tells random tokens from words
+    if "ago" in text or "just now" in text:
+        text = _RELATIVE_WORDS.sub(" ", text)
+    return " ".join(text.split())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -350,6 +798,19 @@ def _kind(body: bytes, content_type: str | None) -> str:
     return "binary"
 
 
+def _reads_as_utf8(body: bytes, content_type: str | None) -> bool:
+    """Whether :func:`decode_body` would decode ``body`` as UTF-8 (with replacement characters
+    where it is invalid), so lexbor may be given the bytes themselves: decoding a large page
+    in Python and encoding it again for lexbor cost more than parsing it."""
+    if body.startswith(tuple(bom for bom, _ in _BOMS)):
+        return False
+    try:
+        declared = _declared_encoding(body, content_type)
+    except (TypeError, ValueError):
+        declared = None
+    return declared in (None, "utf-8")
+
+
 def content_fingerprint(
     body: bytes, *, content_type: str | None, selectors: Sequence[str] = ()
 ) -> str:
@@ -366,7 +827,11 @@ def content_fingerprint(
     kind = _kind(data, content_type)
     if kind == "binary":
         return xxhash.xxh3_64_hexdigest(data)
-    text = decode_body(data, content_type)
     if kind == "html":
-        text = extract_content(text, selectors=selectors)
+        text = _extract(
+            data if _reads_as_utf8(data, content_type) else decode_body(data, content_type),
+            selectors,
+        )
+    else:
+        text = decode_body(data, content_type)
     return xxhash.xxh3_64_hexdigest(normalize_content(text).encode("utf-8", "replace"))
