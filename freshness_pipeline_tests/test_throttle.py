@@ -136,7 +136,8 @@ def test_successes_forgive_failures_one_at_a_time() -> None:
 
 
 def test_breaker_opens_then_lets_one_probe_through_after_the_cool_down() -> None:
-    t = throttle(backoff_base_s=0.1, failure_limit=3, breaker_cooldown_s=100.0)
+    # no short retries: the long cool-down alone (what a host that keeps failing gets)
+    t = throttle(backoff_base_s=0.1, failure_limit=3, breaker_cooldown_s=100.0, breaker_retries=0)
     t.observe("failure", now=0)
     t.observe("ok", now=1, latency_s=0.0)  # 1 - 1 = 0
     t.observe("failure", now=2)
@@ -155,6 +156,26 @@ def test_breaker_opens_then_lets_one_probe_through_after_the_cool_down() -> None
     t.observe("ok", now=206, latency_s=0.01)
     assert not t.tripped and t.allows(206)
     assert t.snapshot()["n_trips"] == 1 and t.snapshot()["breaker_open"] is False
+
+
+def test_a_flaky_hosts_breaker_retries_soon_and_a_down_hosts_waits_long() -> None:
+    """A run of failures on a host that answers well otherwise is bad luck: short cool-downs,
+    doubling, a few times; a host that never answered, or fails every probe, is down."""
+    t = throttle(failure_limit=3, breaker_cooldown_s=600.0, breaker_retry_s=5.0, breaker_retries=2)
+    t.observe("ok", now=0, latency_s=0.01)
+    for k in range(3):
+        t.observe("failure", now=1 + k)
+    assert t.tripped and t.retries_soon() and t.reopens_at() == pytest.approx(3 + 5.0)
+    t.started(8)
+    t.observe("failure", now=8.5)  # the probe failed: a longer pause
+    assert t.reopens_at() == pytest.approx(8.5 + 10.0)
+    t.started(18.5)
+    t.observe("failure", now=19)  # third opening: past the retries, taken for down
+    assert not t.retries_soon() and t.reopens_at() == pytest.approx(19 + 600.0)
+    down = throttle(failure_limit=3, breaker_cooldown_s=600.0, breaker_retry_s=5.0)
+    for k in range(3):
+        down.observe("failure", now=k)
+    assert not down.retries_soon() and down.reopens_at() == pytest.approx(2 + 600.0)
 
 
 def test_autothrottle_off_keeps_the_static_gap_but_still_backs_off() -> None:
@@ -522,3 +543,32 @@ def test_a_throttling_answer_raises_the_learned_gap_and_it_never_drops_under_it(
     t.observe("throttled", now=30.0, latency_s=0.001, gap_s=0.25)
     assert t.min_gap == pytest.approx(0.5)
     assert t.snapshot()["n_throttled"] == 2 and t.snapshot()["gap_s"] == pytest.approx(0.5)
+
+
+def test_a_flaky_host_is_paused_and_probed_not_deferred() -> None:
+    """A host that fails three times in a row after answering well gets a short pause and a
+    probe, and the rest of its pages are fetched (the breaker used to defer them all)."""
+
+    async def scenario() -> tuple[list[FetchResult], Server]:
+        answered = {"n": 0}
+
+        async def flaky(request: web.Request) -> web.Response:
+            answered["n"] += 1
+            if answered["n"] in (3, 4, 5):
+                return web.Response(status=500, text="oops")
+            return web.Response(text=f"page {request.path_qs}", content_type="text/html")
+
+        async with serve({"/p": flaky}) as srv:
+            cfg = FetchSettings(
+                host_concurrency=1,
+                backoff_base_s=0.02,
+                backoff_jitter=0,
+                breaker_retry_s=0.3,
+            )
+            return await run([req(srv, f"/p?i={i}") for i in range(8)], cfg), srv
+
+    results, srv = asyncio.run(scenario())
+    assert [r.http_status for r in results] == [200, 200, 500, 500, 500, 200, 200, 200]
+    assert not [r for r in results if r.outcome == "deferred"]
+    times = starts(srv)
+    assert times[5] - times[4] >= 0.3  # the pause before the probe

@@ -157,8 +157,11 @@ def refresh_robots_and_sitemaps(
     holds = retry_holds(wh.read("fetch_results", hosts), now, carried=cached)
     held = dict(holds.iter_rows())
     bases = host_base_urls(known, hosts)
+    pace = dict(wh.read("host_capacity", hosts).select("host", "gap_s").iter_rows())
     targets = [
-        DiscoveryTarget(host=h, base_url=bases[h], cached=cached_by_host.get(h))
+        DiscoveryTarget(
+            host=h, base_url=bases[h], cached=cached_by_host.get(h), min_gap_s=pace.get(h)
+        )
         for h in hosts
         if h not in held
     ]

@@ -104,6 +104,7 @@ _ERROR_BODY_DRAIN = 64 * 1024  # read small error bodies so the connection can b
 # our own estimate, with no rule on the server's side to break: 5 ms on top of a sub-millisecond
 # latency would cap a fast host at ~200 requests/s for nothing.
 _GAP_SLACK_S = 0.005
+_PROBE_POLL_S = 0.05  # how often a request waiting on a breaker's probe looks again
 _THREAD_FINGERPRINT_BYTES = 512 * 1024  # bigger bodies are fingerprinted off the event loop
 _THROTTLE_STATUSES = frozenset({429, 503})
 _GONE_STATUSES = frozenset({404, 410})
@@ -155,6 +156,11 @@ class FetchSettings:
     # How long an open breaker stays open before one probe is let through; matters only when a
     # Throttles object is reused across fetch_all calls (within one cycle, open means done).
     breaker_cooldown_s: float = 600.0
+    # A host that has answered in this cycle and then fails ``host_failure_limit`` times is
+    # flaky, not down: its breaker lets a probe through after this cool-down (doubling each
+    # time, at most ``breaker_retries`` times) when that fits the fetch window.
+    breaker_retry_s: float = 5.0
+    breaker_retries: int = 3
 
     def __post_init__(self) -> None:
         if not self.user_agent.startswith(USER_AGENT_PREFIX):
@@ -190,6 +196,8 @@ class FetchSettings:
             backoff_jitter=self.backoff_jitter,
             failure_limit=self.host_failure_limit,
             breaker_cooldown_s=self.breaker_cooldown_s,
+            breaker_retry_s=self.breaker_retry_s,
+            breaker_retries=self.breaker_retries,
         )
 
 
@@ -717,6 +725,14 @@ class _HostRun:
                 return False
             now = time.monotonic()
             if not throttle.allows(now):
+                # A flaky host's short cool-down (or a probe in flight) is waited for when it
+                # ends within the window; a down host's breaker defers the rest at once.
+                reopens = throttle.reopens_at()
+                limit = ctx.pause_deadline if ctx.deadline is None else ctx.deadline
+                soon = throttle.probing or throttle.retries_soon()
+                if soon and reopens is not None and reopens < limit:
+                    await asyncio.sleep(max(reopens - now, _PROBE_POLL_S))
+                    continue
                 self._skip(i, "deferred", throttle.breaker_reason())
                 return False
             earliest = self._earliest(now)

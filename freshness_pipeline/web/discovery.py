@@ -75,6 +75,9 @@ class DiscoveryTarget:
     host: str
     base_url: str  # scheme://authority
     cached: dict[str, Any] | None = None  # the host's last robots row, if any
+    # the gap between requests the host has taught us (science.capacity): robots.txt and
+    # sitemap requests keep it too, since a host that throttles bursts counts them all
+    min_gap_s: float | None = None
 
 
 @dataclass
@@ -171,9 +174,10 @@ async def _discover_one(
     session: aiohttp.ClientSession, target: DiscoveryTarget, now: datetime, settings: FetchSettings
 ) -> HostDiscovery:
     record = cached_record(target.cached, now)
+    learned = target.min_gap_s or 0.0
     if record is None:
         known_delay = (target.cached or {}).get("crawl_delay")
-        await LEDGER.wait_turn(target.host, known_delay)
+        await LEDGER.wait_turn(target.host, max(known_delay or 0.0, learned))
         record = await fetch_robots(
             session,
             target.base_url,
@@ -195,7 +199,7 @@ async def _discover_one(
             return result  # its last answer stands; saying so every cycle would be noise
         sitemaps = [guessed]
         result.probed = True
-    delay = policy.crawl_delay
+    delay = max(policy.crawl_delay or 0.0, learned)
     walk = await fetch_sitemap_entries(
         session,
         sitemaps,

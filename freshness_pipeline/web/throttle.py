@@ -11,9 +11,14 @@ Failures (transport errors, timeouts, 5xx, 429) only ever slow us down, exponent
 jitter; error pages are cheap to serve, so their short latency must not speed us up (Scrapy's
 rule). Successes forgive one failure at a time and halve the excess delay, so a hiccup is
 forgotten quickly but a host that fails more often than it succeeds keeps sinking. After
-``failure_limit`` unforgiven failures the circuit breaker opens: the rest of the host's queue
-is deferred instead of spending the cycle one timeout at a time, and after a cool-down one probe
-request decides whether it closes again (only relevant when state outlives one cycle).
+``failure_limit`` unforgiven failures the circuit breaker opens. A host that has answered well
+in this run is only flaky: a run of failures is to be expected now and then at a failure rate
+of a few percent over hundreds of requests, so after a short cool-down (``breaker_retry_s``,
+doubling each time, at most ``breaker_retries`` times) one probe request decides whether it
+closes again. A host that has not answered at all, or keeps failing its probes, is taken for
+down: the rest of its queue is deferred instead of spending the cycle one timeout at a time,
+and only after the long cool-down (``breaker_cooldown_s``, relevant when state outlives one
+cycle) does a probe ask again.
 
 Throttling answers (429, 503) also teach a soft floor, the host's learned gap
 (science.capacity): the shortest gap between request starts it has taken without throttling.
@@ -76,15 +81,25 @@ class ThrottlePolicy:
     backoff_jitter: float = 0.25
     failure_limit: int | None = 3
     breaker_cooldown_s: float = 600.0
+    breaker_retry_s: float = 5.0
+    breaker_retries: int = 3
 
     def __post_init__(self) -> None:
         if self.target_concurrency <= 0:
             raise ValueError("target_concurrency must be positive")
-        for name in ("start_delay_s", "max_delay_s", "backoff_base_s", "breaker_cooldown_s"):
+        for name in (
+            "start_delay_s",
+            "max_delay_s",
+            "backoff_base_s",
+            "breaker_cooldown_s",
+            "breaker_retry_s",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
         if not 0 <= self.backoff_jitter <= 1:
             raise ValueError("backoff_jitter must be within [0, 1]")
+        if self.breaker_retries < 0:
+            raise ValueError("breaker_retries must not be negative")
         if self.failure_limit is not None and self.failure_limit < 1:
             raise ValueError("failure_limit must be at least 1 (or None to disable)")
 
@@ -109,6 +124,7 @@ class HostThrottle:
     n_other: int = 0
     n_failures: int = 0
     n_trips: int = 0
+    n_opens: int = 0  # trips and failed probes: each opening lengthens the next cool-down
     n_throttled: int = 0
     n_pauses: int = 0  # Retry-After pauses waited out within the cycle (the client counts them)
     max_delay_seen: float = 0.0
@@ -154,13 +170,35 @@ class HostThrottle:
         Open: no. After the cool-down (half-open): one probe at a time, claimed with
         :meth:`started` once the request really goes out.
         """
-        if self.tripped_at is None:
+        reopens = self.reopens_at()
+        if reopens is None:
             return True
-        return now - self.tripped_at >= self.policy.breaker_cooldown_s and not self.probing
+        return now >= reopens and not self.probing
+
+    def reopens_at(self) -> float | None:
+        """When the open breaker lets a probe through (None: it is closed): soon for a host
+        that has answered in this run and has not failed too many probes, after the long
+        cool-down otherwise."""
+        if self.tripped_at is None:
+            return None
+        policy = self.policy
+        if self.retries_soon():
+            return self.tripped_at + policy.breaker_retry_s * 2.0 ** (self.n_opens - 1)
+        return self.tripped_at + policy.breaker_cooldown_s
+
+    def retries_soon(self) -> bool:
+        """Whether the open breaker is a flaky host's short pause rather than a down host's
+        long one: it answered in this run and has not failed too many probes yet."""
+        return (
+            self.tripped_at is not None
+            and self.n_ok > 0
+            and self.n_opens <= self.policy.breaker_retries
+        )
 
     def started(self, now: float) -> None:
         """A request is going out; while half-open it is the probe and others must wait."""
-        if self.tripped_at is not None and now - self.tripped_at >= self.policy.breaker_cooldown_s:
+        reopens = self.reopens_at()
+        if reopens is not None and now >= reopens:
             self.probing = True
 
     @property
@@ -246,6 +284,7 @@ class HostThrottle:
         if limit is not None and self.failures >= limit:
             if self.tripped_at is None:
                 self.n_trips += 1
+            self.n_opens += 1
             self.tripped_at = now
 
     # ------------------------------------------------------------------ reporting
