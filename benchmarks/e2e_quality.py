@@ -131,6 +131,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--rescore", type=Path, default=None, help="score a kept --workdir again without crawling"
     )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        help="a kept --workdir of an earlier product on the same web, set beside this run",
+    )
     args = parser.parse_args(argv)
     if args.cycles is not None and args.cycles < 2:
         parser.error("--cycles must be at least 2")
@@ -708,8 +714,21 @@ def command_line(args: argparse.Namespace, truth: Truth, commit: str, checkout: 
     )
 
 
+def before_rows(m: Measures, before: Measures) -> list[list]:
+    """Every target's figure and verdict for an earlier product beside this one's."""
+    rows = []
+    for old, new in zip(targets(before), targets(m), strict=True):
+        rows.append([new[0], old[1], verdict(old[3]), new[1], verdict(new[3]), new[2]])
+    return rows
+
+
 def render(
-    m: Measures, args: argparse.Namespace, commit: str, checkout: str, timings: dict[str, float]
+    m: Measures,
+    args: argparse.Namespace,
+    commit: str,
+    checkout: str,
+    timings: dict[str, float],
+    before: tuple[Measures, str] | None = None,
 ) -> str:
     truth = m.truth
     clock = truth.clock
@@ -771,6 +790,30 @@ def render(
             ["target", "figure", "wanted", "verdict"], [[*t[:3], verdict(t[3])] for t in targets(m)]
         ),
         "",
+    ]
+    if before is not None:
+        old, old_commit = before
+        out += [
+            f"## Before: commit `{old_commit[:7]}` on the same web",
+            "",
+            f"A kept run of `{old_commit[:7]}` on the same web (`--before DIR`), scored the same "
+            "way: its freshness and every target beside this run's.",
+            "",
+            table(
+                ["policy", f"{old_commit[:7]}", "/ oracle", f"{commit[:7]}", "/ oracle"],
+                [
+                    [PRODUCT, old.overall[PRODUCT], ratio(old, PRODUCT, ORACLE)]
+                    + [m.overall[PRODUCT], ratio(m, PRODUCT, ORACLE)]
+                ],
+            ),
+            "",
+            table(
+                ["target", old_commit[:7], "verdict", commit[:7], "verdict", "wanted"],
+                before_rows(m, old),
+            ),
+            "",
+        ]
+    out += [
         f"New pages fetched within {NEW_PAGE_CYCLES} cycles of appearing, and ever, by every policy:",
         "",
         table(
@@ -1150,8 +1193,23 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if args.workdir is None:
                 shutil.rmtree(workdir, ignore_errors=True)
+    earlier = None
+    if args.before is not None:
+        old_record, old_keys, old_log, old_meta = load_run(args.before)
+        same = ("quick", "cycles", "seed")
+        if any(old_meta[k] != (meta[k] if meta else getattr(args, k)) for k in same):
+            raise SystemExit(f"--before {args.before}: a run on another web ({old_meta})")
+        earlier = (
+            measure(truth, budget, old_keys, old_log, old_record, runs),
+            old_meta["commit"],
+        )
     text = render(
-        measure(truth, budget, host_keys, log, record, runs), args, commit, checkout, timings
+        measure(truth, budget, host_keys, log, record, runs),
+        args,
+        commit,
+        checkout,
+        timings,
+        earlier,
     )
     print(text)
     if out_path is not None:
