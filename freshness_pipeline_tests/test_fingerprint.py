@@ -498,3 +498,32 @@ def test_utf8_bodies_given_to_lexbor_as_bytes_fingerprint_as_decoded_text(
     assert content_fingerprint(html, content_type=content_type or "text/html") == (
         xxhash.xxh3_64_hexdigest(expected.encode("utf-8", "replace"))
     )
+
+
+# ------------------------------------------------------------------ the fast scans
+
+
+_SCAN_TEXT = st.lists(
+    st.sampled_from(
+        list("0123456789abcxyzABCXYZ :/.-,+=_©")
+        + ["Nov ", "november ", "Monday, ", " ago", " views", "pm", "年", "é", "\n"]
+    ),
+    max_size=80,
+).map("".join)
+
+
+@given(_SCAN_TEXT)
+@settings(max_examples=400, deadline=None)
+def test_the_fast_scans_find_what_the_regex_scans_find(text: str) -> None:
+    """The digit and case scans (ASCII fast paths) match exactly where finditer does, so the
+    fingerprint is the same with or without them."""
+    from freshness_pipeline.science.fingerprint import (
+        _CASE_HINT,
+        _DIGIT_LED,
+        _case_hints,
+        _digit_led_matches,
+    )
+
+    expected = [(m.start(), m.end(), m.lastgroup) for m in _DIGIT_LED.finditer(text)]
+    assert [(m.start(), m.end(), m.lastgroup) for m in _digit_led_matches(text)] == expected
+    assert _case_hints(text) == [m.start() for m in _CASE_HINT.finditer(text)]

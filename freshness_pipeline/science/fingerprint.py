@@ -21,10 +21,11 @@ from __future__ import annotations
 import codecs
 import functools
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 
 import xxhash
-from selectolax.lexbor import LexborHTMLParser, LexborNode, SelectolaxError
+from selectolax.lexbor import LexborCSSSelector, LexborHTMLParser, LexborNode, SelectolaxError
 
 __all__ = [
     "FINGERPRINT_VERSION",
@@ -254,6 +255,30 @@ def _text(node: LexborNode | None) -> str:
     return node.text(deep=True, separator=" ", strip=True)
 
 
+# One CSS engine per thread, shared by every page: selectolax creates one per document on its
+# first query, and on a small page that costs as much as parsing the page.
+_ENGINES = threading.local()
+
+
+def _engine() -> LexborCSSSelector:
+    engine = getattr(_ENGINES, "engine", None)
+    if engine is None:
+        engine = _ENGINES.engine = LexborCSSSelector()
+    return engine
+
+
+def _css(tree: LexborHTMLParser | LexborNode, query: str) -> list[LexborNode]:
+    """``tree.css(query)`` on the thread's shared CSS engine."""
+    root = tree.root if isinstance(tree, LexborHTMLParser) else tree
+    return [] if root is None else _engine().find(query, root)
+
+
+def _css_first(tree: LexborHTMLParser | LexborNode, query: str) -> LexborNode | None:
+    root = tree.root if isinstance(tree, LexborHTMLParser) else tree
+    found = [] if root is None else _engine().find_first(query, root)
+    return found[0] if found else None
+
+
 # A stem at the start of a word part: without one, a class or id names nothing of ours and
 # the full word split is skipped.
 _WORD_START_STEM = re.compile(
@@ -318,7 +343,7 @@ class _Marker:
         """The content roots, the headlines, and every ancestor of one."""
         if self._holders is None:
             self._holders = set()
-            for node in self.tree.css(_GUARDED_CONTENT):
+            for node in _css(self.tree, _GUARDED_CONTENT):
                 at: LexborNode | None = node
                 while at is not None and at.mem_id not in self._holders:
                     self._holders.add(at.mem_id)
@@ -342,7 +367,7 @@ class _Marker:
 def _mark_ads(tree: LexborHTMLParser, marker: _Marker) -> None:
     """Hidden elements, blocks whose class or id names an ad, a consent banner or a counter,
     and rel=sponsored links with the containers that hold nothing but them."""
-    for node in tree.css(_CANDIDATES):
+    for node in _css(tree, _CANDIDATES):
         attrs = node.attributes
         if node.tag == "a" and "sponsored" in (attrs.get("rel") or "").lower():
             block, length = node, len(_text(node))
@@ -386,7 +411,7 @@ def _mark_labelled_blocks(tree: LexborHTMLParser, marker: _Marker) -> None:
     stems = [stem for stem in _LABEL_STEMS if stem in visible]
     if not stems:
         return
-    for node in tree.css(", ".join(f':lexbor-contains("{stem}" i)' for stem in stems)):
+    for node in _css(tree, ", ".join(f':lexbor-contains("{stem}" i)' for stem in stems)):
         if not _LABEL.match(_first_own_text(node)):
             continue
         block, in_content = node, False
@@ -425,7 +450,7 @@ def _mark_chrome(tree: LexborHTMLParser, marker: _Marker) -> list[str]:
     """Landmarks of site chrome, and forms (unless one wraps most of the page: ASP.NET
     WebForms pages put the whole body in one form, and deleting it would fingerprint an empty
     page). Returns the visible headlines, read before a page header holding one goes."""
-    nodes = tree.css(_CHROME)
+    nodes = _css(tree, _CHROME)
     headlines = [_text(n) for n in nodes if n.tag == "h1" and not _inside_drop(n)]
     for node in nodes:
         tag = node.tag
@@ -449,16 +474,17 @@ def _remove_boilerplate(tree: LexborHTMLParser, *, protect: bool = False) -> lis
     headlines = _mark_chrome(tree, marker)
     if protect:
         # Configured selectors win: nothing that is or holds a selected element goes.
-        for node in tree.css(f"[{_DROP}]"):
-            if node.css_first(f"[{_KEEP}]") is not None:
+        for node in _css(tree, f"[{_DROP}]"):
+            if _css_first(node, f"[{_KEEP}]") is not None:
                 del node.attrs[_DROP]
-    _drop_nodes(tree.css(_OUTERMOST_DROPS))
+    _drop_nodes(_css(tree, _OUTERMOST_DROPS))
     return headlines
 
 
 def _main_text(tree: LexborHTMLParser, headlines: list[str]) -> str:
     mains, articles, bodies = [], [], []
-    for node in tree.css(
+    for node in _css(
+        tree,
         'main, [role="main" i], article:not(article *),'
         ' [itemprop~="articleBody" i]:not([itemprop~="articleBody" i] *)'
     ):
@@ -510,23 +536,23 @@ def _extract(document: str | bytes, selectors: Sequence[str]) -> str:
     if isinstance(selectors, str):
         selectors = [selectors]
     tree = LexborHTMLParser(document)
-    title_node = tree.css_first("title")
+    title_node = _css_first(tree, "title")
     title = _text(title_node)
     if title_node is not None:
         title_node.decompose()  # the title is counted once, above
     if not selectors:
-        _drop_nodes(tree.css(_NOISE))
+        _drop_nodes(_css(tree, _NOISE))
         body = _main_text(tree, _remove_boilerplate(tree))
         return f"{title}\n{body}" if title else body
     matches: list[LexborNode] = []
     for selector in selectors:
         try:
-            matches.extend(tree.css(selector))
+            matches.extend(_css(tree, selector))
         except SelectolaxError as exc:
             raise ValueError(f"invalid CSS selector {selector!r}: {exc}") from None
     for node in matches:
         node.attrs[_KEEP] = ""
-    for node in tree.css(_NOISE):
+    for node in _css(tree, _NOISE):
         node.attrs[_DROP] = ""
     _remove_boilerplate(tree, protect=True)
     body = "\n".join(_text(n) for n in matches)
@@ -724,11 +750,57 @@ class _Rewriter:
         return "".join([*self.pieces, self.text[self.last :]])
 
 
+# An ASCII text's characters as the case hints see them: a lower-case letter or digit ("l"),
+# an upper-case letter ("U"), anything else (".").
+_CASE_CLASSES = bytes(
+    ord("l") if chr(c).islower() or chr(c).isdigit() else ord("U") if chr(c).isupper() else ord(".")
+    for c in range(128)
+) + b"." * 128
+
+
+def _digit_led_matches(text: str) -> Iterator[re.Match[str]]:
+    """``_DIGIT_LED.finditer(text)``. The pattern can only start at a digit, and a regex scan
+    for one costs about 10 ns a character while ``str.find`` skips to each of ten ASCII digits
+    in a fraction of that; so an ASCII text is matched only where its digits are, left to
+    right, skipping those inside a match (what finditer does)."""
+    if not text.isascii():
+        yield from _DIGIT_LED.finditer(text)
+        return
+    starts: list[int] = []
+    for digit in "0123456789":
+        at = text.find(digit)
+        while at >= 0:
+            starts.append(at)
+            at = text.find(digit, at + 1)
+    end = 0
+    for at in sorted(starts):
+        if at < end:
+            continue
+        match = _DIGIT_LED.match(text, at)
+        if match is not None:
+            end = match.end()
+            yield match
+
+
+def _case_hints(text: str) -> list[int]:
+    """Where ``_CASE_HINT`` matches (an upper-case letter after a lower-case one or a digit),
+    found in an ASCII text by translating it to character classes and searching for the
+    pair, for the same reason as :func:`_digit_led_matches`."""
+    if not text.isascii():
+        return [match.start() for match in _CASE_HINT.finditer(text)]
+    classes = text.encode("ascii").translate(_CASE_CLASSES)
+    hints, at = [], classes.find(b"lU")
+    while at >= 0:
+        hints.append(at + 1)
+        at = classes.find(b"lU", at + 1)
+    return hints
+
+
 def _drop_volatile(text: str) -> str:
     """Identifiers, dates, times and counters: one pass over the digits, one over the
     upper-case letters that follow a lower-case one."""
     out = _Rewriter(text)
-    for match in _DIGIT_LED.finditer(text):
+    for match in _digit_led_matches(text):
         kind, start = match.lastgroup, match.start()
         if kind == "mixed":
             out.identifier_at(start)
@@ -747,8 +819,8 @@ def _drop_volatile(text: str) -> str:
         out.replace(start, match.end())
     text = out.result()
     out = _Rewriter(text)
-    for match in _CASE_HINT.finditer(text):
-        out.identifier_at(match.start())
+    for at in _case_hints(text):
+        out.identifier_at(at)
     return out.result()
 
 
@@ -799,16 +871,24 @@ def _kind(body: bytes, content_type: str | None) -> str:
 
 
 def _reads_as_utf8(body: bytes, content_type: str | None) -> bool:
-    """Whether :func:`decode_body` would decode ``body`` as UTF-8 (with replacement characters
-    where it is invalid), so lexbor may be given the bytes themselves: decoding a large page
-    in Python and encoding it again for lexbor cost more than parsing it."""
+    """Whether :func:`decode_body` would decode ``body`` as UTF-8 without a replacement, so
+    lexbor may be given the bytes themselves: decoding a large page in Python and encoding it
+    again for lexbor cost more than parsing it. Invalid UTF-8 goes the decoded way: lexbor
+    replaces bad bytes differently from Python's decoder, and the fingerprint must not depend
+    on which way a body went."""
     if body.startswith(tuple(bom for bom, _ in _BOMS)):
         return False
     try:
         declared = _declared_encoding(body, content_type)
     except (TypeError, ValueError):
         declared = None
-    return declared in (None, "utf-8")
+    if declared not in (None, "utf-8"):
+        return False
+    try:
+        body.decode("utf-8")  # a validity check, in C: microseconds for a page
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def content_fingerprint(
