@@ -14,11 +14,14 @@ the views `host_metrics` and `class_metrics` hold it so anyone can query it in t
 - per host only, from host_capacity (science.capacity), the host's last fetching cycle:
   cycle_planned, cycle_sent, cycle_deferred (its share of the plan, what went out, what it left
   unfetched), capacity (the fetches its learned pace allowed), gap_s and concurrency (that pace);
-- verified, verify_forecast, verify_observed, verify_z: on the random verification sample (the
-  fetches the planner made whatever the model thought of the pages), the model's mean forecast
-  that a page changed since its last fetch against the share that had, and the standardized
-  difference (science.calibration): near 0 when the change model is right, beyond ±3 when its
-  rates are off (positive: pages change more than it thinks).
+- verified, verify_forecast, verify_observed, verify_z, verify_verdict: on the random
+  verification sample (the fetches the planner made whatever the model thought of the pages),
+  the model's mean forecast that a page changed since its last fetch against the share that
+  had, and the standardized difference (science.calibration): near 0 when the change model is
+  right, beyond ±3 when its rates are off (positive: pages change more than it thinks). z is
+  shown only where the forecast count's variance reaches science.calibration's
+  MIN_VERIFY_VARIANCE (a handful of pages makes it meaningless); the verdict then says
+  "too few to judge".
 
 The request metrics are sums over fetch_totals (science.fetch_totals: the counts of each cycle's
 requests per host and url_class, the class a page had when fetched), not over fetch_log, whose
@@ -28,6 +31,8 @@ into it.
 """
 
 from __future__ import annotations
+
+from freshness_pipeline.science.calibration import MIN_VERIFY_VARIANCE
 
 FETCH_METRICS = """
     sum(requests)::BIGINT AS requests,
@@ -42,9 +47,19 @@ FETCH_METRICS = """
     sum(verified)::BIGINT AS verified,
     round(sum(verify_forecast) / nullif(sum(verified), 0), 3) AS verify_forecast,
     round(sum(verify_changed) / nullif(sum(verified), 0), 3) AS verify_observed,
-    round((sum(verify_changed) - sum(verify_forecast))
-        / nullif(sqrt(sum(verify_variance)), 0), 2) AS verify_z
-"""
+    round(CASE WHEN sum(verify_variance) >= {min_variance}
+        THEN (sum(verify_changed) - sum(verify_forecast)) / sqrt(sum(verify_variance)) END, 2)
+        AS verify_z,
+    CASE
+        WHEN coalesce(sum(verified), 0) = 0 THEN NULL
+        WHEN sum(verify_variance) < {min_variance} THEN 'too few to judge'
+        WHEN (sum(verify_changed) - sum(verify_forecast)) / sqrt(sum(verify_variance)) > 3
+            THEN 'pages change more than forecast'
+        WHEN (sum(verify_changed) - sum(verify_forecast)) / sqrt(sum(verify_variance)) < -3
+            THEN 'pages change less than forecast'
+        ELSE 'consistent'
+    END AS verify_verdict
+""".format(min_variance=MIN_VERIFY_VARIANCE)
 
 STATE_METRICS = """
     count(*) AS urls,

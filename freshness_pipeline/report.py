@@ -144,6 +144,14 @@ def fitted_tables(frame: pl.DataFrame, title: str, width: int) -> list[Table]:
     ]
 
 
+VERIFY_NOTE = (
+    "verify_z: on fetches drawn at random whatever the model thought, changes found minus "
+    "changes forecast, in standard deviations: near 0 the change model is right, beyond +-3 its "
+    "rates are off (positive: pages change more than it thinks); with too few such fetches "
+    "it is left blank and verify_verdict says so."
+)
+
+
 def print_report(views: Views, moment: datetime, console: Console) -> None:
     """The tables of `freshness report`, in one place so that the demo ends with exactly what
     `freshness report` will show afterwards."""
@@ -155,3 +163,4 @@ def print_report(views: Views, moment: datetime, console: Console) -> None:
     for key, title in (("host", "By host"), ("url_class", "By URL class")):
         for table in fitted_tables(report_by(views, key, moment), title, console.width):
             console.print(table)
+    console.print(VERIFY_NOTE)

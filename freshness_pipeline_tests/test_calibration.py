@@ -84,3 +84,36 @@ def test_results_without_forecasts_judge_nothing():
     results = pl.DataFrame({"url": ["u"], "plan_reason": ["verify"], "outcome": ["changed"]})
     assert verify_calibration(results).n == 0
     assert verify_calibration(results.clear()).n == 0
+
+
+def test_the_exact_tail_is_the_binomial_one_when_every_forecast_is_equal():
+    """With equal forecasts the count is binomial: the exact tail can be checked by hand."""
+    from freshness_pipeline.science.calibration import count_p_value
+
+    p = np.full(7, 0.3)
+    pmf = [math.comb(7, k) * 0.3**k * 0.7 ** (7 - k) for k in range(8)]
+    assert count_p_value(p, 0) == pytest.approx(2 * pmf[0])
+    assert count_p_value(p, 6) == pytest.approx(2 * (pmf[6] + pmf[7]))
+    assert count_p_value(p, 2) == pytest.approx(1.0)  # the middle: capped at 1
+    # past the exact limit, the normal approximation agrees with the exact sum
+    many = np.random.default_rng(0).uniform(0.1, 0.5, 6_000)
+    few = many[:5_000]
+    hits = int(few.sum() + 3 * math.sqrt((few * (1 - few)).sum()))
+    exact = count_p_value(few, hits)
+    approx = count_p_value(np.r_[few, np.zeros(1_001)], hits)  # zeros add nothing
+    assert approx == pytest.approx(exact, rel=0.1)
+
+
+def test_a_handful_of_pages_is_judged_by_the_exact_tail_not_by_z():
+    """Seven pages forecast at 0.3 that all stayed unchanged give z = -1.7: no alarm, and the
+    exact tail says the same (p = 0.16); 7 pages at 0.05 with one change give z = +1.7 but the
+    exact tail is 0.6. Where z alone would cry wolf (one change among pages forecast at
+    0.001: z = +11), the exact tail (p = 0.014) does not call it a surprise either."""
+    quiet = calibration(pl.Series([0.3] * 7), pl.Series([False] * 7))
+    assert not quiet.surprising and quiet.p_value == pytest.approx(2 * 0.7**7)
+    rare = calibration(pl.Series([0.001] * 7), pl.Series([True] + [False] * 6))
+    assert rare.z > 10 and not rare.surprising
+    assert "consistent" in rare.verdict()
+    # and a real miss is one: 40 pages forecast at 0.05, 12 changed
+    miss = calibration(pl.Series([0.05] * 40), pl.Series([True] * 12 + [False] * 28))
+    assert miss.surprising and "more often" in miss.verdict()

@@ -14,6 +14,7 @@ import pytest
 
 from freshness_pipeline.assets.fetch import results_frame
 from freshness_pipeline.config import PipelineConfig
+from freshness_pipeline.science.calibration import MIN_VERIFY_VARIANCE
 from freshness_pipeline.science.normalize import normalize_url
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb, build_world
@@ -282,7 +283,7 @@ def test_lying_etags_stop_being_sent_honest_ones_keep_working(crawled):
 
 # The request metrics straight from fetch_log, one row per request: what the views' sums over
 # fetch_totals must reproduce.
-LOG_METRICS = """
+LOG_METRICS = f"""  # noqa: S608 (a constant, no input)
 SELECT host,
     count(*) AS requests,
     count(*) FILTER (WHERE conditional) AS conditional,
@@ -302,9 +303,10 @@ SELECT host,
     round(avg(expected_change) FILTER (WHERE v), 3) AS verify_forecast,
     round(avg(CASE WHEN outcome = 'changed' THEN 1.0 ELSE 0.0 END) FILTER (WHERE v), 3)
         AS verify_observed,
-    round((sum(CASE WHEN outcome = 'changed' THEN 1.0 ELSE 0.0 END) FILTER (WHERE v)
-           - sum(expected_change) FILTER (WHERE v))
-        / nullif(sqrt(sum(expected_change * (1 - expected_change)) FILTER (WHERE v)), 0), 2)
+    round(CASE WHEN sum(expected_change * (1 - expected_change)) FILTER (WHERE v) >= {MIN_VERIFY_VARIANCE}
+        THEN (sum(CASE WHEN outcome = 'changed' THEN 1.0 ELSE 0.0 END) FILTER (WHERE v)
+              - sum(expected_change) FILTER (WHERE v))
+             / sqrt(sum(expected_change * (1 - expected_change)) FILTER (WHERE v)) END, 2)
         AS verify_z
 FROM (SELECT *, plan_reason = 'verify' AND expected_change BETWEEN 0 AND 1
         AND outcome IN ('changed', 'unchanged', 'not_modified') AS v FROM fetch_log)

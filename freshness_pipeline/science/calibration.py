@@ -10,8 +10,14 @@ Bernoulli draws with those probabilities, so
 
     z = (changes − Σ p) / sqrt(Σ p (1 − p))
 
-is about standard normal; a |z| of 3 or more says the forecasts are off (rates too low when
-positive: pages change more than the model thinks). Pages a trusted sitemap said "changed" are
+is about standard normal once the sum's variance is large enough; a |z| of 3 or more says the
+forecasts are off (rates too low when positive: pages change more than the model thinks). With
+a handful of verified pages the normal reading misleads (7 pages forecast at 0.3 each cannot
+even reach z = +3, and one surprise makes z = -3), so the verdict rests on the exact tail of the
+count under those forecasts (a Poisson-binomial distribution, computed exactly), ``p_value``:
+below :data:`SURPRISE_P` (the two-sided probability of |z| > 3 for a normal variable) the
+forecasts are off. The metric views, which keep only sums, show z only where the variance is at
+least :data:`MIN_VERIFY_VARIANCE` and say "too few to judge" elsewhere. Pages a trusted sitemap said "changed" are
 left out (the hint, not the model, set their forecast: the fetch stage leaves it null), as are
 first fetches (nothing to compare) and fetches that saw no content (gone, error, deferred).
 """
@@ -21,9 +27,28 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
-__all__ = ["Calibration", "calibration", "is_verified", "verify_calibration"]
+__all__ = [
+    "MIN_VERIFY_VARIANCE",
+    "SURPRISE_P",
+    "Calibration",
+    "calibration",
+    "count_p_value",
+    "is_verified",
+    "verify_calibration",
+]
+
+#: Two-sided tail probability beyond which the verified outcomes contradict the forecasts: that
+#: of |z| > 3 for a normal variable.
+SURPRISE_P = 0.0027
+#: Below this variance of the forecast count (Σ p(1 − p)) z is not read as normal: the usual
+#: rule for a binomial's normal approximation (n p (1 − p) of about 9 or more).
+MIN_VERIFY_VARIANCE = 9.0
+#: Beyond this many verified pages the normal approximation is exact enough and the exact
+#: distribution (quadratic in the count) is not computed.
+_EXACT_MAX_N = 5_000
 
 #: outcomes that compare content with the previous copy (verify fetches are unconditional,
 #: but a 304 answered anyway still says "unchanged")
@@ -53,7 +78,54 @@ class Calibration:
     z: float
     #: mean squared difference between forecast and outcome
     brier: float
+    #: two-sided probability, under the forecasts, of a count of changes as far from the
+    #: forecast as the one found (exact; 1.0 without a sample)
+    p_value: float = 1.0
 
+    @property
+    def surprising(self) -> bool:
+        """Whether the outcomes contradict the forecasts (see :data:`SURPRISE_P`)."""
+        return self.p_value < SURPRISE_P
+
+    def verdict(self) -> str:
+        """One line a person can read."""
+        if self.n == 0:
+            return "no verification fetches yet"
+        found = f"{self.n} random fetches found {self.observed * self.n:.0f} changes"
+        foreseen = f"the model foresaw {self.predicted * self.n:.1f}"
+        if not self.surprising:
+            return f"{found}, {foreseen}: consistent with the change model (p = {self.p_value:.2g})"
+        side = "more" if self.z > 0 else "fewer"
+        return (
+            f"{found}, {foreseen}: pages change {side} often than the model thinks "
+            f"(p = {self.p_value:.2g}); its rates deserve a look"
+        )
+
+
+def count_p_value(forecasts: np.ndarray, hits: int) -> float:
+    """Two-sided exact tail probability of ``hits`` changes among independent pages changed
+    with the ``forecasts`` probabilities: twice the smaller tail, at most 1. The distribution
+    is built one page at a time (quadratic in the count); past a few thousand pages, the
+    normal approximation with a continuity correction, which is then exact enough."""
+    p = np.clip(np.asarray(forecasts, dtype=np.float64), 0.0, 1.0)
+    n = p.shape[0]
+    if n == 0:
+        return 1.0
+    if n > _EXACT_MAX_N:
+        mean, sd = float(p.sum()), float(np.sqrt((p * (1.0 - p)).sum()))
+        if sd == 0:
+            return 1.0 if abs(hits - mean) < 0.5 else 0.0
+        lower = 0.5 * math.erfc(-((hits + 0.5 - mean) / sd) / math.sqrt(2.0))
+        upper = 0.5 * math.erfc(((hits - 0.5 - mean) / sd) / math.sqrt(2.0))
+        return min(1.0, 2.0 * min(lower, upper))
+    pmf = np.zeros(n + 1)
+    pmf[0] = 1.0
+    for k, q in enumerate(p, start=1):
+        pmf[1 : k + 1] = pmf[1 : k + 1] * (1.0 - q) + pmf[:k] * q
+        pmf[0] *= 1.0 - q
+    lower = float(pmf[: hits + 1].sum())
+    upper = float(pmf[hits:].sum())
+    return min(1.0, 2.0 * min(lower, upper))
 
 def calibration(forecast: pl.Series, changed: pl.Series) -> Calibration:
     """Compare forecasts (probabilities in [0, 1]) with outcomes (booleans), row by row; rows
@@ -63,7 +135,7 @@ def calibration(forecast: pl.Series, changed: pl.Series) -> Calibration:
     )
     n = frame.height
     if n == 0:
-        return Calibration(0, math.nan, math.nan, 0.0, math.nan)
+        return Calibration(0, math.nan, math.nan, 0.0, math.nan, 1.0)
     x = pl.col("x").cast(pl.Float64)
     expected, variance, hits, brier = frame.select(
         pl.col("p").sum().alias("expected"),
@@ -72,7 +144,8 @@ def calibration(forecast: pl.Series, changed: pl.Series) -> Calibration:
         ((pl.col("p") - x) ** 2).mean().alias("brier"),
     ).row(0)
     z = (hits - expected) / math.sqrt(variance) if variance > 0 else 0.0
-    return Calibration(n, expected / n, hits / n, z, brier)
+    p_value = count_p_value(frame["p"].to_numpy(), int(hits))
+    return Calibration(n, expected / n, hits / n, z, brier, p_value)
 
 
 def verify_calibration(results: pl.DataFrame) -> Calibration:
