@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from freshness_pipeline.science.calibration import MIN_VERIFY_VARIANCE
 
-FETCH_METRICS = """
+FETCH_METRICS = f"""
     sum(requests)::BIGINT AS requests,
     sum(conditional)::BIGINT AS conditional,
     round(sum(answered_304) / nullif(sum(conditional), 0), 3) AS share_304,
@@ -47,19 +47,19 @@ FETCH_METRICS = """
     sum(verified)::BIGINT AS verified,
     round(sum(verify_forecast) / nullif(sum(verified), 0), 3) AS verify_forecast,
     round(sum(verify_changed) / nullif(sum(verified), 0), 3) AS verify_observed,
-    round(CASE WHEN sum(verify_variance) >= {min_variance}
+    round(CASE WHEN sum(verify_variance) >= {MIN_VERIFY_VARIANCE}
         THEN (sum(verify_changed) - sum(verify_forecast)) / sqrt(sum(verify_variance)) END, 2)
         AS verify_z,
     CASE
         WHEN coalesce(sum(verified), 0) = 0 THEN NULL
-        WHEN sum(verify_variance) < {min_variance} THEN 'too few to judge'
+        WHEN sum(verify_variance) < {MIN_VERIFY_VARIANCE} THEN 'too few to judge'
         WHEN (sum(verify_changed) - sum(verify_forecast)) / sqrt(sum(verify_variance)) > 3
             THEN 'pages change more than forecast'
         WHEN (sum(verify_changed) - sum(verify_forecast)) / sqrt(sum(verify_variance)) < -3
             THEN 'pages change less than forecast'
         ELSE 'consistent'
     END AS verify_verdict
-""".format(min_variance=MIN_VERIFY_VARIANCE)
+"""
 
 STATE_METRICS = """
     count(*) AS urls,

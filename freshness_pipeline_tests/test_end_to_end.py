@@ -283,7 +283,7 @@ def test_lying_etags_stop_being_sent_honest_ones_keep_working(crawled):
 
 # The request metrics straight from fetch_log, one row per request: what the views' sums over
 # fetch_totals must reproduce.
-LOG_METRICS = f"""  # noqa: S608 (a constant, no input)
+LOG_METRICS = f"""
 SELECT host,
     count(*) AS requests,
     count(*) FILTER (WHERE conditional) AS conditional,
@@ -311,7 +311,7 @@ SELECT host,
 FROM (SELECT *, plan_reason = 'verify' AND expected_change BETWEEN 0 AND 1
         AND outcome IN ('changed', 'unchanged', 'not_modified') AS v FROM fetch_log)
 GROUP BY host
-"""
+"""  # noqa: S608 (a constant)
 
 
 def test_metric_views_match_the_report(crawled):
