@@ -527,3 +527,71 @@ def test_the_fast_scans_find_what_the_regex_scans_find(text: str) -> None:
     expected = [(m.start(), m.end(), m.lastgroup) for m in _DIGIT_LED.finditer(text)]
     assert [(m.start(), m.end(), m.lastgroup) for m in _digit_led_matches(text)] == expected
     assert _case_hints(text) == [m.start() for m in _CASE_HINT.finditer(text)]
+
+
+# ------------------------------------------------------------------ the version a page keeps
+
+PRODUCT = b"""<!doctype html><html><head><title>Blue Widget | Shop</title>
+<script type="application/ld+json">
+{"@context": "https://schema.org", "@graph": [{"@type": "BreadcrumbList"},
+ {"@type": "Product", "name": "Blue Widget",
+  "offers": [{"@type": "Offer", "price": "19.99", "availability": "https://schema.org/InStock"}]}]}
+</script></head><body>
+<nav><a href="/">Home</a></nav>
+<main><h1>Blue Widget</h1>
+<p>A widget, <b>blue</b>, for every desk.</p>
+<ul><li>Weight: 120 g</li><li>Colour: blue</li></ul>
+<div class="price-box"><span class="price">$19.99</span></div>
+</main><footer>(c) 2026 Shop</footer></body></html>"""
+
+
+def test_a_record_has_the_fingerprints_hash_and_the_content_line_by_line() -> None:
+    from freshness_pipeline.science.fingerprint import content_record
+
+    record = content_record(PRODUCT, content_type="text/html")
+    assert record.fingerprint == content_fingerprint(PRODUCT, content_type="text/html")
+    assert record.title == "Blue Widget | Shop"
+    assert record.text is not None
+    lines = record.text.splitlines()
+    assert lines[0] == "Blue Widget" and "A widget, blue, for every desk." in lines
+    assert "Weight: 120 g" in lines and "$19.99" in lines
+    assert "Home" not in record.text and "2026 Shop" not in record.text  # chrome stays out
+    assert record.fields == {"title": "Blue Widget | Shop", "text": record.text}
+    # the same fingerprint as before: nothing more is read
+    again = content_record(PRODUCT, content_type="text/html", previous=record.fingerprint)
+    assert again.fingerprint == record.fingerprint and again.text is None and again.fields is None
+
+
+def test_configured_fields_and_json_ld_are_read_and_count_in_the_fingerprint() -> None:
+    from freshness_pipeline.science.fingerprint import content_record
+
+    fields = {"shown_price": ".price", "missing": ".no-such-thing"}
+    record = content_record(PRODUCT, content_type="text/html", fields=fields, json_ld=True)
+    assert record.fields == {
+        "shown_price": "$19.99",
+        "missing": None,
+        "name": "Blue Widget",
+        "price": "19.99",
+        "availability": "https://schema.org/InStock",
+    }
+    # a price that moves in the structured data alone is a new fingerprint with json_ld
+    cheaper = PRODUCT.replace(b'"price": "19.99"', b'"price": "17.99"')
+    assert content_fingerprint(cheaper, content_type="text/html") == content_fingerprint(
+        PRODUCT, content_type="text/html"
+    )
+    moved = content_record(cheaper, content_type="text/html", fields=fields, json_ld=True)
+    assert moved.fingerprint != record.fingerprint and moved.fields["price"] == "17.99"
+    with pytest.raises(ValueError, match="field 'bad'"):
+        content_record(PRODUCT, content_type="text/html", fields={"bad": "p["})
+
+
+def test_broken_json_ld_and_non_html_bodies_give_what_they_can() -> None:
+    from freshness_pipeline.science.fingerprint import content_record
+
+    broken = PRODUCT.replace(b'"@context"', b"@context")
+    record = content_record(broken, content_type="text/html", json_ld=True)
+    assert record.fields is not None and record.fields["price"] is None
+    text = content_record(b"line one\n\n  line   two \n", content_type="text/plain")
+    assert text.text == "line one\nline two" and text.title is None
+    binary = content_record(b"\x89PNG\r\n\x1a\n...", content_type="image/png")
+    assert binary.text is None and binary.fields == {}

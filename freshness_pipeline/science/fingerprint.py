@@ -20,15 +20,20 @@ from __future__ import annotations
 
 import codecs
 import functools
+import json
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 import xxhash
 from selectolax.lexbor import LexborCSSSelector, LexborHTMLParser, LexborNode, SelectolaxError
 
 __all__ = [
     "FINGERPRINT_VERSION",
+    "JSON_LD_FIELDS",
+    "ContentRecord",
+    "content_record",
     "content_fingerprint",
     "decode_body",
     "extract_content",
@@ -275,7 +280,8 @@ def _css(tree: LexborHTMLParser | LexborNode, query: str) -> list[LexborNode]:
 
 def _css_first(tree: LexborHTMLParser | LexborNode, query: str) -> LexborNode | None:
     root = tree.root if isinstance(tree, LexborHTMLParser) else tree
-    found = [] if root is None else _engine().find_first(query, root)
+    # find_first is in the extension but not in its type stub
+    found = [] if root is None else _engine().find_first(query, root)  # type: ignore[attr-defined]
     return found[0] if found else None
 
 
@@ -481,12 +487,15 @@ def _remove_boilerplate(tree: LexborHTMLParser, *, protect: bool = False) -> lis
     return headlines
 
 
-def _main_text(tree: LexborHTMLParser, headlines: list[str]) -> str:
+def _main_text(
+    tree: LexborHTMLParser, headlines: list[str]
+) -> tuple[str, list[LexborNode], list[str]]:
+    """The content's text, the nodes it was read from and the headlines put before it."""
     mains, articles, bodies = [], [], []
     for node in _css(
         tree,
         'main, [role="main" i], article:not(article *),'
-        ' [itemprop~="articleBody" i]:not([itemprop~="articleBody" i] *)'
+        ' [itemprop~="articleBody" i]:not([itemprop~="articleBody" i] *)',
     ):
         if node.tag == "main" or (node.attrs.get("role") or "").strip().lower() == "main":
             mains.append(node)
@@ -498,9 +507,11 @@ def _main_text(tree: LexborHTMLParser, headlines: list[str]) -> str:
     # missed. Nested ones are already in their outer one's text.
     roots = mains[:1] or articles or bodies
     text = "\n".join(_text(n) for n in roots)
-    body_text = _text(tree.body or tree.root)
+    body = tree.body or tree.root
+    body_text = _text(body)
     if not roots or len(text) < _MIN_ROOT_SHARE * len(body_text):
         text = body_text
+        roots = [body] if body is not None else []
     # The headline often sits outside the marked content (a page header, a hero banner).
     # Compared with whitespace folded (a page's spacing is not its content), which is only
     # worth its cost when the plain test fails.
@@ -508,7 +519,7 @@ def _main_text(tree: LexborHTMLParser, headlines: list[str]) -> str:
     if lead:
         folded = " ".join(text.split())
         lead = [h for h in lead if h not in folded]
-    return "\n".join([*lead, text]) if lead else text
+    return ("\n".join([*lead, text]) if lead else text), roots, lead
 
 
 def extract_content(html: str, *, selectors: Sequence[str] = ()) -> str:
@@ -533,17 +544,64 @@ def extract_content(html: str, *, selectors: Sequence[str] = ()) -> str:
 
 def _extract(document: str | bytes, selectors: Sequence[str]) -> str:
     """:func:`extract_content` of a text, or of UTF-8 bytes, which lexbor reads directly."""
-    if isinstance(selectors, str):
-        selectors = [selectors]
-    tree = LexborHTMLParser(document)
-    title_node = _css_first(tree, "title")
-    title = _text(title_node)
-    if title_node is not None:
-        title_node.decompose()  # the title is counted once, above
-    if not selectors:
-        _drop_nodes(_css(tree, _NOISE))
-        body = _main_text(tree, _remove_boilerplate(tree))
-        return f"{title}\n{body}" if title else body
+    return _Extraction(document, selectors).text
+
+
+# Elements after which a reader starts a new line: the content's text is kept line by line so
+# that what changed between two versions can be told by line.
+_BLOCKS = (
+    "p, div, li, dt, dd, h1, h2, h3, h4, h5, h6, tr, br, blockquote, pre, section, figcaption,"
+    " caption, table, ul, ol, dl, hr, address, details, summary"
+)
+
+
+class _Extraction:
+    """One page's extraction: the text the fingerprint hashes, and on demand (for a new or
+    changed version only) the same content as lines a person reads and configured fields."""
+
+    def __init__(
+        self,
+        document: str | bytes,
+        selectors: Sequence[str],
+        fields: Mapping[str, str] | None = None,
+        json_ld: bool = False,
+    ) -> None:
+        if isinstance(selectors, str):
+            selectors = [selectors]
+        tree = self.tree = LexborHTMLParser(document)
+        # Fields and structured data are read from the page as served: a price may sit in a
+        # block the content rules drop, and JSON-LD is a script.
+        self.fields = _read_fields(tree, fields or {}, json_ld)
+        title_node = _css_first(tree, "title")
+        self.title = title = _text(title_node)
+        if title_node is not None:
+            title_node.decompose()  # the title is counted once, above
+        self.lead: list[str] = []
+        if not selectors:
+            _drop_nodes(_css(tree, _NOISE))
+            body, self.roots, self.lead = _main_text(tree, _remove_boilerplate(tree))
+        else:
+            self.roots = _selected(tree, selectors)
+            body = "\n".join(_text(n) for n in self.roots)
+        self.text = f"{title}\n{body}" if title else body
+
+    def lines(self) -> str:
+        """The content as the page lays it out: a line per block, whitespace folded, empty
+        lines dropped (the headlines put before it first)."""
+        out = list(self.lead)
+        for root in self.roots:
+            for node in _css(root, _BLOCKS):
+                node.insert_after("\n")
+            for line in root.text(deep=True, separator="", strip=False).splitlines():
+                folded = " ".join(line.split())
+                if folded:
+                    out.append(folded)
+        return "\n".join(out)
+
+
+def _selected(tree: LexborHTMLParser, selectors: Sequence[str]) -> list[LexborNode]:
+    """The configured selectors' matches, in selector order, everything else the rules drop
+    removed around them."""
     matches: list[LexborNode] = []
     for selector in selectors:
         try:
@@ -555,8 +613,81 @@ def _extract(document: str | bytes, selectors: Sequence[str]) -> str:
     for node in _css(tree, _NOISE):
         node.attrs[_DROP] = ""
     _remove_boilerplate(tree, protect=True)
-    body = "\n".join(_text(n) for n in matches)
-    return f"{title}\n{body}" if title else body
+    return matches
+
+
+#: The schema.org values read from JSON-LD when a URL class asks for structured data, by the
+#: field name they are stored under.
+JSON_LD_FIELDS = {
+    "name": ("name",),
+    "price": ("offers", "price"),
+    "availability": ("offers", "availability"),
+}
+
+
+def _read_fields(
+    tree: LexborHTMLParser, fields: Mapping[str, str], json_ld: bool
+) -> dict[str, str | None]:
+    """Each configured field's text (the first match of its CSS selector, whitespace folded;
+    None without a match), and with ``json_ld`` the schema.org values of
+    :data:`JSON_LD_FIELDS` from the page's first JSON-LD item that has them."""
+    values: dict[str, str | None] = {}
+    for name, selector in fields.items():
+        try:
+            node = _css_first(tree, selector)
+        except SelectolaxError as exc:
+            raise ValueError(
+                f"invalid CSS selector {selector!r} for field {name!r}: {exc}"
+            ) from None
+        values[name] = " ".join(_text(node).split()) if node is not None else None
+    if json_ld:
+        items = [
+            item
+            for script in _css(tree, 'script[type="application/ld+json" i]')
+            for item in _json_ld_items(script.text(deep=True))
+        ]
+        for name, path in JSON_LD_FIELDS.items():
+            values[name] = next(
+                (v for v in (_json_path(item, path) for item in items) if v is not None), None
+            )
+    return values
+
+
+def _json_ld_items(text: str) -> list[dict]:
+    """The objects of one JSON-LD script (a list, an ``@graph``, or one object); nothing
+    from a script that does not parse."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return []
+    found: list[dict] = []
+    stack = [data]
+    while stack and len(found) < 100:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(reversed(item))
+        elif isinstance(item, dict):
+            found.append(item)
+            graph = item.get("@graph")
+            if isinstance(graph, list):
+                stack.extend(reversed(graph))
+    return found
+
+
+def _json_path(item: dict, path: tuple[str, ...]) -> str | None:
+    """A value along ``path`` (through the first of a list at each step) as text."""
+    value: object = item
+    for key in path:
+        if isinstance(value, list):
+            value = value[0] if value else None
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    if isinstance(value, list):
+        value = value[0] if value else None
+    if isinstance(value, bool) or value is None or isinstance(value, dict):
+        return None
+    return " ".join(str(value).split()) or None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -752,10 +883,17 @@ class _Rewriter:
 
 # An ASCII text's characters as the case hints see them: a lower-case letter or digit ("l"),
 # an upper-case letter ("U"), anything else (".").
-_CASE_CLASSES = bytes(
-    ord("l") if chr(c).islower() or chr(c).isdigit() else ord("U") if chr(c).isupper() else ord(".")
-    for c in range(128)
-) + b"." * 128
+_CASE_CLASSES = (
+    bytes(
+        ord("l")
+        if chr(c).islower() or chr(c).isdigit()
+        else ord("U")
+        if chr(c).isupper()
+        else ord(".")
+        for c in range(128)
+    )
+    + b"." * 128
+)
 
 
 def _digit_led_matches(text: str) -> Iterator[re.Match[str]]:
@@ -915,3 +1053,65 @@ def content_fingerprint(
     else:
         text = decode_body(data, content_type)
     return xxhash.xxh3_64_hexdigest(normalize_content(text).encode("utf-8", "replace"))
+
+
+@dataclass(frozen=True)
+class ContentRecord:
+    """What a fetched body says: its fingerprint and, for a version worth keeping (new, or
+    another fingerprint than the one before), the title, the content's text line by line and
+    the configured fields (by default the title and the text)."""
+
+    fingerprint: str
+    title: str | None = None
+    text: str | None = None
+    fields: dict[str, str | None] | None = None
+
+
+def content_record(
+    body: bytes,
+    *,
+    content_type: str | None,
+    selectors: Sequence[str] = (),
+    fields: Mapping[str, str] | None = None,
+    json_ld: bool = False,
+    previous: str | None = None,
+) -> ContentRecord:
+    """The fingerprint of :func:`content_fingerprint` (with configured ``fields`` or
+    ``json_ld`` their values count too, so a price that changed in the structured data alone
+    is a change), and, unless it equals ``previous``, the version's title, text and fields from
+    the same extraction: reading them costs a second walk over the content, which only a
+    version worth keeping pays. Non-HTML text has its decoded text and no title; binary
+    content only its fingerprint (versioned by its bytes)."""
+    try:
+        data = bytes(body)
+    except (TypeError, ValueError):
+        data = b""
+    kind = _kind(data, content_type)
+    if kind == "binary":
+        digest = xxhash.xxh3_64_hexdigest(data)
+        return ContentRecord(digest, fields={} if digest != previous else None)
+    if kind != "html":
+        text = decode_body(data, content_type)
+        digest = xxhash.xxh3_64_hexdigest(normalize_content(text).encode("utf-8", "replace"))
+        if digest == previous:
+            return ContentRecord(digest)
+        lines = "\n".join(
+            folded for line in text.splitlines() if (folded := " ".join(line.split()))
+        )
+        return ContentRecord(digest, None, lines, {"text": lines})
+    extraction = _Extraction(
+        data if _reads_as_utf8(data, content_type) else decode_body(data, content_type),
+        selectors,
+        fields,
+        json_ld,
+    )
+    hashed = extraction.text
+    if extraction.fields:
+        hashed += "".join(f"\n{k}\t{v or ''}" for k, v in sorted(extraction.fields.items()))
+    digest = xxhash.xxh3_64_hexdigest(normalize_content(hashed).encode("utf-8", "replace"))
+    if digest == previous:
+        return ContentRecord(digest)
+    title = extraction.title or None
+    text = extraction.lines()
+    kept = extraction.fields if (fields or json_ld) else {"title": title, "text": text}
+    return ContentRecord(digest, title, text, kept)
