@@ -95,6 +95,9 @@ class HttpClientResource(dg.ConfigurableResource):
     # Hosts split over this many processes (global_concurrency is per process): one process is
     # CPU-bound near half a bare aiohttp loop's rate on fast hosts (docs/fetch_rate.md).
     fetch_processes: int = 1
+    # Keep the crawled copy: every answer in the WARC archive under <home>/archive/, every
+    # new or changed version in page_versions (False: fingerprints only).
+    archive: bool = True
 
     def allow_list(self) -> tuple[IPNetwork, ...]:
         """``FRESHNESS_ALLOW_NETWORKS`` plus this resource's own ``allow_networks``."""

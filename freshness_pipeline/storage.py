@@ -172,33 +172,54 @@ class Warehouse:
         """Replace the files of every host in ``hosts`` from one frame holding all of them.
 
         A host of the run with no rows still gets a 0-row file: the run's answer for that host
-        is "nothing", not "what the previous run said".
+        is "nothing", not "what the previous run said". A history table (tables.HISTORY_TABLES)
+        is appended to instead, one file per host and cycle (:meth:`append_cycle`); a host
+        without rows then writes nothing.
         """
         df = tables.conform(table, df)
         parts = {key[0]: part for key, part in df.partition_by("host", as_dict=True).items()}
         unknown = set(parts) - set(hosts)
         if unknown:
             raise ValueError(f"{table}: rows for hosts outside the run: {sorted(unknown)[:5]}")
+        if table in tables.HISTORY_TABLES:
+            at = tables.HISTORY_TABLES[table]
+            for host, part in parts.items():
+                for (moment,), rows in part.partition_by(at, as_dict=True).items():
+                    self.append_cycle(table, host, moment, rows)
+            return len(parts)
         for host in hosts:
             self._atomic_write(parts.get(host, df.clear()), self.partition_file(table, host))
         return len(hosts)
 
-    def append_fetch_log(self, host: str, cycle_now: datetime, df: pl.DataFrame) -> Path | None:
-        """Add one cycle's requests for one host to the history: one file per cycle and host.
+    def append_cycle(
+        self, table: str, host: str, cycle_now: datetime, df: pl.DataFrame
+    ) -> Path | None:
+        """Add one cycle's rows of a history table (tables.HISTORY_TABLES: fetch_log,
+        page_versions, changes) for one host: one file per cycle and host.
 
         The file is named after the cycle's ``now`` and keyed by URL within it: a resumed or
-        re-run cycle replaces its earlier rows for the URLs it fetched again and keeps the
-        others, so no fetch is counted twice and none is lost.
+        re-run cycle replaces its earlier rows for the URLs it has again and keeps the others,
+        so no row is counted twice and none is lost.
         """
+        if table not in tables.HISTORY_TABLES:
+            raise ValueError(f"{table} is not a history table")
         if df.is_empty():
             return None
-        target = self.partition_dir("fetch_log", host) / f"cycle-{_stamp(cycle_now)}.parquet"
-        rows = tables.conform("fetch_log", df)
+        target = self.cycle_file(table, host, cycle_now)
+        rows = tables.conform(table, df)
         if target.exists():
-            earlier = tables.conform("fetch_log", pl.read_parquet(target))
+            earlier = tables.conform(table, pl.read_parquet(target))
             rows = pl.concat([earlier.join(rows.select("url"), on="url", how="anti"), rows])
         self._atomic_write(rows, target)
         return target
+
+    def cycle_file(self, table: str, host: str, cycle_now: datetime) -> Path:
+        """Where a history table keeps one host's rows of one cycle."""
+        return self.partition_dir(table, host) / f"cycle-{_stamp(cycle_now)}.parquet"
+
+    def append_fetch_log(self, host: str, cycle_now: datetime, df: pl.DataFrame) -> Path | None:
+        """One cycle's requests for one host (:meth:`append_cycle` of fetch_log)."""
+        return self.append_cycle("fetch_log", host, cycle_now, df)
 
     def prune_fetch_log(self, before: datetime) -> int:
         """Delete fetch_log files of cycles older than ``before``; returns how many. Rate

@@ -107,6 +107,10 @@ REVISIT_PLAN = {
     # a complete read of the host's sitemaps no longer lists the page, and it has not been
     # fetched since it was last listed: it may be gone (science.schedule's 'delisted' pass)
     "delisted": pl.Boolean,
+    # the URL's last archived original, for a revisit record (archive.ArchivedOriginal JSON),
+    # and when its newest version was observed (a changed page's previous version)
+    "archived": pl.String,
+    "version_observed_at": UTC_TIME,
 }
 
 FETCH_RESULTS = {
@@ -132,6 +136,15 @@ FETCH_RESULTS = {
     "sent": pl.Boolean,
     "content_age_days": pl.Float64,
     "dates_changes": pl.Boolean,
+    # where the archive keeps the request's record (relative to <home>/archive/), and the
+    # payload's digest (sha1:BASE32, as in WARC-Payload-Digest); null where nothing was archived
+    "warc_filename": pl.String,
+    "warc_offset": pl.Int64,
+    "warc_length": pl.Int64,
+    "payload_digest": pl.String,
+    # the URL's last archived original (archive.ArchivedOriginal as JSON): what a later
+    # unchanged answer refers to as a revisit record
+    "archived": pl.String,
 }
 
 FETCH_LOG = {
@@ -153,6 +166,12 @@ FETCH_LOG = {
     "expected_change": pl.Float64,
     # a 429/503's Retry-After (seconds from fetched_at), kept in the history for operators
     "retry_after_s": pl.Float64,
+    # where the archive keeps the request's record (relative to <home>/archive/), and the
+    # payload's digest (sha1:BASE32, as in WARC-Payload-Digest); null where nothing was archived
+    "warc_filename": pl.String,
+    "warc_offset": pl.Int64,
+    "warc_length": pl.Int64,
+    "payload_digest": pl.String,
 }
 
 URL_STATE = {
@@ -187,6 +206,10 @@ URL_STATE = {
     "obs_interval_days": pl.List(pl.Float64),
     "obs_changed": pl.List(pl.Boolean),
     "obs_age_days": pl.List(pl.Float64),
+    # the URL's last archived original (archive.ArchivedOriginal as JSON), and when its newest
+    # version in page_versions was observed
+    "archived": pl.String,
+    "version_observed_at": UTC_TIME,
 }
 
 # One row per fetch that graded a sitemap lastmod (did it say "changed" when the page had?).
@@ -299,6 +322,43 @@ HOST_CAPACITY = {
     "last_throttled_at": UTC_TIME,
 }
 
+# The crawled copy. One row per observed version of a page (a fetch whose content was new or
+# changed, or a re-extraction), with what it said; one file per cycle and host.
+PAGE_VERSIONS = {
+    "url": pl.String,
+    "host": pl.String,
+    "observed_at": UTC_TIME,
+    "outcome": pl.String,  # 'new' | 'changed' | 'reextracted'
+    "url_class": pl.String,
+    "fingerprint": pl.String,
+    "fingerprint_version": pl.Int64,
+    "title": pl.String,
+    "text": pl.String,  # the extracted content, a line per block, whitespace folded
+    "fields": pl.String,  # JSON object: field name -> value (by default title and text)
+    "content_type": pl.String,
+    "warc_filename": pl.String,
+    "warc_offset": pl.Int64,
+    "warc_length": pl.Int64,
+    "payload_digest": pl.String,
+}
+
+# One row per detected change: what differs between a version and the one before it.
+CHANGES = {
+    "url": pl.String,
+    "host": pl.String,
+    "changed_at": UTC_TIME,
+    "previous_observed_at": UTC_TIME,
+    "changed_fields": pl.List(pl.String),
+    "old_values": pl.String,  # JSON object of the changed fields' old values (text: see lines)
+    "new_values": pl.String,
+    "text_lines_added": pl.Int64,
+    "text_lines_removed": pl.Int64,
+}
+
+# Tables kept as history, one file per cycle and host (storage.append_cycle), with the column
+# that holds the cycle's time; the others are replaced per host each cycle.
+HISTORY_TABLES = {"fetch_log": "fetched_at", "page_versions": "observed_at", "changes": "changed_at"}
+
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "seeds": SEEDS,
     "robots": ROBOTS,
@@ -315,6 +375,8 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "fetch_totals": FETCH_TOTALS,
     "url_canonical": URL_CANONICAL,
     "host_capacity": HOST_CAPACITY,
+    "page_versions": PAGE_VERSIONS,
+    "changes": CHANGES,
 }
 
 # Tables exposed as DuckDB views; seeds and robots are internal but handy, so they are views too.

@@ -37,6 +37,8 @@ ASSETS = {
     "revisit_plan",
     "fetch_results",
     "host_capacity",
+    "page_versions",
+    "changes",
     "url_state",
 }
 CHECKS = {

@@ -11,7 +11,9 @@ deferred there.
 """
 
 import concurrent.futures
+import contextlib
 import multiprocessing
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -22,12 +24,14 @@ import dagster as dg
 import polars as pl
 
 from freshness_pipeline import tables
+from freshness_pipeline.archive import ArchivedOriginal, ArchiveWriter, archive_dir_for
 from freshness_pipeline.assets.common import cycle_multi_asset, run_hosts
 from freshness_pipeline.assets.running_totals import (
     VALIDATOR_HISTORY,
     remember_cycle,
     validator_memory,
 )
+from freshness_pipeline.assets.versions import change_rows, version_rows
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
@@ -56,11 +60,12 @@ _PACE = {"host_gap_s": pl.Float64, "host_concurrency": pl.Int64}
 
 def fetch_requests(plan: pl.DataFrame, config: PipelineConfig) -> list[FetchRequest]:
     """The plan's selected rows in rank order (a plan without ranks, such as a refill, in its
-    own order), each with what the host's pace says."""
+    own order), each with what the host's pace says and what the archive holds of it."""
     selected = plan.filter(pl.col("selected"))
     if "rank" in selected.columns:
         selected = selected.sort("rank", nulls_last=True, maintain_order=True)
-    pace = [pl.lit(None, dtype=t).alias(c) for c, t in _PACE.items() if c not in selected.columns]
+    missing = {**_PACE, "archived": pl.String}
+    filled = [pl.lit(None, dtype=t).alias(c) for c, t in missing.items() if c not in selected]
     return [
         FetchRequest(
             url=row["url"],
@@ -72,8 +77,9 @@ def fetch_requests(plan: pl.DataFrame, config: PipelineConfig) -> list[FetchRequ
             selectors=config.selectors_for(row["url_class"]),
             min_gap_s=row["host_gap_s"],
             concurrency=row["host_concurrency"],
+            archived=ArchivedOriginal.from_json(row["archived"]) if row["archived"] else None,
         )
-        for row in selected.with_columns(pace)
+        for row in selected.with_columns(filled)
         .select(
             "url",
             "host",
@@ -82,6 +88,7 @@ def fetch_requests(plan: pl.DataFrame, config: PipelineConfig) -> list[FetchRequ
             "last_modified",
             "fingerprint",
             "crawl_delay",
+            "archived",
             *_PACE,
         )
         .iter_rows(named=True)
@@ -119,14 +126,24 @@ def refill_rows(plan: pl.DataFrame, freed: int, stopped: set[str]) -> pl.DataFra
     )
 
 
-def results_frame(
-    plan: pl.DataFrame, results: list, now: datetime, config: PipelineConfig
-) -> pl.DataFrame:
+def raw_results(results: list[FetchResult]) -> pl.DataFrame:
+    """The fetcher's results as one frame, every field (with the versions' text)."""
     if not results:
-        return tables.empty("fetch_results")
+        return pl.DataFrame()
     # vars(), not asdict(): the fields are flat, and asdict's deep copy was a tenth of the
     # stage's CPU per 304 (docs/fetch_rate.md).
-    frame = pl.DataFrame([vars(r) for r in results], infer_schema_length=None)
+    return pl.DataFrame([vars(r) for r in results], infer_schema_length=None)
+
+
+def results_frame(
+    plan: pl.DataFrame,
+    results: list[FetchResult] | pl.DataFrame,
+    now: datetime,
+    config: PipelineConfig,
+) -> pl.DataFrame:
+    frame = results if isinstance(results, pl.DataFrame) else raw_results(results)
+    if frame.is_empty():
+        return tables.empty("fetch_results")
     # the model's forecast of a change, kept with the fetch that tests it (the verify metrics);
     # where a trusted sitemap said "changed" the plan's number is the hint's (1), not the
     # model's; a sitemap saying "unchanged" leaves the model's forecast as it was
@@ -168,6 +185,8 @@ class FetchStage:
     throttled: list[dict]
     trust: pl.DataFrame
     capacity: pl.DataFrame  # host_capacity rows for the next cycle (science.capacity)
+    versions: pl.DataFrame  # this cycle's page_versions rows
+    changes: pl.DataFrame  # this cycle's changes rows
 
 
 def host_groups(plan: pl.DataFrame, hosts: list[str], n_groups: int) -> list[list[str]]:
@@ -198,6 +217,7 @@ def run_fetch_stage(
     settings: FetchSettings,
     allow: tuple[IPNetwork, ...],
     processes: int = 1,
+    archive: bool = True,
 ) -> FetchStage:
     """Fetch the plan's selected URLs and append what was sent to fetch_log: everything the
     asset does but Dagster's part, so that the fetch-rate benchmark measures this code.
@@ -210,9 +230,18 @@ def run_fetch_stage(
     settings = replace(settings, cycle_now=now)
     groups = host_groups(plan, hosts, processes)
     if len(groups) <= 1:
-        return _fetch_hosts(plan, hosts, now, wh.home, config, settings, allow)
+        return _fetch_hosts(plan, hosts, now, wh.home, config, settings, allow, archive)
     jobs = [
-        (plan.filter(pl.col("host").is_in(group)), group, now, wh.home, config, settings, allow)
+        (
+            plan.filter(pl.col("host").is_in(group)),
+            group,
+            now,
+            wh.home,
+            config,
+            settings,
+            allow,
+            archive,
+        )
         for group in groups
     ]
     idle = sorted(set(hosts) - {h for g in groups for h in g})
@@ -222,7 +251,14 @@ def run_fetch_stage(
     if idle:
         parts.append(
             _fetch_hosts(
-                plan.filter(pl.col("host").is_in(idle)), idle, now, wh.home, config, settings, allow
+                plan.filter(pl.col("host").is_in(idle)),
+                idle,
+                now,
+                wh.home,
+                config,
+                settings,
+                allow,
+                archive,
             )
         )
     return FetchStage(
@@ -230,6 +266,8 @@ def run_fetch_stage(
         throttled=[t for p in parts for t in p.throttled],
         trust=pl.concat([p.trust for p in parts], how="vertical_relaxed"),
         capacity=pl.concat([p.capacity for p in parts], how="vertical_relaxed").sort("host"),
+        versions=pl.concat([p.versions for p in parts], how="vertical_relaxed"),
+        changes=pl.concat([p.changes for p in parts], how="vertical_relaxed"),
     )
 
 
@@ -241,6 +279,7 @@ def _fetch_hosts(
     config: PipelineConfig,
     settings: FetchSettings,
     allow: tuple[IPNetwork, ...],
+    archive: bool = True,
 ) -> FetchStage:
     wh = Warehouse(home)
     evidence, latest = validator_memory(wh, hosts, now)
@@ -248,25 +287,37 @@ def _fetch_hosts(
     planned = drop_untrusted_validators(plan.filter(pl.col("selected")), trust)
     throttles = Throttles(settings.throttle_policy())
     started = time.monotonic()
-    results = fetch_all_sync(
-        fetch_requests(planned, config), settings, allow=allow, throttles=throttles
-    )
-    # Budget a host left for its own reasons goes to the next best buys of the other hosts,
-    # while the cycle has time for them.
-    deferred = host_deferred(results)
-    limit = settings.cycle_time_limit_s
-    left = None if limit is None else limit - (time.monotonic() - started)
-    refill = refill_rows(plan, sum(deferred.values()), set(deferred))
-    if refill.height and (left is None or left > 0):
-        refill = drop_untrusted_validators(refill, trust)
-        results += fetch_all_sync(
-            fetch_requests(refill, config),
-            replace(settings, cycle_time_limit_s=left),
+    # Every answer goes to the cycle's archive file, which is complete (fsynced and renamed)
+    # when the block ends, before any row that points into it is written; a failure leaves
+    # no file behind but those completed earlier.
+    with cycle_archive(home, now, archive) as writer:
+        results = fetch_all_sync(
+            fetch_requests(planned, config),
+            settings,
             allow=allow,
             throttles=throttles,
+            archive=writer,
         )
-        plan = pl.concat([plan, refill], how="diagonal_relaxed")
-    frame = dated_by_host(results_frame(plan, results, now, config), trust)
+        # Budget a host left for its own reasons goes to the next best buys of the other
+        # hosts, while the cycle has time for them.
+        deferred = host_deferred(results)
+        limit = settings.cycle_time_limit_s
+        left = None if limit is None else limit - (time.monotonic() - started)
+        refill = refill_rows(plan, sum(deferred.values()), set(deferred))
+        if refill.height and (left is None or left > 0):
+            refill = drop_untrusted_validators(refill, trust)
+            results += fetch_all_sync(
+                fetch_requests(refill, config),
+                replace(settings, cycle_time_limit_s=left),
+                allow=allow,
+                throttles=throttles,
+                archive=writer,
+            )
+            plan = pl.concat([plan, refill], how="diagonal_relaxed")
+    raw = raw_results(results)
+    frame = dated_by_host(results_frame(plan, raw, now, config), trust)
+    versions = version_rows(raw, plan, now, config)
+    changes = change_rows(wh, versions, plan)
     sent = frame.filter(pl.col("sent"))
     by_host = sent.partition_by("host", as_dict=True)
     for host in hosts:
@@ -286,7 +337,19 @@ def _fetch_hosts(
         throttled=snapshot,
         trust=trust,
         capacity=tables.conform("host_capacity", capacity),
+        versions=versions,
+        changes=changes,
     )
+
+
+def cycle_archive(
+    home: Path, now: datetime, enabled: bool
+) -> contextlib.AbstractContextManager[ArchiveWriter | None]:
+    """The process's archive writer for this cycle (None when archiving is off): one file per
+    cycle and process, named for both."""
+    if not enabled:
+        return contextlib.nullcontext()
+    return ArchiveWriter(archive_dir_for(home), now, writer=f"fetch{os.getpid()}")
 
 
 def capacity_observations(
@@ -350,7 +413,7 @@ def capacity_observations(
     )
 
 
-@cycle_multi_asset("fetch_results", "host_capacity")
+@cycle_multi_asset("fetch_results", "host_capacity", "page_versions", "changes")
 def fetch_results(
     context: dg.AssetExecutionContext,
     revisit_plan: pl.DataFrame,
@@ -358,8 +421,9 @@ def fetch_results(
     cycle: CycleResource,
     http: HttpClientResource,
 ) -> Iterator[dg.Output[pl.DataFrame]]:
-    """What each planned fetch found (304, same content, changed content, gone, an error), and
-    what each host showed it accepts: the pace the next cycle plans and fetches it at."""
+    """What each planned fetch found (304, same content, changed content, gone, an error), what
+    each host showed it accepts (the pace the next cycle plans and fetches it at), and the
+    crawled copy: every new or changed version of a page and what changed."""
     crash_point("asset:fetch_results:start")
     hosts = run_hosts(context, warehouse.warehouse())
     now = cycle.cycle_now(context)
@@ -374,6 +438,7 @@ def fetch_results(
         http.settings(time_limit_s=cycle.fetch_time_limit_s, window_s=cycle.window_s()),
         http.allow_list(),
         processes=http.fetch_processes,
+        archive=http.archive,
     )
     frame, trust = stage.frame, stage.trust
     sent = frame.filter(pl.col("sent"))
@@ -410,6 +475,23 @@ def fetch_results(
             "retry_after_pauses": dg.MetadataValue.int(int(capacity["pauses"].sum() or 0)),
             "hosts_short_of_their_share": dg.MetadataValue.md(short_hosts_table(capacity)),
         },
+    )
+    versions = stage.versions
+    yield dg.Output(
+        versions,
+        output_name="page_versions",
+        metadata={
+            "versions": dg.MetadataValue.int(versions.height),
+            **{
+                f"outcome_{k}": dg.MetadataValue.int(v)
+                for k, v in sorted(versions.group_by("outcome").len().iter_rows())
+            },
+        },
+    )
+    yield dg.Output(
+        stage.changes,
+        output_name="changes",
+        metadata={"changes": dg.MetadataValue.int(stage.changes.height)},
     )
 
 

@@ -110,6 +110,8 @@ def plan_inputs(
         "redirect_to",
         "duplicate_of",
         "last_http_status",
+        "archived",
+        "version_observed_at",
     )
     permanent_redirect = pl.col("redirect_to").is_not_null() & pl.col("last_http_status").is_in(
         [301, 308]

@@ -89,6 +89,9 @@ def merge_state(
         pl.col("dates_changes").alias("r_dates")
         if "dates_changes" in results.columns
         else pl.lit(None, pl.Boolean).alias("r_dates"),
+        (pl.col("archived") if "archived" in results.columns else pl.lit(None, pl.String)).alias(
+            "r_archived"
+        ),
     )
     merged = prev.join(cand, on="url", how="full", coalesce=True).join(sent, on="url", how="left")
     outcome = pl.col("r_outcome")
@@ -165,6 +168,14 @@ def merge_state(
         .when(fresh_fetch & success)
         .then(None)
         .otherwise("gone_at"),
+        # what the archive holds of the page (its last original), and when page_versions last
+        # took a version of it (every new or changed body is one)
+        archived=pl.when(fresh_fetch & pl.col("r_archived").is_not_null())
+        .then("r_archived")
+        .otherwise("archived"),
+        version_observed_at=pl.when(fresh_fetch & outcome.is_in(["new", "changed"]))
+        .then("r_at")
+        .otherwise("version_observed_at"),
         n_fetches=pl.col("n_fetches").fill_null(0) + fresh_fetch.cast(pl.Int64),
         n_not_modified=pl.col("n_not_modified").fill_null(0)
         + (fresh_fetch & (outcome == "not_modified")).cast(pl.Int64),

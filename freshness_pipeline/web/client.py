@@ -20,6 +20,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import functools
+import json
 import time
 import zlib
 from collections import deque
@@ -33,6 +34,15 @@ from urllib.parse import urljoin, urlsplit
 import aiohttp
 from aiohttp.abc import AbstractResolver
 
+from freshness_pipeline.archive import (
+    ArchivedOriginal,
+    ArchivedRecord,
+    ArchiveWriteError,
+    ArchiveWriter,
+    HttpExchange,
+    payload_digest,
+)
+from freshness_pipeline.science.fingerprint import ContentRecord, content_record
 from freshness_pipeline.science.normalize import InvalidURL, url_authority
 from freshness_pipeline.science.retry_after import MAX_RETRY_AFTER_S
 from freshness_pipeline.web.netguard import (
@@ -218,6 +228,13 @@ class FetchRequest:
     # settings' host_concurrency).
     min_gap_s: float | None = None
     concurrency: int | None = None
+    # What the archive holds of the URL (its last original): a 304, or a body with the same
+    # payload digest, is then a revisit record referring to it, and an identical body needs
+    # no extraction.
+    archived: ArchivedOriginal | None = None
+    # The URL class's fields (name -> CSS selector) and whether its JSON-LD counts.
+    fields: dict[str, str] | None = None
+    json_ld: bool = False
 
 
 @dataclass
@@ -251,17 +268,30 @@ class FetchResult:
     validator: str | None = None
     # Days from the body's Last-Modified to the response's Date (see content_age_days).
     content_age_days: float | None = None
+    # Where the archive put the request's record, and the payload's digest (None: nothing
+    # archived); ``archived`` the URL's original to refer to next time (ArchivedOriginal JSON).
+    warc_filename: str | None = None
+    warc_offset: int | None = None
+    warc_length: int | None = None
+    payload_digest: str | None = None
+    archived: str | None = None
+    # A version worth keeping (new or changed content): what it says.
+    title: str | None = None
+    text: str | None = None
+    fields: str | None = None  # JSON object
 
 
 # --------------------------------------------------------------------------- body reading
 
 
 class BodyTooLarge(Exception):
-    """The body (raw or decompressed) went over its cap; reading stopped there."""
+    """The body (raw or decompressed) went over its cap; reading stopped there. ``partial``
+    holds what was decoded up to the cap (archived as a truncated record)."""
 
-    def __init__(self, message: str, raw_bytes: int) -> None:
+    def __init__(self, message: str, raw_bytes: int, partial: bytes = b"") -> None:
         super().__init__(message)
         self.raw_bytes = raw_bytes
+        self.partial = partial
 
 
 class BodyDecodeError(Exception):
@@ -451,7 +481,7 @@ async def read_limited(
                     return BodyRead(decoder.partial(), raw, truncated=True)
                 raw += len(chunk)
                 resp.close()
-                raise BodyTooLarge(f"body exceeds {max_bytes} bytes", raw)
+                raise BodyTooLarge(f"body exceeds {max_bytes} bytes", raw, decoder.partial())
             raw += len(chunk)
             decoder.feed(chunk)
         return BodyRead(decoder.finish(), raw)
@@ -460,7 +490,7 @@ async def read_limited(
         if truncate:
             return BodyRead(decoder.partial(), raw, truncated=True)
         raise BodyTooLarge(
-            f"decompressed body exceeds {max_decompressed_bytes} bytes", raw
+            f"decompressed body exceeds {max_decompressed_bytes} bytes", raw, decoder.partial()
         ) from None
     except zlib.error as exc:
         resp.close()
@@ -855,7 +885,8 @@ class _CycleCtx:
     throttles: Throttles
     # until when a Retry-After is waited out instead of deferring the host (monotonic seconds)
     pause_deadline: float
-    default_fp: Callable[[bytes, str | None, tuple[str, ...]], str] | None = None
+    default_fp: Callable[[bytes, str | None, FetchRequest], ContentRecord] | None = None
+    archive: ArchiveWriter | None = None
 
 
 async def _fetch_one(ctx: _CycleCtx, attempt: _Attempt, req: FetchRequest) -> FetchResult:
@@ -887,8 +918,8 @@ async def _fetch_one(ctx: _CycleCtx, attempt: _Attempt, req: FetchRequest) -> Fe
             attempt.host.mark_started(time.monotonic())
             attempt.signal = classify_status(resp.status)
             await _classify(ctx, req, resp, result)
-    except asyncio.CancelledError:
-        raise
+    except (asyncio.CancelledError, ArchiveWriteError):
+        raise  # a full disk fails the cycle: its tables stay as they were
     except BodyTooLarge as exc:
         # The page is hostile or huge, not the server sick: its latency still counts as served.
         result.outcome, result.error, result.bytes = "error", str(exc), exc.raw_bytes
@@ -934,36 +965,63 @@ async def _classify(
         result.etag = result.etag or req.etag
         result.last_modified = result.last_modified or req.last_modified
         result.fingerprint = req.prev_fingerprint
+        _archive(ctx, req, resp, result, b"")
         return
 
     if 200 <= status < 300:
-        read = await read_limited(
-            resp,
-            max_bytes=settings.max_body_bytes,
-            max_decompressed_bytes=settings.max_decompressed_bytes,
-        )
-        result.bytes = read.raw_bytes
         try:
-            fp = await _fingerprint(ctx, req, read.body, result.content_type)
-        except Exception as exc:
-            result.outcome = "error"
-            result.error = f"fingerprint failed: {type(exc).__name__}: {exc}"
+            read = await read_limited(
+                resp,
+                max_bytes=settings.max_body_bytes,
+                max_decompressed_bytes=settings.max_decompressed_bytes,
+            )
+        except BodyTooLarge as exc:
+            result.outcome, result.error, result.bytes = "error", str(exc), exc.raw_bytes
+            _archive(ctx, req, resp, result, exc.partial, truncated=True)
             return
-        result.fingerprint = fp
+        except BodyDecodeError as exc:
+            result.outcome, result.error, result.bytes = "error", str(exc), exc.raw_bytes
+            _archive(ctx, req, resp, result, b"", truncated=True)
+            return
+        result.bytes = read.raw_bytes
         result.content_age_days = content_age_days(
             result.last_modified, resp.headers.get("Date"), now=settings.cycle_now
         )
+        archived = req.archived
+        if (
+            req.prev_fingerprint is not None
+            and archived is not None
+            and archived.payload_digest is not None
+            and payload_digest(read.body) == archived.payload_digest
+        ):
+            # The very bytes archived last time: the same content, nothing to extract.
+            result.fingerprint, result.outcome = req.prev_fingerprint, "unchanged"
+            _archive(ctx, req, resp, result, read.body)
+            return
+        try:
+            record = await _fingerprint(ctx, req, read.body, result.content_type)
+        except Exception as exc:
+            result.outcome = "error"
+            result.error = f"fingerprint failed: {type(exc).__name__}: {exc}"
+            _archive(ctx, req, resp, result, read.body)
+            return
+        result.fingerprint = record.fingerprint
         if req.prev_fingerprint is None:
             result.outcome = "new"
-        elif fp == req.prev_fingerprint:
+        elif record.fingerprint == req.prev_fingerprint:
             result.outcome = "unchanged"
         else:
             result.outcome = "changed"
+        if result.outcome != "unchanged" and record.fields is not None:
+            result.title, result.text = record.title, record.text
+            result.fields = json.dumps(record.fields, ensure_ascii=False, sort_keys=True)
+        _archive(ctx, req, resp, result, read.body)
         return
 
     # Anything else: read a small body of known length so the connection can be reused;
     # anything bigger or open-ended is dropped with the connection.
     length = resp.content_length
+    drained_body, complete = b"", length == 0
     if length is not None and length <= _ERROR_BODY_DRAIN:
         with contextlib.suppress(Exception):
             drained = await read_limited(
@@ -973,6 +1031,8 @@ async def _classify(
                 truncate=True,
             )
             result.bytes = drained.raw_bytes
+            drained_body, complete = drained.body, not drained.truncated
+    _archive(ctx, req, resp, result, drained_body, truncated=not complete)
 
     if status in _REDIRECT_STATUSES:
         loc = resp.headers.get("Location")
@@ -1005,15 +1065,14 @@ async def _classify(
 
 async def _fingerprint(
     ctx: _CycleCtx, req: FetchRequest, body: bytes, content_type: str | None
-) -> str:
+) -> ContentRecord:
     injected, default = ctx.fingerprint, ctx.default_fp
-    selectors = tuple(req.selectors)
 
-    def compute() -> str:
+    def compute() -> ContentRecord:
         if injected is not None:
-            return injected(body, content_type)
+            return ContentRecord(injected(body, content_type))
         assert default is not None
-        return default(body, content_type, selectors)
+        return default(body, content_type, req)
 
     if len(body) > _THREAD_FINGERPRINT_BYTES:
         # Parsing megabytes of HTML would stall every other host's I/O on the event loop.
@@ -1021,15 +1080,57 @@ async def _fingerprint(
     return compute()
 
 
-def _default_fingerprinter() -> Callable[[bytes, str | None, tuple[str, ...]], str]:
-    # Imported lazily: the science module is optional for callers that inject their own, and
-    # the web package must stay importable on its own.
-    from freshness_pipeline.science.fingerprint import content_fingerprint
-
-    def fp(body: bytes, content_type: str | None, selectors: tuple[str, ...]) -> str:
-        return content_fingerprint(body, content_type=content_type, selectors=selectors)
+def _default_fingerprinter() -> Callable[[bytes, str | None, FetchRequest], ContentRecord]:
+    def fp(body: bytes, content_type: str | None, req: FetchRequest) -> ContentRecord:
+        return content_record(
+            body,
+            content_type=content_type,
+            selectors=tuple(req.selectors),
+            fields=req.fields,
+            json_ld=req.json_ld,
+            previous=req.prev_fingerprint,
+        )
 
     return fp
+
+
+def _archive(
+    ctx: _CycleCtx,
+    req: FetchRequest,
+    resp: aiohttp.ClientResponse,
+    result: FetchResult,
+    body: bytes,
+    *,
+    truncated: bool = False,
+) -> None:
+    """Write the exchange to the cycle's archive (when there is one) and note where: a 304 or
+    a body the archive already holds becomes a revisit record referring to the original."""
+    writer = ctx.archive
+    if writer is None:
+        return
+    exchange = HttpExchange(
+        url=req.url,
+        status=resp.status,
+        reason=resp.reason or "",
+        request_headers=tuple(resp.request_info.headers.items()),
+        response_headers=resp.raw_headers,
+        body=body,
+        http_version=f"{resp.version.major}.{resp.version.minor}" if resp.version else "1.1",
+        body_decoded=bool(resp.headers.get("Content-Encoding")),
+        truncated=truncated,
+        fetched_at=ctx.settings.cycle_now,
+    )
+    try:
+        record: ArchivedRecord = writer.write_exchange(exchange, previous=req.archived)
+    except ValueError as exc:  # an exchange the archive cannot store as given: say so, go on
+        result.error = result.error or f"not archived: {exc}"
+        return
+    result.warc_filename = record.warc_filename
+    result.warc_offset = record.warc_offset
+    result.warc_length = record.warc_length
+    result.payload_digest = record.payload_digest
+    original = record.original or req.archived
+    result.archived = original.to_json() if original is not None else None
 
 
 # --------------------------------------------------------------------------- entry points
@@ -1043,6 +1144,7 @@ async def fetch_all(
     fingerprint: Fingerprinter | None = None,
     resolver: AbstractResolver | None = None,
     throttles: Throttles | None = None,
+    archive: ArchiveWriter | None = None,
 ) -> list[FetchResult]:
     """Fetch a cycle's planned pages politely; one result per request, in request order.
 
@@ -1050,7 +1152,9 @@ async def fetch_all(
     defaults to the science module's extractor with each request's selectors; ``resolver``
     replaces DNS (tests). Robots rules are the caller's job: only planned URLs arrive here.
     ``throttles`` (default: fresh, built from ``settings``) holds what the per-host throttles
-    learn; pass one to read host health afterwards or to carry it across calls.
+    learn; pass one to read host health afterwards or to carry it across calls. ``archive``:
+    where every answer is recorded (the fetch stage's writer for the cycle); the results say
+    where. A write the disk refuses (ArchiveWriteError) fails the call.
     """
     started = time.monotonic()
     policy = settings.throttle_policy()
@@ -1085,6 +1189,7 @@ async def fetch_all(
                 fingerprint=fingerprint,
                 throttles=throttles if throttles is not None else Throttles(policy),
                 default_fp=None if fingerprint is not None else _default_fingerprinter(),
+                archive=archive,
             )
             runs = [_HostRun(key, idx, requests, results, ctx) for key, idx in groups.items()]
             await asyncio.gather(*(run.run() for run in runs))
@@ -1117,6 +1222,7 @@ def fetch_all_sync(
     fingerprint: Fingerprinter | None = None,
     resolver: AbstractResolver | None = None,
     throttles: Throttles | None = None,
+    archive: ArchiveWriter | None = None,
 ) -> list[FetchResult]:
     """:func:`fetch_all` for synchronous callers; see :func:`run_sync`."""
     return run_sync(
@@ -1127,5 +1233,6 @@ def fetch_all_sync(
             fingerprint=fingerprint,
             resolver=resolver,
             throttles=throttles,
+            archive=archive,
         )
     )

@@ -1,0 +1,120 @@
+"""The crawled copy's tables from a cycle's fetches: page_versions (every new or changed version
+of a page, with what it says and where the archive holds it) and changes (what differs from the
+version before).
+
+Both are history, one file per cycle and host. The version before a changed one is found where
+url_state says it was observed (``version_observed_at``), so a cycle reads one file per host
+and earlier cycle that its changed pages last changed in, never the whole history.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import polars as pl
+
+from freshness_pipeline import tables
+from freshness_pipeline.config import PipelineConfig
+from freshness_pipeline.science.changes import version_change
+from freshness_pipeline.storage import Warehouse
+
+__all__ = ["change_rows", "previous_versions", "version_rows"]
+
+_KEPT = ("new", "changed")
+
+
+def version_rows(
+    raw: pl.DataFrame, plan: pl.DataFrame, now: datetime, config: PipelineConfig
+) -> pl.DataFrame:
+    """page_versions rows of a cycle's fetch results (``raw``: the fetcher's results with their
+    title, text and fields): every sent fetch whose content was new or changed. A 'new' one
+    of a page that had a version before is a re-extraction (another extractor or selectors
+    made its fingerprint incomparable)."""
+    if raw.is_empty() or "text" not in raw.columns:
+        return tables.empty("page_versions")
+    planned = plan.select(
+        "url",
+        "url_class",
+        (
+            pl.col("version_observed_at")
+            if "version_observed_at" in plan.columns
+            else pl.lit(None, tables.UTC_TIME)
+        ).alias("_before"),
+    ).unique(subset="url", keep="last", maintain_order=True)
+    rows = raw.filter(
+        pl.col("sent") & pl.col("outcome").is_in(_KEPT) & pl.col("fingerprint").is_not_null()
+    ).join(planned, on="url", how="left")
+    return tables.conform(
+        "page_versions",
+        rows.with_columns(
+            observed_at=pl.lit(now).cast(tables.UTC_TIME),
+            outcome=pl.when((pl.col("outcome") == "new") & pl.col("_before").is_not_null())
+            .then(pl.lit("reextracted"))
+            .otherwise("outcome"),
+            fingerprint_version=config.version_expr(),
+        ),
+    )
+
+
+def previous_versions(wh: Warehouse, wanted: pl.DataFrame) -> pl.DataFrame:
+    """url, title, text, fields of each ``wanted`` page's version as observed then (``wanted``:
+    url, host, previous_observed_at), read from the one history file per host and cycle that
+    holds it; pages whose version is no longer kept are missing from the answer."""
+    columns = ["url", "title", "text", "fields"]
+    parts = []
+    groups = wanted.drop_nulls("previous_observed_at").partition_by(
+        ["host", "previous_observed_at"], as_dict=True
+    )
+    for (host, moment), pages in groups.items():
+        path = wh.cycle_file("page_versions", str(host), moment)
+        if not path.exists():
+            continue
+        parts.append(
+            pl.scan_parquet(path)
+            .select(columns)
+            .filter(pl.col("url").is_in(pages["url"].implode()))
+            .collect()
+        )
+    if not parts:
+        return pl.DataFrame(schema={c: pl.String for c in columns})
+    return pl.concat(parts).unique(subset="url", keep="last")
+
+
+def change_rows(wh: Warehouse, versions: pl.DataFrame, plan: pl.DataFrame) -> pl.DataFrame:
+    """changes rows: for each changed version of ``versions`` (this cycle's page_versions), what
+    differs from the page's version before (fields, old and new values, text lines added and
+    removed). Where the version before is no longer kept, only when it was is known."""
+    changed = versions.filter(pl.col("outcome") == "changed")
+    if changed.is_empty():
+        return tables.empty("changes")
+    before = plan.select(
+        "url", pl.col("version_observed_at").alias("previous_observed_at")
+    ).unique(subset="url", keep="last")
+    changed = changed.join(before, on="url", how="left")
+    previous = previous_versions(wh, changed.select("url", "host", "previous_observed_at"))
+    paired = changed.join(
+        previous.rename({"title": "old_title", "text": "old_text", "fields": "old_fields"}),
+        on="url",
+        how="left",
+    )
+    rows = []
+    # A loop per changed page: a text comparison per document has no columnar form, and only
+    # the pages that changed this cycle pay it.
+    for row in paired.iter_rows(named=True):
+        out = {
+            "url": row["url"],
+            "host": row["host"],
+            "changed_at": row["observed_at"],
+            "previous_observed_at": row["previous_observed_at"],
+        }
+        if row["old_fields"] is not None or row["old_text"] is not None:
+            change = version_change(row["old_fields"], row["fields"], row["old_text"], row["text"])
+            out |= {
+                "changed_fields": change.changed_fields,
+                "old_values": change.old_values,
+                "new_values": change.new_values,
+                "text_lines_added": change.text_lines_added,
+                "text_lines_removed": change.text_lines_removed,
+            }
+        rows.append(out)
+    return tables.conform("changes", pl.DataFrame(rows, infer_schema_length=None))
