@@ -491,7 +491,9 @@ def child_stage(spec: dict) -> dict:
         now = NOW + k * CYCLE
         inner.update(seconds=0.0, cpu=0.0)
         t0, wall0, c0 = time.monotonic(), time.perf_counter(), cpu_seconds()
-        stage = fetch_module.run_fetch_stage(plan, hosts, now, wh, config, settings, allow)
+        stage = fetch_module.run_fetch_stage(
+            plan, hosts, now, wh, config, settings, allow, archive=spec.get("archive", True)
+        )
         seconds, cpu, t1 = time.perf_counter() - wall0, cpu_seconds() - c0, time.monotonic()
         frame = stage.frame
         if k == 0:
@@ -510,6 +512,9 @@ def child_stage(spec: dict) -> dict:
                 "fetch_seconds": inner["seconds"],
                 "fetch_cpu": inner["cpu"],
                 "statuses": {str(o): v for o, v in frame.group_by("outcome").len().iter_rows()},
+                "archive_bytes": sum(
+                    f.stat().st_size for f in (Path(spec["home"]) / "archive").glob("*.warc.gz")
+                ),
             }
         )
         print(json.dumps({"pass": k}), flush=True)
@@ -699,13 +704,20 @@ def aiohttp_contender(work: Path, urls: list, concurrency: int, rounds: int) -> 
 
 
 def stage_contender(
-    work: Path, urls: list, label: str, knobs: dict | None, workers: int, rounds: int
+    work: Path,
+    urls: list,
+    label: str,
+    knobs: dict | None,
+    workers: int,
+    rounds: int,
+    archive: bool = True,
 ) -> Contender:
-    """``workers`` stage processes, the hosts dealt round-robin between them, one warehouse."""
+    """``workers`` stage processes, the hosts dealt round-robin between them, one warehouse;
+    ``archive``: the crawled copy on (the product's default) or off."""
     home = str(work / f"home-{label.replace(' ', '-').replace(',', '')}")
     specs = [
         {"urls": urls, "knobs": knobs, "workers": workers, "worker": w, "rounds": rounds}
-        | {"home": home}
+        | {"home": home, "archive": archive}
         for w in range(workers)
     ]
     return Contender(label, "stage", specs, work)
@@ -881,12 +893,42 @@ def report(args: argparse.Namespace, res: dict) -> str:
             f"| {s:.1f} {'met' if s >= 5 else 'NOT met'} | {s_cpu:.1f} |"
         )
     lines.append("")
+    lines += archive_lines(res, aio_later)
+    lines.append("")
     lines.append(
         f"nginx CPU during the run: {res['nginx_cpu']:.1f} s; idle Python child (imports only): "
         f"{res['idle_rss']:,.0f} MB peak RSS"
     )
     lines.append(f"machine: {machine_note()}")
     return "\n".join(lines)
+
+
+def archive_lines(res: dict, aio_later: list[dict]) -> list[str]:
+    """The crawled copy's cost: the defaults with the archive on (the product's default) against
+    the same stage with it off, in each pass, and what it adds on disk."""
+    on, off = res["stages"].get("defaults"), res["stages"].get("defaults, no archive")
+    if on is None or off is None:
+        return []
+    lines = [
+        "The crawled copy (issue 19 targets: at most 15 % lower rate, at most 1.2x the CPU per "
+        "1,000 requests): the defaults with the WARC archive and page_versions on, against the "
+        "same stage with them off, each ratio within a round; bytes of WARC per 1,000 requests "
+        "(a 304 or an identical body is a revisit record: headers, no body).",
+        "",
+        "| pass | rate on / off | CPU on / off | WARC KB per 1,000 requests |",
+        "|---|---:|---:|---:|",
+    ]
+    before = 0
+    for k, (p_on, p_off) in enumerate(zip(on["passes"], off["passes"], strict=True)):
+        rate = rate_of(p_on) / rate_of(p_off)
+        cpu = cpu_per_k(p_on) / cpu_per_k(p_off)
+        grew = p_on["archive_bytes"] - before
+        before = p_on["archive_bytes"]
+        name = "1 (200 + body)" if k == 0 else f"2, round {k} (304)"
+        lines.append(
+            f"| {name} | {rate:.2f} | {cpu:.2f} | {grew / p_on['requests'] * 1000 / 1024:,.0f} |"
+        )
+    return lines
 
 
 def tuned_knobs(args: argparse.Namespace) -> dict:
@@ -994,6 +1036,9 @@ def measure(
 
     contenders = [aiohttp_contender(work, urls, args.concurrency, args.rounds)]
     contenders.append(stage_contender(work, urls, "defaults", None, 1, args.rounds))
+    contenders.append(
+        stage_contender(work, urls, "defaults, no archive", None, 1, args.rounds, archive=False)
+    )
     for n in args.processes:
         label = "tuned" if n == 1 else f"tuned, {n} processes"
         contenders.append(stage_contender(work, urls, label, tuned_knobs(args), n, args.rounds))

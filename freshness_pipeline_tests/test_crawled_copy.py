@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 from freshness_pipeline.archive import (
+    FETCH_KIND_FIELD,
     PROFILE_IDENTICAL_PAYLOAD,
     PROFILE_SERVER_NOT_MODIFIED,
     ArchiveReader,
@@ -63,8 +64,13 @@ def test_the_archive_holds_only_complete_warc_files_that_warcio_reads(copy):
     files = sorted(archive.glob("*.warc.gz"))
     assert files and not list(archive.glob("*.open"))
     assert all(f.with_name(f.name.removesuffix(".warc.gz") + ".cdxj").exists() for f in files)
-    types = {record.record_type for f in files for record in iter_records(f, payloads=False)}
-    assert {"warcinfo", "request", "response", "revisit"} <= types
+    records = [record for f in files for record in iter_records(f, payloads=False)]
+    assert {"warcinfo", "request", "response", "revisit"} <= {r.record_type for r in records}
+    # robots.txt and sitemap fetches are archived too, told apart from pages
+    kinds = {r.header(FETCH_KIND_FIELD) for r in records if r.record_type == "response"}
+    assert {"page", "robots", "sitemap"} <= kinds
+    robots = [r for r in records if r.header(FETCH_KIND_FIELD) == "robots"]
+    assert all((r.target_uri or "").endswith("/robots.txt") for r in robots)
 
 
 def test_every_request_with_an_answer_points_at_its_record(copy):

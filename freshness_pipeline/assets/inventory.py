@@ -9,6 +9,8 @@ was wrong with them is summed in the run's metadata and logged once per host and
 problem, so a host whose sitemap breaks is seen instead of silently losing URLs.
 """
 
+import contextlib
+import os
 from collections import Counter
 from datetime import datetime
 
@@ -16,6 +18,7 @@ import dagster as dg
 import polars as pl
 
 from freshness_pipeline import tables
+from freshness_pipeline.archive import ArchiveWriter, archive_dir_for
 from freshness_pipeline.assets.common import cycle_asset, run_hosts
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
@@ -165,7 +168,12 @@ def refresh_robots_and_sitemaps(
         for h in hosts
         if h not in held
     ]
-    found = discover_hosts(targets, now=now, settings=http.settings(), allow=http.allow_list())
+    # robots.txt and sitemap answers are archived beside the pages, in a file of their own
+    # that is complete before the robots table is written
+    with discovery_archive(wh, now, http.archive) as writer:
+        found = discover_hosts(
+            targets, now=now, settings=http.settings(), allow=http.allow_list(), archive=writer
+        )
     kept = [{**cached_by_host.get(h, {"host": h}), "retry_until": t} for h, t in held.items()]
     robots_rows = [f.robots_row for f in found] + kept
     wh.write_partitions(
@@ -189,6 +197,15 @@ def refresh_robots_and_sitemaps(
     norm = normalize_url_column(frame["url"])
     # A sitemap may list URLs of other hosts; they count only for the host they belong to.
     return frame.with_columns(host=norm["host"]).filter(pl.col("host").is_in(hosts)), dict(counts)
+
+
+def discovery_archive(
+    wh: Warehouse, now: datetime, enabled: bool
+) -> contextlib.AbstractContextManager[ArchiveWriter | None]:
+    """The inventory's archive writer for this cycle (None when archiving is off)."""
+    if not enabled:
+        return contextlib.nullcontext()
+    return ArchiveWriter(archive_dir_for(wh.home), now, writer=f"discovery{os.getpid()}")
 
 
 @cycle_asset

@@ -36,15 +36,14 @@ from aiohttp.abc import AbstractResolver
 
 from freshness_pipeline.archive import (
     ArchivedOriginal,
-    ArchivedRecord,
     ArchiveWriteError,
     ArchiveWriter,
-    HttpExchange,
     payload_digest,
 )
 from freshness_pipeline.science.fingerprint import ContentRecord, content_record
 from freshness_pipeline.science.normalize import InvalidURL, url_authority
 from freshness_pipeline.science.retry_after import MAX_RETRY_AFTER_S
+from freshness_pipeline.web.archiving import archive_answer
 from freshness_pipeline.web.netguard import (
     GuardedConnector,
     IPNetwork,
@@ -1105,25 +1104,20 @@ def _archive(
 ) -> None:
     """Write the exchange to the cycle's archive (when there is one) and note where: a 304 or
     a body the archive already holds becomes a revisit record referring to the original."""
-    writer = ctx.archive
-    if writer is None:
-        return
-    exchange = HttpExchange(
-        url=req.url,
-        status=resp.status,
-        reason=resp.reason or "",
-        request_headers=tuple(resp.request_info.headers.items()),
-        response_headers=resp.raw_headers,
-        body=body,
-        http_version=f"{resp.version.major}.{resp.version.minor}" if resp.version else "1.1",
-        body_decoded=bool(resp.headers.get("Content-Encoding")),
-        truncated=truncated,
-        fetched_at=ctx.settings.cycle_now,
-    )
     try:
-        record: ArchivedRecord = writer.write_exchange(exchange, previous=req.archived)
+        record = archive_answer(
+            ctx.archive,
+            req.url,
+            resp,
+            body,
+            fetched_at=ctx.settings.cycle_now,
+            truncated=truncated,
+            previous=req.archived,
+        )
     except ValueError as exc:  # an exchange the archive cannot store as given: say so, go on
         result.error = result.error or f"not archived: {exc}"
+        return
+    if record is None:
         return
     result.warc_filename = record.warc_filename
     result.warc_offset = record.warc_offset

@@ -23,6 +23,7 @@ from typing import Any
 
 import aiohttp
 
+from freshness_pipeline.archive import ArchiveWriter
 from freshness_pipeline.web.client import FetchSettings, open_session, run_sync
 from freshness_pipeline.web.netguard import IPNetwork
 from freshness_pipeline.web.politeness import LEDGER
@@ -171,7 +172,11 @@ def _absent(problem: SitemapProblem, guessed: str) -> bool:
 
 
 async def _discover_one(
-    session: aiohttp.ClientSession, target: DiscoveryTarget, now: datetime, settings: FetchSettings
+    session: aiohttp.ClientSession,
+    target: DiscoveryTarget,
+    now: datetime,
+    settings: FetchSettings,
+    archive: ArchiveWriter | None = None,
 ) -> HostDiscovery:
     record = cached_record(target.cached, now)
     learned = target.min_gap_s or 0.0
@@ -184,6 +189,7 @@ async def _discover_one(
             now=now,
             user_agent=settings.user_agent,
             timeout=settings.total_timeout,
+            archive=archive,
         )
         LEDGER.note_start(target.host)  # the gap also counts from the answer
     state = {column: (target.cached or {}).get(column) for column in SITEMAP_STATE_COLUMNS}
@@ -206,6 +212,8 @@ async def _discover_one(
         user_agent=settings.user_agent,
         timeout=settings.total_timeout,
         crawl_delays={target.host: delay} if delay else None,
+        archive=archive,
+        fetched_at=now,
     )
     result.walk = walk
     result.entries = walk.entries
@@ -232,13 +240,14 @@ async def discover_hosts_async(
     now: datetime,
     settings: FetchSettings,
     allow: Iterable[IPNetwork] | None = None,
+    archive: ArchiveWriter | None = None,
 ) -> list[HostDiscovery]:
     gate = asyncio.Semaphore(HOSTS_AT_ONCE)
     async with open_session(settings, allow=allow) as session:
 
         async def bounded(target: DiscoveryTarget) -> HostDiscovery:
             async with gate:
-                return await _discover_one(session, target, now, settings)
+                return await _discover_one(session, target, now, settings, archive)
 
         return list(await asyncio.gather(*(bounded(t) for t in targets)))
 
@@ -249,8 +258,12 @@ def discover_hosts(
     now: datetime,
     settings: FetchSettings,
     allow: Iterable[IPNetwork] | None = None,
+    archive: ArchiveWriter | None = None,
 ) -> list[HostDiscovery]:
-    """Robots, sitemap entries, counts and problems for every target, in target order."""
+    """Robots, sitemap entries, counts and problems for every target, in target order; every
+    answer archived (kind robots or sitemap) when ``archive`` is given."""
     if not targets:
         return []
-    return run_sync(discover_hosts_async(targets, now=now, settings=settings, allow=allow))
+    return run_sync(
+        discover_hosts_async(targets, now=now, settings=settings, allow=allow, archive=archive)
+    )

@@ -8,6 +8,7 @@ unreachable host means "assume complete disallow" (a struggling site must not ge
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -17,6 +18,8 @@ from urllib.parse import urljoin, urlsplit
 import aiohttp
 from protego import Protego
 
+from freshness_pipeline.archive import ArchiveWriteError, ArchiveWriter
+from freshness_pipeline.web.archiving import archive_answer
 from freshness_pipeline.web.client import BodyDecodeError, read_limited
 from freshness_pipeline.web.netguard import check_url_scheme, find_blocked_error
 
@@ -84,13 +87,15 @@ async def fetch_robots(
     user_agent: str,
     max_bytes: int = 512_000,
     timeout: float = 30.0,
+    archive: ArchiveWriter | None = None,
 ) -> RobotsRecord:
     """GET ``/robots.txt``, following up to five redirects by hand (RFC 9309 2.3.1.2).
 
     Redirects are followed manually so each hop goes through the same scheme check (and the
     session's guarded connector). Bodies past ``max_bytes`` are cut at the last full line (the
     RFC asks for at least 500 KiB to be parsed). Never raises for network trouble: the record
-    carries the error, and :func:`robots_policy` turns it into "disallow all".
+    carries the error, and :func:`robots_policy` turns it into "disallow all". Every answer
+    (each redirect hop too) goes to ``archive`` when one is given.
     """
     first = robots_url_for(base_url)
     host = urlsplit(first).netloc
@@ -108,6 +113,7 @@ async def fetch_robots(
             ) as resp:
                 status = resp.status
                 if status in (301, 302, 303, 307, 308) and resp.headers.get("Location"):
+                    _archive(archive, url, resp, b"", now, truncated=True)
                     url = urljoin(url, resp.headers["Location"].strip())
                     check_url_scheme(url)
                     continue
@@ -118,12 +124,16 @@ async def fetch_robots(
                         max_decompressed_bytes=max_bytes,
                         truncate=True,
                     )
+                    _archive(archive, url, resp, read.body, now, truncated=read.truncated)
                     text = _decode(read.body)
                     if read.truncated or len(read.body) >= max_bytes:
                         text = _cut_last_line(text)
                     return RobotsRecord(host, first, status, text, None, now)
+                _archive(archive, url, resp, b"", now, truncated=True)
                 return RobotsRecord(host, first, status, "", None, now)
         return RobotsRecord(host, first, status, "", f"more than {MAX_REDIRECTS} redirects", now)
+    except ArchiveWriteError:
+        raise  # a full disk fails the cycle
     except BodyDecodeError as exc:
         return RobotsRecord(host, first, None, "", str(exc), now)
     except ValueError as exc:  # a redirect to a non-http(s) or malformed URL
@@ -132,6 +142,19 @@ async def fetch_robots(
         blocked = find_blocked_error(exc)
         message = f"blocked: {blocked}" if blocked else _describe(exc)
         return RobotsRecord(host, first, None, "", message, now)
+
+
+def _archive(
+    writer: ArchiveWriter | None,
+    url: str,
+    resp: aiohttp.ClientResponse,
+    body: bytes,
+    now: datetime,
+    *,
+    truncated: bool,
+) -> None:
+    with contextlib.suppress(ValueError):  # an answer the archive cannot store: robots go on
+        archive_answer(writer, url, resp, body, kind="robots", fetched_at=now, truncated=truncated)
 
 
 def _describe(exc: BaseException) -> str:

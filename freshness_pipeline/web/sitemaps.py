@@ -45,6 +45,8 @@ import aiohttp
 import feedparser  # type: ignore[import-untyped]
 from lxml import etree  # type: ignore[import-untyped]
 
+from freshness_pipeline.archive import ArchiveWriteError, ArchiveWriter
+from freshness_pipeline.web.archiving import archive_answer
 from freshness_pipeline.web.client import BodyDecodeError, read_limited
 from freshness_pipeline.web.client import host_key as url_host_key
 from freshness_pipeline.web.netguard import check_url_scheme, find_blocked_error
@@ -753,6 +755,19 @@ class _Fetched:
     requests: int
 
 
+def _archive(
+    writer: ArchiveWriter | None,
+    url: str,
+    resp: aiohttp.ClientResponse,
+    body: bytes,
+    at: datetime | None,
+    *,
+    truncated: bool,
+) -> None:
+    with contextlib.suppress(ValueError):  # an answer the archive cannot store: the walk goes on
+        archive_answer(writer, url, resp, body, kind="sitemap", fetched_at=at, truncated=truncated)
+
+
 async def _fetch_body(
     session: aiohttp.ClientSession,
     url: str,
@@ -761,8 +776,10 @@ async def _fetch_body(
     timeout: float,
     budget: int,
     crawl_delays: Mapping[str, float],
+    archive: ArchiveWriter | None = None,
+    fetched_at: datetime | None = None,
 ) -> _Fetched:
-    """GET with redirects followed by hand."""
+    """GET with redirects followed by hand; every answer goes to ``archive`` when given."""
     made = 0
     status: int | None = None
     try:
@@ -789,10 +806,12 @@ async def _fetch_body(
                 status = resp.status
                 location = resp.headers.get("Location")
                 if status in (301, 302, 303, 307, 308) and location:
+                    _archive(archive, url, resp, b"", fetched_at, truncated=True)
                     url = urljoin(url, location.strip())
                     check_url_scheme(url)
                     continue
                 if not 200 <= status < 300:
+                    _archive(archive, url, resp, b"", fetched_at, truncated=True)
                     return _Fetched(None, status, ("http", f"HTTP {status}"), made)
                 read = await read_limited(
                     resp,
@@ -800,6 +819,7 @@ async def _fetch_body(
                     max_decompressed_bytes=MAX_SITEMAP_BYTES,
                     truncate=True,
                 )
+                _archive(archive, url, resp, read.body, fetched_at, truncated=read.truncated)
                 note: tuple[ProblemKind, str] | None = (
                     ("size_cap", f"truncated at {MAX_SITEMAP_BYTES} bytes")
                     if read.truncated
@@ -807,6 +827,8 @@ async def _fetch_body(
                 )
                 return _Fetched(read.body, status, note, made)
         return _Fetched(None, status, ("http", f"more than {_MAX_REDIRECTS} redirects"), made)
+    except ArchiveWriteError:
+        raise  # a full disk fails the cycle
     except BodyDecodeError as exc:
         return _Fetched(None, status, ("gzip", str(exc)), made)
     except ValueError as exc:
@@ -829,8 +851,11 @@ async def fetch_sitemap_entries(
     max_urls: int = 50_000,
     timeout: float = 30.0,
     crawl_delays: Mapping[str, float] | None = None,
+    archive: ArchiveWriter | None = None,
+    fetched_at: datetime | None = None,
 ) -> SitemapWalk:
-    """Walk sitemaps and sitemap indexes breadth-first.
+    """Walk sitemaps and sitemap indexes breadth-first (every answer to ``archive`` when
+    given, dated ``fetched_at``, the cycle's now).
 
     ``crawl_delays`` (host key to seconds) keeps each host's Crawl-delay between these
     requests and the cycle's other requests to it.
@@ -868,6 +893,8 @@ async def fetch_sitemap_entries(
             timeout=timeout,
             budget=max_sitemaps - requests_made,
             crawl_delays=crawl_delays or {},
+            archive=archive,
+            fetched_at=fetched_at,
         )
         requests_made += got.requests
         if got.problem is not None:
