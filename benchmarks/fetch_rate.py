@@ -693,6 +693,8 @@ class Contender:
                     "fetch_seconds": max(x.get("fetch_seconds", 0.0) for x in parts),
                     "fetch_cpu": sum(x.get("fetch_cpu", 0.0) for x in parts),
                     "statuses": statuses,
+                    # the processes share one home: its archive's size, the largest seen
+                    "archive_bytes": max(x.get("archive_bytes", 0) for x in parts),
                 }
             )
         return {"passes": passes, "peak_rss_mb": sum(r["peak_rss_mb"] for r in results)}

@@ -4,6 +4,7 @@ abandoned files and pruning; every WARC a test writes passes ``warcio check`` an
 from __future__ import annotations
 
 import base64
+import dataclasses
 import gzip
 import hashlib
 import os
@@ -41,7 +42,7 @@ from freshness_pipeline.archive import (
     read_record,
     remove_abandoned,
 )
-from freshness_pipeline.archive.index import lines_for_key
+from freshness_pipeline.archive.index import index_warc, lines_for_key
 from freshness_pipeline_tests.pywb_server import warcio_check
 
 T1 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -220,6 +221,36 @@ def test_revisits_instead_of_bodies(tmp_path: Path) -> None:
     assert stored.header("WARC-Refers-To-Target-URI") == "http://example.test/never-archived"
     assert changed.record_type == "response" and changed.original is not None
     assert changed.original.record_id == changed.record_id
+    check_all(tmp_path)
+
+
+def test_the_index_made_while_writing_is_the_index_read_back(tmp_path: Path) -> None:
+    """The writer builds each file's CDXJ lines as it writes; they must be exactly what
+    reading the complete file back gives, 304 revisits resolved to their originals included
+    (an original described by its row, and one from before rows described it)."""
+    url = "http://example.test/p"
+    with ArchiveWriter(tmp_path, T1) as writer:
+        first = writer.write_exchange(ok(url, html(2)))
+        other = writer.write_exchange(ok("http://example.test/q?a=1&b=2", html(4)))
+    described = original_of(first)
+    undescribed = dataclasses.replace(original_of(other), mime=None, status=None, urlkey=None)
+    with ArchiveWriter(tmp_path, T1 + HOUR) as writer:
+        writer.write_exchange(not_modified(url), previous=described)
+        writer.write_exchange(not_modified("http://example.test/q?a=1&b=2"), previous=undescribed)
+        writer.write_exchange(ok(url, html(2)), previous=described)
+        writer.write_exchange(ok(url, html(5)), previous=described)
+        writer.write_exchange(not_modified("http://example.test/never-archived"))
+        second = writer.close()
+    for warc in list_warcs(tmp_path):
+        written = (tmp_path / index_name_for(warc)).read_bytes()
+        read_back = b"".join(sorted(e.line() for e in index_warc(tmp_path, warc)))
+        assert written == read_back, warc
+    # the 304s' lines point at their originals, as pywb needs to replay them
+    first_file = first.warc_filename
+    lines = (tmp_path / index_name_for(second[0].warc_filename)).read_text().splitlines()
+    resolved = [line for line in lines if "revisit_filename" in line]
+    assert len(resolved) == 2, lines
+    assert all(f'"filename": "{first_file}"' in line for line in resolved), resolved
     check_all(tmp_path)
 
 

@@ -128,7 +128,8 @@ class IndexEntry:
         return "revisit_filename" in self.fields
 
 
-def _mime(content_type: str | None) -> str | None:
+def mime_type(content_type: str | None) -> str | None:
+    """The bare mime type of a Content-Type header, as CDXJ lines give it."""
     if not content_type:
         return None
     return content_type.replace(";", " ").split()[0].strip() if content_type.strip() else None
@@ -164,7 +165,7 @@ def _scan(path: Path, filename: str) -> list[_Scanned]:
                 if rec_type == "revisit":
                     fields["mime"] = "warc/revisit"
                 else:
-                    mime = _mime(
+                    mime = mime_type(
                         http.get_header("Content-Type")
                         if http
                         else headers.get_header("Content-Type")

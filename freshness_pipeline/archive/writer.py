@@ -25,6 +25,7 @@ or after it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import logging
 import os
@@ -35,9 +36,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
-from freshness_pipeline.archive.encoding import RecordEncoder
+from freshness_pipeline.archive.encoding import EncodedExchange, RecordEncoder
 from freshness_pipeline.archive.files import (
     OPEN_SUFFIX,
+    WARC_SUFFIX,
     check_name_part,
     create_locked,
     fsync_dir,
@@ -45,9 +47,19 @@ from freshness_pipeline.archive.files import (
     new_warc_name,
     write_all,
 )
-from freshness_pipeline.archive.index import ArchiveIndex, index_warc, write_index
+from freshness_pipeline.archive.index import (
+    ArchiveIndex,
+    IndexEntry,
+    cdx_timestamp,
+    index_name_for,
+    mime_type,
+    resolved_not_modified,
+    url_key,
+    write_index,
+)
 from freshness_pipeline.archive.records import (
     FETCH_KINDS,
+    PROFILE_SERVER_NOT_MODIFIED,
     ArchiveClosedError,
     ArchivedOriginal,
     ArchivedRecord,
@@ -83,7 +95,18 @@ SOFTWARE = _software()
 
 
 class _OpenFile:
-    __slots__ = ("name", "temp", "fd", "size", "end", "records", "hints", "warcinfo_id")
+    __slots__ = (
+        "name",
+        "temp",
+        "fd",
+        "size",
+        "end",
+        "records",
+        "hints",
+        "warcinfo_id",
+        "entries",
+        "unresolved",
+    )
 
     def __init__(self, name: str, temp: Path, fd: int) -> None:
         self.name = name
@@ -94,6 +117,11 @@ class _OpenFile:
         self.records: list[ArchivedRecord] = []
         self.hints: dict[str, str] = {}
         self.warcinfo_id = ""
+        # The file's index lines, made as its records are written (reading the file back to
+        # index it cost more than writing it); and the 304 revisits whose original's line
+        # must still be looked up (entry position, original's URI and WARC date).
+        self.entries: list[IndexEntry] = []
+        self.unresolved: list[tuple[int, str, str]] = []
 
 
 class ArchiveWriter:
@@ -257,6 +285,13 @@ class ArchiveWriter:
             current.size += size
             current.end = current.size
             record_date = parse_warc_date(date)
+            known = previous is not None and previous.target_uri == exchange.url
+            key = (previous.urlkey if known and previous is not None else None) or url_key(
+                exchange.url
+            )
+            mime = mime_type(
+                next((v for k, v in exchange.response_pairs if k.lower() == "content-type"), None)
+            )
             if encoded.record_type == "response":
                 original: ArchivedOriginal | None = ArchivedOriginal(
                     target_uri=exchange.url,
@@ -266,13 +301,19 @@ class ArchiveWriter:
                     warc_filename=current.name,
                     warc_offset=offset,
                     warc_length=len(encoded.main),
+                    mime=mime,
+                    status=exchange.status,
+                    urlkey=key,
                 )
             else:
                 original = previous
+                if previous is not None and previous.urlkey is None and known:
+                    original = dataclasses.replace(previous, urlkey=key)
                 if previous is not None and previous.warc_filename:
                     current.hints[f"{previous.target_uri} {warc_date(previous.date)}"] = (
                         previous.warc_filename
                     )
+            self._index_line(current, exchange, encoded, key, mime, offset, kind, previous)
             record = ArchivedRecord(
                 warc_filename=current.name,
                 warc_offset=offset,
@@ -291,6 +332,76 @@ class ArchiveWriter:
             )
             current.records.append(record)
             return record
+
+    @staticmethod
+    def _index_line(
+        current: _OpenFile,
+        exchange: HttpExchange,
+        encoded: EncodedExchange,
+        key: str,
+        mime: str | None,
+        offset: int,
+        kind: FetchKind,
+        previous: ArchivedOriginal | None,
+    ) -> None:
+        """The record's CDXJ line, as the index would read it back: a 304 revisit's line
+        points at its original when the original's place and kind are known (see index.py)."""
+        fields: dict[str, str] = {"url": exchange.url}
+        if encoded.record_type == "response":
+            if mime:
+                fields["mime"] = mime
+        else:
+            fields["mime"] = "warc/revisit"
+        fields["status"] = str(exchange.status)
+        if encoded.payload_digest:
+            fields["digest"] = encoded.payload_digest
+        fields["length"] = str(len(encoded.main))
+        fields["offset"] = str(offset)
+        fields["filename"] = current.name
+        if kind != "page":
+            fields["kind"] = kind
+        entry = IndexEntry(key, cdx_timestamp(encoded.date), fields)
+        if encoded.profile == PROFILE_SERVER_NOT_MODIFIED and previous is not None:
+            located = previous.location
+            if located is not None and previous.status is not None:
+                source = {
+                    "status": str(previous.status),
+                    "digest": previous.payload_digest,
+                    "length": str(located.warc_length),
+                    "offset": str(located.warc_offset),
+                    "filename": located.warc_filename,
+                }
+                if previous.mime:
+                    source["mime"] = previous.mime
+                stamp = cdx_timestamp(warc_date(previous.date))
+                entry = resolved_not_modified(entry, IndexEntry(key, stamp, source))
+            else:
+                current.unresolved.append(
+                    (len(current.entries), previous.target_uri, warc_date(previous.date))
+                )
+        current.entries.append(entry)
+
+    def _index_entries(self, current: _OpenFile) -> list[IndexEntry]:
+        """The file's lines, with the 304 revisits whose original was not described looked up
+        in the archive's index (the original may be in any earlier file)."""
+        entries = list(current.entries)
+        for at, uri, date in current.unresolved:
+            hint = current.hints.get(f"{uri} {date}")
+            prefer = [index_name_for(hint)] if hint and hint.endswith(WARC_SUFFIX) else []
+            candidates = self._index.find_original(
+                uri, date, entries[at].fields.get("digest"), prefer=prefer, extra=entries
+            )
+            exact = [c for c in candidates if c.timestamp == cdx_timestamp(date)]
+            if exact:
+                entries[at] = resolved_not_modified(entries[at], exact[0])
+            else:
+                log.warning(
+                    "archive: the original of the 304 revisit of %s at %s is not in the index; "
+                    "pywb will replay that time as an empty 304",
+                    uri,
+                    entries[at].timestamp,
+                )
+        return entries
 
     def close(self) -> tuple[CompletedWarc, ...]:
         """Complete the current file (fsync, rename, folder fsync, index) and take no more records.
@@ -394,10 +505,7 @@ class ArchiveWriter:
         self._durable_names.add(current.name)
         index_name: str | None = None
         try:
-            entries = index_warc(
-                self.archive_dir, current.name, index=self._index, hints=current.hints
-            )
-            index_name = write_index(self.archive_dir, current.name, entries)
+            index_name = write_index(self.archive_dir, current.name, self._index_entries(current))
         except Exception as exc:
             log.error(
                 "archive: %s is complete but its index could not be written (%s); "
