@@ -1,39 +1,102 @@
-"""Asset checks that can fail: each guards a promise a later stage or a user relies on."""
+"""Asset checks that can fail: each guards a promise a later stage or a user relies on.
 
+Each check is a plain function of frames (call it in a notebook on a table read from the
+warehouse) and, through ``cycle_checks``, one check per run in Dagster: it reads the run's hosts
+(its partitions', narrowed by a ``freshness/hosts`` tag) from the warehouse and judges them
+together, as the budget and the verification sample are judged. A check partitioned like its
+asset would be one execution record per partition, each carrying the run's whole partition set
+(Dagster 1.13): storage growing with hosts squared per check and cycle (docs/scaling.md).
+"""
+
+import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import dagster as dg
 import polars as pl
 
-from freshness_pipeline.partitions import hosts_partitions, partitions_for
-from freshness_pipeline.resources import CycleResource
+from freshness_pipeline.assets.common import partition_hosts
+from freshness_pipeline.partitions import partitions_for
+from freshness_pipeline.resources import CycleResource, WarehouseResource
 from freshness_pipeline.science.calibration import verify_calibration
 from freshness_pipeline.science.capacity import polite_capacity
 
-_CHECKS: list[tuple[Callable, dict]] = []
+
+@dataclass(frozen=True)
+class CycleCheck:
+    """A check function, the asset it checks, and the tables it reads (parameter -> table)."""
+
+    fn: Callable[..., dg.AssetCheckResult]
+    asset: str
+    reads: dict[str, str]
+    blocking: bool = False
 
 
-def cycle_check(**kwargs: object) -> Callable[[Callable], dg.AssetChecksDefinition]:
-    """An asset check on the per-host assets, kept so that ``cycle_checks(n)`` can define it on
-    the host-bucket assets too."""
+_CHECKS: list[CycleCheck] = []
 
-    def define(fn: Callable) -> dg.AssetChecksDefinition:
-        _CHECKS.append((fn, kwargs))
-        return dg.asset_check(partitions_def=hosts_partitions, **kwargs)(fn)  # type: ignore[arg-type]
 
-    return define
+def cycle_check(
+    asset: str, reads: tuple[str, ...] = (), blocking: bool = False
+) -> Callable[[Callable[..., dg.AssetCheckResult]], Callable[..., dg.AssetCheckResult]]:
+    """Register ``fn`` as a check on ``asset``; it is called with the run's rows of ``asset``
+    and of each table in ``reads``, as keyword arguments named after them (and ``cycle``, the
+    run's CycleResource, if it takes one)."""
+
+    def register(fn: Callable[..., dg.AssetCheckResult]) -> Callable[..., dg.AssetCheckResult]:
+        tables = {name: name for name in (asset, *reads)}
+        _CHECKS.append(CycleCheck(fn, asset, tables, blocking))
+        return fn
+
+    return register
 
 
 def cycle_checks(host_buckets: int = 0) -> list[dg.AssetChecksDefinition]:
+    """The checks for the assets over ``host_buckets`` buckets (0: per host)."""
     partitions_def = partitions_for(host_buckets)
-    return [dg.asset_check(partitions_def=partitions_def, **kw)(fn) for fn, kw in _CHECKS]  # type: ignore[arg-type]
+    return [_define(check, partitions_def) for check in _CHECKS]
+
+
+def _define(check: CycleCheck, partitions_def: dg.PartitionsDefinition) -> dg.AssetChecksDefinition:
+    others = [table for table in check.reads if table != check.asset]
+    wants_cycle = "cycle" in inspect.signature(check.fn).parameters
+
+    @dg.asset_check(
+        name=check.fn.__name__,
+        asset=check.asset,
+        blocking=check.blocking,
+        description=check.fn.__doc__,
+        additional_deps=others,
+    )
+    def run_check(
+        context: dg.AssetCheckExecutionContext,
+        warehouse: WarehouseResource,
+        cycle: CycleResource,
+    ) -> dg.AssetCheckResult:
+        wh = warehouse.warehouse()
+        hosts = partition_hosts(
+            context.partition_keys, partitions_def, wh, context.run.tags, context.run.run_id
+        )
+        frames: dict[str, object] = {
+            param: wh.read(table, hosts) for param, table in check.reads.items()
+        }
+        if wants_cycle:
+            frames["cycle"] = cycle
+        result = check.fn(**frames)
+        return dg.AssetCheckResult(
+            passed=result.passed,
+            severity=result.severity,
+            description=result.description,
+            metadata={**result.metadata, "hosts": dg.MetadataValue.int(len(hosts))},
+        )
+
+    return run_check
 
 
 def duplicate_urls(frame: pl.DataFrame) -> int:
     return frame.height - frame["url"].n_unique() if frame.height else 0
 
 
-@cycle_check(asset="url_candidates", blocking=True)
+@cycle_check("url_candidates", blocking=True)
 def candidates_have_unique_urls(url_candidates: pl.DataFrame) -> dg.AssetCheckResult:
     """Two rows for one canonical URL would mean two fetches and two states for one page."""
     dups = duplicate_urls(url_candidates)
@@ -64,7 +127,7 @@ def hosts_over_capacity(plan: pl.DataFrame, window_s: float) -> dict[str, int]:
     return {h: int(n - b) for h, n, b in per_host.select("host", "n", "bound").iter_rows()}
 
 
-@cycle_check(asset="revisit_plan", blocking=True)
+@cycle_check("revisit_plan", blocking=True)
 def plan_within_budget(revisit_plan: pl.DataFrame, cycle: CycleResource) -> dg.AssetCheckResult:
     """The budget is what the user pays for and the crawl-delay is what each host asked for:
     the plan may exceed neither.
@@ -92,10 +155,7 @@ def unaccounted_urls(plan: pl.DataFrame, results: pl.DataFrame) -> int:
     return planned.join(results.select("url"), on="url", how="anti").height
 
 
-@cycle_check(
-    asset="fetch_results",
-    additional_ins={"revisit_plan": dg.AssetIn(key="revisit_plan")},
-)
+@cycle_check("fetch_results", reads=("revisit_plan",))
 def results_account_for_plan(
     fetch_results: pl.DataFrame, revisit_plan: pl.DataFrame
 ) -> dg.AssetCheckResult:
@@ -110,7 +170,7 @@ MIN_VERIFIED = 30
 MAX_CALIBRATION_Z = 3.0
 
 
-@cycle_check(asset="fetch_results")
+@cycle_check("fetch_results")
 def verify_sample_matches_the_model(fetch_results: pl.DataFrame) -> dg.AssetCheckResult:
     """The random verification sample, fetched whatever the model thought of it, should find
     about as many changes as the model forecast for it (science.calibration). A warning, not a
@@ -141,10 +201,7 @@ def candidates_missing_from_state(candidates: pl.DataFrame, state: pl.DataFrame)
     return candidates.select("url").join(state.select("url"), on="url", how="anti").height
 
 
-@cycle_check(
-    asset="url_state",
-    additional_ins={"url_candidates": dg.AssetIn(key="url_candidates")},
-)
+@cycle_check("url_state", reads=("url_candidates",))
 def state_keeps_every_candidate(
     url_state: pl.DataFrame, url_candidates: pl.DataFrame
 ) -> dg.AssetCheckResult:
@@ -159,10 +216,5 @@ def state_keeps_every_candidate(
     return dg.AssetCheckResult(passed=missing == 0, metadata={"candidates_missing": missing})
 
 
-ALL_CHECKS = [
-    candidates_have_unique_urls,
-    plan_within_budget,
-    results_account_for_plan,
-    verify_sample_matches_the_model,
-    state_keeps_every_candidate,
-]
+#: the checks of the default per-host assets (cycle_checks(n) for host buckets)
+ALL_CHECKS = cycle_checks()

@@ -91,10 +91,13 @@ def seed(
     if result.parse.fatal:
         errors.print(f"[red]error:[/] {result.parse.fatal}")
         raise typer.Exit(1)
+    bucketed = "host buckets" in result.partitioning
+    new = f"{len(result.new_hosts)} new " + ("hosts" if bucketed else "partitions")
     console.print(
         f"seeded {result.parse.rows.height} URLs on {result.hosts} hosts "
-        f"({len(result.new_hosts)} new partitions, {len(result.parse.errors)} rows skipped, "
+        f"({new}, {len(result.parse.errors)} rows skipped, "
         f"{result.parse.duplicates} duplicates)"
+        + (f"; Dagster partitions: {result.partitioning}" if bucketed else "")
     )
     for note in result.notes:
         errors.print(f"[yellow]note:[/] {note}")

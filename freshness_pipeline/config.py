@@ -8,7 +8,11 @@ strip_params = ["sid", "sort"]     # query parameters that make no difference on
 selectors = ["h1", ".price"]       # fingerprint only these parts of the page (plus the title)
 
 [partitioning]
-host_buckets = 256                 # Dagster partitions are hash buckets of hosts, not hosts
+host_buckets = 256                 # Dagster partitions are 256 hash buckets of hosts; 0: one
+                                   # per host; "auto" (the default): see below
+
+[dagster]
+keep_runs_days = 30                # delete Dagster runs (and their events) older than this
 
 [planning]
 objective = "capture"              # or "freshness" (the default), see below
@@ -29,9 +33,19 @@ catches, so the fastest pages get the most (a change feed, an archive). A run's
 30 days (the fetch_totals table; 304s are cheap); "credits" the ``[planning.credits]`` table. The budget
 still counts fetches; the cost decides which fetches it buys.
 
-``host_buckets`` (default 0: one Dagster partition per host) is read when the code location
-loads, so restart `dagster dev` after changing it. The warehouse keeps one file per host either
-way, so a home can switch modes between cycles.
+``host_buckets``: Dagster's bookkeeping costs a few events per asset and partition, so one
+partition per host is what a small crawl reads best in the UI and what a large one cannot
+afford. "auto" (or no setting) therefore keeps one partition per host up to
+``partitions.AUTO_HOST_LIMIT`` seeded hosts and uses ``partitions.AUTO_HOST_BUCKETS`` buckets
+past that; a number pins the choice (0: per host). The code location reads it when it loads,
+so reload it after a change (or after a seed load crosses the limit); the CLI reads it at every
+cycle. The warehouse keeps one file per host either way, so a home can switch modes between
+cycles.
+
+``keep_runs_days`` (default 0: keep every run): each cycle, CLI or scheduled, deletes the runs
+older than this from the Dagster instance, with their event logs, and compacts the instance's
+index once much of it is free space: the warehouse is the crawl's history, the instance only
+the operations log, and at one run an hour it otherwise grows without bound.
 
 Selectors change what a fingerprint means, so each selector set gets its own fingerprint
 version: changing them makes the next fetch of those pages a re-extraction (outcome 'new', no
@@ -55,6 +69,7 @@ from freshness_pipeline.science.normalize import TRACKING_PARAMS
 
 CONFIG_FILE = "freshness.toml"
 MAX_HOST_BUCKETS = 4096
+AUTO = "auto"
 OBJECTIVES = ("freshness", "capture")
 PLANNING_KEYS = frozenset({"objective", "cost", "credits"})
 
@@ -81,7 +96,9 @@ def extractor_version(selectors: tuple[str, ...]) -> int:
 class PipelineConfig:
     host_strip_params: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     class_selectors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    host_buckets: int = 0
+    #: None: "auto" (partitions.choose_partitioning decides by the number of hosts)
+    host_buckets: int | None = None
+    keep_runs_days: float = 0.0
     objective: str = "freshness"
     cost_basis: str = "fetches"
     class_credits: Mapping[str, float] = field(default_factory=dict)
@@ -110,7 +127,7 @@ def load_config(home: Path) -> PipelineConfig:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from exc
-    unknown = set(data) - {"hosts", "url_classes", "partitioning", "planning"}
+    unknown = set(data) - {"hosts", "url_classes", "partitioning", "planning", "dagster"}
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {sorted(unknown)}")
     hosts: dict[str, tuple[str, ...]] = {}
@@ -136,6 +153,7 @@ def load_config(home: Path) -> PipelineConfig:
         host_strip_params=hosts,
         class_selectors=classes,
         host_buckets=_host_buckets(data.get("partitioning"), path),
+        keep_runs_days=_keep_runs_days(data.get("dagster"), path),
         objective=_choice(planning, "objective", OBJECTIVES, path),
         cost_basis=_choice(planning, "cost", COST_BASES, path),
         class_credits=_credits(planning.get("credits", {}), path),
@@ -165,15 +183,32 @@ def _credits(section: object, path: Path) -> dict[str, float]:
     return credits
 
 
-def _host_buckets(section: object, path: Path) -> int:
+def _host_buckets(section: object, path: Path) -> int | None:
     if section is None:
-        return 0
+        return None
     if not isinstance(section, dict) or set(section) - {"host_buckets"}:
         raise ConfigError(f"{path}: [partitioning] takes only host_buckets")
-    n = section.get("host_buckets", 0)
+    n = section.get("host_buckets", AUTO)
+    if n == AUTO:
+        return None
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_HOST_BUCKETS:
         raise ConfigError(
-            f"{path}: partitioning.host_buckets must be an integer from 0 (one partition per "
-            f"host) to {MAX_HOST_BUCKETS}, not {n!r}"
+            f'{path}: partitioning.host_buckets must be "{AUTO}" or an integer from 0 (one '
+            f"partition per host) to {MAX_HOST_BUCKETS}, not {n!r}"
         )
     return n
+
+
+def _keep_runs_days(section: object, path: Path) -> float:
+    if section is None:
+        return 0.0
+    if not isinstance(section, dict) or set(section) - {"keep_runs_days"}:
+        raise ConfigError(f"{path}: [dagster] takes only keep_runs_days")
+    days = section.get("keep_runs_days", 0)
+    ok = isinstance(days, int | float) and not isinstance(days, bool)
+    if not ok or not math.isfinite(days) or days < 0:
+        raise ConfigError(
+            f"{path}: dagster.keep_runs_days must be a number of days >= 0 (0: keep every "
+            f"run), not {days!r}"
+        )
+    return float(days)

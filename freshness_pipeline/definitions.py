@@ -1,33 +1,40 @@
 """The one Definitions of the code location: `dagster dev -m freshness_pipeline.definitions`.
 
-Its partitions follow ``[partitioning] host_buckets`` in the home's ``freshness.toml`` (the home
-is ``$FRESHNESS_HOME``, else ``./data``), read when the location loads: per host by default,
-hash buckets of hosts when set (no new-host sensor then: buckets need no registration).
+Its partitions follow the home's partitioning (``partitions.home_partitioning``: the home is
+``$FRESHNESS_HOME``, else ``./data``), resolved when the location loads: one per host, or hash
+buckets of hosts (no new-host sensor then: buckets need no registration). The choice and why
+are shown on every asset's definition and on the code location. When the home resolves to
+another partitioning later (a seed load past the "auto" limit, an edited freshness.toml), the
+schedule and the sensor skip their ticks and say to reload the location.
 """
 
 from __future__ import annotations
 
 import dagster as dg
 
-from freshness_pipeline.config import load_config
 from freshness_pipeline.graph import build_resources, cycle_graph
 from freshness_pipeline.jobs import freshness_cycle_job
+from freshness_pipeline.partitions import Partitioning, choose_partitioning, location_partitioning
 from freshness_pipeline.schedules import build_cycle_schedule
 from freshness_pipeline.sensors import new_hosts_sensor
-from freshness_pipeline.storage import Warehouse
 
 
-def build_definitions(host_buckets: int = 0) -> dg.Definitions:
-    assets, checks = cycle_graph(host_buckets)
+def build_definitions(partitioning: Partitioning | int = 0) -> dg.Definitions:
+    """The location for ``partitioning`` (a number: that many host buckets, 0 per host)."""
+    if isinstance(partitioning, int):
+        partitioning = choose_partitioning(partitioning, 0)
+    n = partitioning.host_buckets
+    assets, checks = cycle_graph(n, partitioning.describe())
     return dg.Definitions(
         assets=assets,
         asset_checks=checks,
         jobs=[freshness_cycle_job],
-        schedules=[build_cycle_schedule(host_buckets)],
-        sensors=[] if host_buckets else [new_hosts_sensor],
+        schedules=[build_cycle_schedule(n)],
+        sensors=[] if n else [new_hosts_sensor],
         resources=build_resources(),
         executor=dg.in_process_executor,
+        metadata={"partitioning": partitioning.describe()},
     )
 
 
-defs = build_definitions(load_config(Warehouse().home).host_buckets)
+defs = build_definitions(location_partitioning())

@@ -13,19 +13,21 @@ from freshness_pipeline.assets.plan import revisit_plan
 from freshness_pipeline.assets.state import url_state
 from freshness_pipeline.checks import ALL_CHECKS, cycle_checks
 from freshness_pipeline.io_manager import WarehouseIOManager
+from freshness_pipeline.jobs import PLANNING_ASSETS, cycle_job_def
 from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
 
 CYCLE_ASSETS = [url_inventory, url_candidates, revisit_plan, fetch_results, url_state]
 
 
 def cycle_graph(
-    host_buckets: int = 0,
+    host_buckets: int = 0, partitioning: str = ""
 ) -> tuple[list[dg.AssetsDefinition], list[dg.AssetChecksDefinition]]:
-    """The cycle's assets and checks, per host (0) or over ``host_buckets`` buckets."""
-    if not host_buckets:
+    """The cycle's assets and checks, per host (0) or over ``host_buckets`` buckets;
+    ``partitioning`` (why this one) is shown on each asset's definition."""
+    if not host_buckets and not partitioning:
         return list(CYCLE_ASSETS), list(ALL_CHECKS)
     names = [step_name(a) for a in CYCLE_ASSETS]
-    return cycle_assets_for(host_buckets, names), cycle_checks(host_buckets)
+    return cycle_assets_for(host_buckets, names, partitioning), cycle_checks(host_buckets)
 
 
 def build_resources(
@@ -39,3 +41,22 @@ def build_resources(
         "cycle": cycle if cycle is not None else CycleResource.configure_at_launch(),
         "http": HttpClientResource(fetch_processes=fetch_processes),
     }
+
+
+def cycle_job(
+    home: str, host_buckets: int, fetch_processes: int = 1, planning_only: bool = False
+) -> dg.JobDefinition:
+    """The cycle job for one home, as ``dg.execute_job`` rebuilds it from these arguments
+    (``dg.build_reconstructable_job``): the cycle is run configuration, and the in-process
+    executor hands every output to the IO manager without keeping it, where ``dg.materialize``
+    keeps every step's output until the run ends."""
+    assets, checks = cycle_graph(host_buckets)
+    job = cycle_job_def(PLANNING_ASSETS if planning_only else None)
+    defs = dg.Definitions(
+        assets=assets,
+        asset_checks=checks,
+        jobs=[job],
+        resources=build_resources(home, None, fetch_processes),
+        executor=dg.in_process_executor,
+    )
+    return defs.resolve_job_def(job.name)

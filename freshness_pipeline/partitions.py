@@ -1,33 +1,96 @@
 """How hosts map to Dagster partitions.
 
-By default, the ``hosts`` dynamic partitions: one partition per URL authority (``host[:port]``,
-lower-case). A cycle runs many hosts in one run through the single-run backfill policy; the range
-tags select a contiguous slice of hosts in the order they were added.
+Per host: the ``hosts`` dynamic partitions, one per URL authority (``host[:port]``, lower-case).
+A cycle runs many hosts in one run through the single-run backfill policy; the range tags select
+a contiguous slice of hosts in the order they were added.
 
-Past a few thousand hosts, Dagster's bookkeeping per (asset, partition) dominates a cycle, so
-``host_buckets = N`` in ``freshness.toml`` selects N static partitions instead, each a stable hash
-bucket of hosts. The warehouse still keeps one file per host and table; only what Dagster tracks
-is coarser. A bucket's hosts are those with seeds whose hash falls in it, so a new host needs no
-registration: its bucket picks it up at the next cycle.
+Host buckets: N static partitions, each a stable hash bucket of hosts. Dagster's bookkeeping is
+a few events per (asset, partition) and cycle, so per host it outgrows the work past a few
+hundred hosts (docs/scaling.md). The warehouse still keeps one file per host and table; only
+what Dagster tracks is coarser. A bucket's hosts are those with seeds whose hash falls in it, so
+a new host needs no registration: its bucket picks it up at the next cycle.
+
+``[partitioning] host_buckets`` chooses: "auto" (the default) is per host up to
+``AUTO_HOST_LIMIT`` seeded hosts and ``AUTO_HOST_BUCKETS`` buckets past that, a number pins it.
+Either way a run can be narrowed to some of its hosts with the ``freshness/hosts`` tag, so one
+host is still a run of its own (a backfill of one host inside its bucket).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 import dagster as dg
 
-from freshness_pipeline.config import MAX_HOST_BUCKETS
+from freshness_pipeline.config import MAX_HOST_BUCKETS, ConfigError, load_config
+from freshness_pipeline.storage import Warehouse
 
 HOSTS_PARTITIONS_NAME = "hosts"
 hosts_partitions = dg.DynamicPartitionsDefinition(name=HOSTS_PARTITIONS_NAME)
 
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
+PARTITION_TAG = "dagster/partition"
 # Range runs carry no dagster/partition tag, so the per-host run limit keys on this one.
 HOST_BUCKET_TAG = "freshness/host_bucket"
+# Comma-separated hosts: the run covers only these of its partitions' hosts.
+HOSTS_TAG = "freshness/hosts"
+
+#: "auto" keeps one partition per host up to this many seeded hosts ...
+AUTO_HOST_LIMIT = 100
+#: ... and uses this many host buckets past it.
+AUTO_HOST_BUCKETS = 16
+
+
+@dataclass(frozen=True)
+class Partitioning:
+    """What the cycle's assets are partitioned by, and why (shown in the UI and the CLI)."""
+
+    host_buckets: int  # 0: one partition per host
+    reason: str
+
+    def describe(self) -> str:
+        kind = f"{self.host_buckets} host buckets" if self.host_buckets else "one per host"
+        return f"{kind} ({self.reason})"
+
+
+def choose_partitioning(setting: int | None, n_hosts: int) -> Partitioning:
+    """``setting``: ``[partitioning] host_buckets`` (None for "auto"); ``n_hosts``: seeded hosts.
+
+    Not remembered: hosts are only ever added, so an "auto" home crosses the limit once, and a
+    release that moved the limit would move such a home too (pin a number to avoid that).
+    """
+    if setting is not None:
+        return Partitioning(setting, f"freshness.toml: host_buckets = {setting}")
+    if n_hosts > AUTO_HOST_LIMIT:
+        return Partitioning(
+            AUTO_HOST_BUCKETS, f"auto: {n_hosts:,} hosts, more than {AUTO_HOST_LIMIT}"
+        )
+    return Partitioning(0, f"auto: {n_hosts:,} hosts, at most {AUTO_HOST_LIMIT}")
+
+
+def home_partitioning(warehouse: Warehouse, hosts: Sequence[str] | None = None) -> Partitioning:
+    """The partitioning a home resolves to now (``hosts``: its seeded hosts, if already listed).
+    Raises ConfigError for a bad freshness.toml."""
+    setting = load_config(warehouse.home).host_buckets
+    if setting is not None:
+        return choose_partitioning(setting, 0)
+    seeded = warehouse.hosts_in("seeds") if hosts is None else hosts
+    return choose_partitioning(None, len(seeded))
+
+
+def location_partitioning(home: Path | None = None) -> Partitioning:
+    """For a code location, which must load: a freshness.toml it cannot read is named in the
+    reason, and the runs then fail on it with the same message."""
+    warehouse = Warehouse(home)
+    try:
+        return home_partitioning(warehouse)
+    except ConfigError as exc:
+        return Partitioning(0, f"freshness.toml unreadable: {exc}")
 
 
 def registered_hosts(instance: dg.DagsterInstance) -> list[str]:
@@ -65,6 +128,26 @@ def contiguous_ranges(all_hosts: Sequence[str], wanted: Iterable[str]) -> list[t
 
 def range_tags(start: str, end: str, bucket: str = "all") -> dict[str, str]:
     return {RANGE_START_TAG: start, RANGE_END_TAG: end, HOST_BUCKET_TAG: bucket}
+
+
+def hosts_tag(hosts: Iterable[str]) -> dict[str, str]:
+    """The tag that narrows a run to ``hosts`` (each must be among its partitions' hosts)."""
+    chosen = sorted({h.lower() for h in hosts})
+    bad = [h for h in chosen if not h or "," in h or h != h.strip()]
+    if bad:
+        raise ValueError(f"not a host key: {bad[0]!r}")
+    return {HOSTS_TAG: ",".join(chosen)}
+
+
+def selected_hosts(tags: Mapping[str, str]) -> set[str] | None:
+    """The hosts a run's ``freshness/hosts`` tag names, or None: every host of its partitions."""
+    text = tags.get(HOSTS_TAG)
+    if text is None:
+        return None
+    hosts = {h.strip().lower() for h in text.split(",") if h.strip()}
+    if not hosts:
+        raise ValueError(f"the {HOSTS_TAG} tag names no host: {text!r}")
+    return hosts
 
 
 BUCKET_PREFIX = "bucket-"
@@ -117,3 +200,7 @@ def hosts_in_buckets(
         raise ValueError(f"not a key of {n_buckets} host buckets: {unknown[:3]}")
     wanted = {index[k] for k in keys}
     return sorted(h for h in candidates if bucket_index(h, n_buckets) in wanted)
+
+
+def bucket_of(host: str, n_buckets: int) -> str:
+    return bucket_keys(n_buckets)[bucket_index(host, n_buckets)]

@@ -1,35 +1,45 @@
 """Running cycles in-process, as the CLI and the demo do: the same assets and checks as the
 Dagster UI, against a persistent instance under the home folder so that CLI runs show in the UI.
+
+A run executes with ``dg.execute_job`` rather than ``dg.materialize``: both run the steps in this
+process, but ``materialize`` keeps every step's output in memory until the run ends (to return
+it), which at a million URLs is every table of the cycle at once; here each output goes to the
+IO manager and is let go, and the next step reads it back from the warehouse.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
+import polars as pl
 from dagster._core.storage.defs_state.base import set_defs_state_storage
 
-from freshness_pipeline.config import ConfigError, load_config
-from freshness_pipeline.graph import build_resources, cycle_graph
-from freshness_pipeline.jobs import PLANNING_ASSETS
+from freshness_pipeline import tables
+from freshness_pipeline.assets.candidates import normalization_rules
+from freshness_pipeline.config import ConfigError, PipelineConfig, load_config
+from freshness_pipeline.io_manager import write_host_files
+from freshness_pipeline.jobs import CYCLE_TAG
 from freshness_pipeline.partitions import (
+    Partitioning,
     bucket_keys,
     buckets_of_hosts,
+    choose_partitioning,
     contiguous_ranges,
-    hosts_in_buckets,
+    home_partitioning,
+    hosts_tag,
     range_tags,
     register_hosts,
     registered_hosts,
 )
-from freshness_pipeline.resources import CycleResource
 from freshness_pipeline.seeds import SeedParse, merge_seeds, parse_seeds
 from freshness_pipeline.storage import DEFAULT_RETENTION_DAYS, Warehouse
 
-# Where a local instance keeps its runs and events, and its run queue; each deployment adds
-# its own concurrency limits (distributed.py has the bucket-group one).
 INSTANCE_STORAGE_YAML = """\
 storage:
   sqlite:
@@ -57,10 +67,26 @@ concurrency:
       - key: "dagster/partition"
         value: {{applyLimitPerUniqueValue: true}}
         limit: 1
+retention:
+  schedule:
+    purge_after_days: 30
+  sensor:
+    purge_after_days:
+      skipped: 1
+      failure: 30
+      success: 30
 telemetry:
   enabled: false
 """
 )
+
+#: runs deleted at most per cycle by ``keep_runs_days``: a first prune of a long history is
+#: spread over cycles instead of holding one up
+MAX_PRUNED_RUNS = 200
+#: compact the event log index once this share of it is free pages (sqlite reuses them, so
+#: the file does not grow past its peak either way; compacting gives the space back)
+COMPACT_FREE_SHARE = 0.25
+COMPACT_MIN_BYTES = 64 * 1024 * 1024
 
 
 def dagster_home(home: Path) -> Path:
@@ -89,6 +115,7 @@ class CycleOutcome:
     fetched: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    partitioning: str = ""
 
 
 class CycleFailed(RuntimeError):
@@ -117,11 +144,17 @@ def run_cycle(
     fetch_processes: int = 1,
 ) -> CycleOutcome:
     """One cycle of the whole graph as of ``now``, as few runs as the host selection allows
-    (one, unless --host picks a non-contiguous set). The budget is shared across those runs.
-    Raises HomeBusy when another cycle or seed load holds the home."""
+    (one, unless --host picks hosts that are not one contiguous stretch of partitions). The
+    budget is shared across those runs. Raises HomeBusy when another cycle or seed load holds
+    the home."""
     warehouse = Warehouse(home)
     with warehouse.exclusive(f"cycle {now.isoformat()}"):
         warehouse.sweep_temp_files()
+        instance = instance or open_instance(warehouse.home)
+        try:
+            pruned_runs = prune_instance(instance, load_config(warehouse.home).keep_runs_days)
+        except ConfigError as exc:
+            raise CycleFailed(str(exc)) from exc
         outcome = _run_cycle_locked(
             warehouse,
             now,
@@ -139,7 +172,25 @@ def run_cycle(
                 outcome.notes.append(
                     f"pruned {pruned} fetch_log files older than {retention_days:g} days"
                 )
+        if pruned_runs:
+            outcome.notes.append(pruned_runs)
         return outcome
+
+
+def cycle_ranges(
+    partitioning: Partitioning, order: list[str], known: list[str], wanted: list[str]
+) -> list[tuple[str, str]]:
+    """The fewest partition ranges whose runs cover the wanted hosts (``order``: the partition
+    keys in order; ``known``: every seeded host). Buckets hold other hosts too: a run over some
+    of the hosts is narrowed to them by its tag."""
+    n = partitioning.host_buckets
+    if not n:
+        return contiguous_ranges(order, wanted)
+    buckets = set(buckets_of_hosts(wanted, n))
+    if set(wanted) == set(known):
+        # Empty buckets join the run rather than split it: one run plans one budget at once.
+        buckets |= set(bucket_keys(n)) - set(buckets_of_hosts(known, n))
+    return contiguous_ranges(bucket_keys(n), buckets)
 
 
 def _run_cycle_locked(
@@ -149,66 +200,50 @@ def _run_cycle_locked(
     hosts: list[str] | None,
     dry_run: bool,
     fetch_time_limit_s: float,
-    instance: dg.DagsterInstance | None,
+    instance: dg.DagsterInstance,
     log_level: str,
     fetch_processes: int = 1,
 ) -> CycleOutcome:
-    instance = instance or open_instance(warehouse.home)
+    known = warehouse.hosts_in("seeds")
     try:
-        n_buckets = load_config(warehouse.home).host_buckets
+        partitioning = home_partitioning(warehouse, known)
     except ConfigError as exc:
         raise CycleFailed(str(exc)) from exc
-    if n_buckets:
-        known = warehouse.hosts_in("seeds")
-    else:
-        register_seeded_hosts(warehouse, instance)
-        known = registered_hosts(instance)
+    n_buckets = partitioning.host_buckets
+    order = known
+    if not n_buckets:
+        register_hosts(instance, known)
+        order = registered_hosts(instance)
     wanted = list(dict.fromkeys(h.lower() for h in hosts)) if hosts else known
     unknown = sorted(set(wanted) - set(known))
     if unknown:
         raise UnknownHosts(f"unknown host(s): {', '.join(unknown)} (seed them first)")
-    notes: list[str] = []
-    if n_buckets and hosts:
-        # A bucket is Dagster's unit of work: --host cycles every host sharing its buckets.
-        covered = hosts_in_buckets(buckets_of_hosts(wanted, n_buckets), n_buckets, known)
-        if len(covered) > len(wanted):
-            notes.append(f"host buckets: {len(covered)} hosts cycled for the {len(wanted)} asked")
-        wanted = covered
-    outcome = CycleOutcome(now=now, hosts=wanted, notes=notes)
+    outcome = CycleOutcome(now=now, hosts=wanted, partitioning=partitioning.describe())
     if not wanted:
         outcome.notes.append("no hosts: seed some URLs first (`freshness seed PATH`)")
         return outcome
-    if n_buckets:
-        # Empty buckets join the run rather than split it: one run plans one budget at once.
-        empty = set(bucket_keys(n_buckets)) - set(buckets_of_hosts(known, n_buckets))
-        ranges = contiguous_ranges(
-            bucket_keys(n_buckets), {*buckets_of_hosts(wanted, n_buckets), *empty}
-        )
-    else:
-        ranges = contiguous_ranges(known, wanted)
-    assets, checks = cycle_graph(n_buckets)
+    # A bucket is Dagster's unit of work; --host narrows its run to the hosts asked for.
+    narrowed = hosts_tag(wanted) if hosts and n_buckets else {}
     remaining = budget
-    selection = PLANNING_ASSETS if dry_run else None
-    for start, end in ranges:
-        cycle = CycleResource(
-            now=now.isoformat(),
-            budget=-1 if remaining is None else remaining,
-            dry_run=dry_run,
-            fetch_time_limit_s=fetch_time_limit_s,
+    for start, end in cycle_ranges(partitioning, order, known, wanted):
+        cycle = {
+            "now": now.isoformat(),
+            "budget": -1 if remaining is None else remaining,
+            "dry_run": dry_run,
+            "fetch_time_limit_s": fetch_time_limit_s,
+        }
+        result = execute_cycle_run(
+            warehouse.home,
+            partitioning,
+            instance,
+            run_config={
+                "resources": {"cycle": {"config": cycle}},
+                "loggers": {"console": {"config": {"log_level": log_level}}},
+            },
+            tags={**range_tags(start, end, bucket="cli"), **narrowed},
+            planning_only=dry_run,
+            fetch_processes=fetch_processes,
         )
-        # Dagster resolves definitions through the defs-state storage of the "current"
-        # instance, a context variable that a finished run elsewhere in this process may have
-        # left pointing at an instance since collected; name ours.
-        with set_defs_state_storage(instance.defs_state_storage):
-            result = dg.materialize(
-                [*assets, *checks],
-                instance=instance,
-                resources=build_resources(str(warehouse.home), cycle, fetch_processes),
-                tags=range_tags(start, end, bucket="cli"),
-                selection=selection,
-                raise_on_error=False,
-                run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
-            )
         outcome.runs += 1
         if not result.success:
             raise CycleFailed(_failure_message(result))
@@ -231,19 +266,53 @@ def _run_cycle_locked(
     return outcome
 
 
-def _run_metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, int]:
-    """An asset's integer metadata in this run: a range run's output is one materialization
-    copied to every partition, so the first one holds the run's totals."""
-    for materialization in result.asset_materializations_for_node(asset):
-        return {
-            key: int(value.value)
-            for key, value in materialization.metadata.items()
-            if isinstance(value, dg.IntMetadataValue) and value.value is not None
-        }
+def execute_cycle_run(
+    home: Path,
+    partitioning: Partitioning,
+    instance: dg.DagsterInstance,
+    *,
+    run_config: dict,
+    tags: dict[str, str],
+    planning_only: bool = False,
+    fetch_processes: int = 1,
+) -> dg.JobExecutionResult:
+    """One run of the cycle job (graph.cycle_job) in this process; the job's own tags
+    (``freshness/cycle``) are added, so a CLI run reads like a scheduled one in the UI."""
+    job = dg.build_reconstructable_job(
+        "freshness_pipeline.graph",
+        "cycle_job",
+        reconstructable_kwargs={
+            "home": str(home),
+            "host_buckets": partitioning.host_buckets,
+            "fetch_processes": fetch_processes,
+            "planning_only": planning_only,
+        },
+    )
+    # Dagster resolves definitions through the defs-state storage of the "current" instance, a
+    # context variable that a finished run elsewhere in this process may have left pointing at
+    # an instance since collected; name ours.
+    with set_defs_state_storage(instance.defs_state_storage):
+        return dg.execute_job(
+            job, instance, run_config=run_config, tags={CYCLE_TAG: "true", **tags}
+        )
+
+
+def _run_metadata(result: dg.JobExecutionResult, asset: str) -> dict[str, int]:
+    """An asset's integer metadata in this run: its one observation per run holds the run's
+    totals (assets.common)."""
+    key = dg.AssetKey(asset)
+    for event in result.get_asset_observation_events():
+        observation = event.asset_observation_data.asset_observation
+        if observation.asset_key == key:
+            return {
+                name: int(value.value)
+                for name, value in observation.metadata.items()
+                if isinstance(value, dg.IntMetadataValue) and value.value is not None
+            }
     return {}
 
 
-def _failure_message(result: dg.ExecuteInProcessResult) -> str:
+def _failure_message(result: dg.JobExecutionResult) -> str:
     for event in result.all_events:
         if event.is_failure and event.step_failure_data is not None:
             error = event.step_failure_data.error
@@ -258,29 +327,140 @@ def _failure_message(result: dg.ExecuteInProcessResult) -> str:
     return "the cycle run failed"
 
 
+def prune_instance(instance: dg.DagsterInstance, keep_runs_days: float) -> str | None:
+    """Delete finished runs older than ``keep_runs_days`` (0: keep all) with their events, and
+    compact a sqlite event log index that is mostly free pages. Runs are stamped with the wall
+    clock when created, so this is the one place below the CLI that reads it. Returns a note
+    when anything was done."""
+    if not keep_runs_days:
+        return None
+    cutoff = datetime.now(UTC) - timedelta(days=keep_runs_days)
+    finished = [
+        dg.DagsterRunStatus.SUCCESS,
+        dg.DagsterRunStatus.FAILURE,
+        dg.DagsterRunStatus.CANCELED,
+    ]
+    old = instance.get_run_records(
+        filters=dg.RunsFilter(created_before=cutoff, statuses=finished),
+        limit=MAX_PRUNED_RUNS,
+        ascending=True,
+    )
+    for record in old:
+        instance.delete_run(record.dagster_run.run_id)
+    if not old:
+        return None
+    compacted = compact_event_index(instance)
+    return f"deleted {len(old)} Dagster runs older than {keep_runs_days:g} days" + (
+        f"; compacted the event index by {compacted / 1e6:,.0f} MB" if compacted else ""
+    )
+
+
+def compact_event_index(instance: dg.DagsterInstance) -> int:
+    """VACUUM the sqlite event log index when at least COMPACT_FREE_SHARE of it is free; the
+    bytes given back (0 when not sqlite, not worth it, or in use by another process)."""
+    from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
+        INDEX_SHARD_NAME,
+        SqliteEventLogStorage,
+    )
+
+    storage = instance.event_log_storage
+    if not isinstance(storage, SqliteEventLogStorage):
+        return 0
+    path = Path(storage.path_for_shard(INDEX_SHARD_NAME))
+    if not path.exists() or path.stat().st_size < COMPACT_MIN_BYTES:
+        return 0
+    before = path.stat().st_size
+    with contextlib.closing(sqlite3.connect(path, timeout=5)) as con:
+        free, total = (
+            con.execute(f"PRAGMA {p}").fetchone()[0] for p in ("freelist_count", "page_count")
+        )
+        if not total or free / total < COMPACT_FREE_SHARE:
+            return 0
+        try:
+            con.execute("VACUUM")
+        except sqlite3.OperationalError:  # a webserver or daemon holds it: next time
+            return 0
+    return max(0, before - path.stat().st_size)
+
+
 @dataclass
 class SeedLoad:
     parse: SeedParse
     hosts: int = 0
     new_hosts: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    partitioning: str = ""
 
 
 def load_seeds(home: str | Path | None, data: bytes, *, added_at: datetime) -> SeedLoad:
-    """Parse, merge into each host's seeds (idempotent) and register new hosts as partitions."""
+    """Parse, merge into the hosts' seeds (idempotent) and register new hosts as partitions when
+    the home is partitioned per host; say so when the load moved it into host buckets."""
     parsed = parse_seeds(data)
     load = SeedLoad(parse=parsed)
     if parsed.fatal:
         return load
     warehouse = Warehouse(home)
-    by_host = parsed.rows.partition_by("host", as_dict=True)
+    try:
+        config: PipelineConfig | None = load_config(warehouse.home)
+    except ConfigError as exc:
+        load.notes.append(f"{exc}: the seeds are loaded, nothing else is decided from it")
+        config = None
     with warehouse.exclusive("seed load"):
-        for (host,), rows in by_host.items():
-            merged = merge_seeds(warehouse.read("seeds", [host]), rows, added_at=added_at)
-            warehouse.write_partition("seeds", host, merged)
-    load.hosts = len(by_host)
-    load.new_hosts = register_hosts(open_instance(warehouse.home), [h for (h,) in by_host])
+        before = warehouse.hosts_in("seeds")
+        hosts = sorted(set(parsed.rows["host"].to_list()))
+        again = sorted(set(hosts) & set(before))
+        merged = merge_seeds(warehouse.read("seeds", again), parsed.rows, added_at=added_at)
+        write_host_files(warehouse, "seeds", hosts, merged)
+        if config is not None:
+            warm_normalization_cache(warehouse, parsed.rows, config, again)
+    load.hosts = len(hosts)
+    load.new_hosts = sorted(set(hosts) - set(before))
+    if config is None:
+        register_hosts(open_instance(warehouse.home), load.new_hosts)
+    else:
+        was = choose_partitioning(config.host_buckets, len(before))
+        now = choose_partitioning(config.host_buckets, len(set(before) | set(hosts)))
+        load.partitioning = now.describe()
+        if not now.host_buckets:
+            register_hosts(open_instance(warehouse.home), load.new_hosts)
+        elif was.host_buckets != now.host_buckets and before:
+            load.notes.append(
+                f"Dagster partitions are now {now.describe()}: reload the code location (or "
+                "restart `dagster dev`) so the UI shows them; [partitioning] host_buckets in "
+                "freshness.toml pins a choice"
+            )
     note = warehouse.ensure_views()
     if note:
         load.notes.append(note)
     return load
+
+
+def warm_normalization_cache(
+    warehouse: Warehouse, rows: pl.DataFrame, config: PipelineConfig, seeded_before: list[str]
+) -> None:
+    """Leave each seed's canonical form where url_candidates looks it up (url_canonical), so
+    that the first cycle over a large seed load does not normalize it all again: a seed is
+    stored normalized, and normalization is idempotent, so under the default rules a seed is
+    its own canonical form. Hosts with their own strip_params normalize otherwise and are
+    left to the cycle."""
+    base, per_host = normalization_rules(config)
+    own = rows.filter(~pl.col("host").is_in(list(per_host)))
+    if not own.height:
+        return
+    fresh = own.select(
+        "host",
+        "url",
+        pl.col("url").alias("canonical"),
+        pl.col("host").alias("canonical_host"),
+        pl.lit(None, dtype=pl.String).alias("error"),
+        pl.lit(base).alias("rules"),
+    )
+    hosts = sorted(set(own["host"].to_list()))
+    earlier = set(seeded_before) & set(hosts)  # their cache may hold other URLs: keep them
+    if earlier:
+        cached = warehouse.read("url_canonical", sorted(earlier))
+        fresh = pl.concat(
+            [cached, fresh.join(cached.select("host", "url"), on=["host", "url"], how="anti")],
+            how="vertical_relaxed",
+        )
+    write_host_files(warehouse, "url_canonical", hosts, tables.conform("url_canonical", fresh))

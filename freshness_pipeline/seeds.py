@@ -2,20 +2,40 @@
 
 Bad rows never cost the good ones: each rejected line is reported with its number and reason
 and skipped. Only a file with nothing usable in it is an error.
+
+A seed file can hold millions of lines, so they are parsed as columns: split, decoded and cut
+into cells by polars; only the rare line that needs it (a quoted cell, a byte that is not UTF-8,
+a value polars cannot read) goes through Python's csv and float. Normalization is
+``science.normalize``'s per-URL loop, about 100 us a URL; a URL it would leave exactly as it is
+(lower-case http(s), a plain host, a non-default port, a plain path, nothing else) is recognized
+by a pattern over the whole column instead, and every other URL still goes through it.
 """
 
 from __future__ import annotations
 
 import csv
-import math
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import polars as pl
 
-from freshness_pipeline.science.normalize import normalize_url_column
+from freshness_pipeline.science.normalize import MAX_URL_LENGTH, normalize_url_column
 
 MAX_LINE_CHARS = 8192
+
+# A URL science.normalize.normalize_url returns unchanged, with its authority (test_seeds checks
+# this against normalize_url): lower-case scheme; host labels as _normalize_host accepts them,
+# already lower-case ASCII, no trailing dot; a port written without leading zeros (the default
+# port of the scheme is dropped, checked apart); a path of characters canonicalize_url neither
+# escapes nor unescapes ('%', ';' and non-ASCII excluded), with no dot segment; no query or
+# fragment.
+_LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+_PLAIN_URL = (
+    r"^(?<scheme>https?)://(?<host>" + _LABEL + r"(?:\." + _LABEL + r")*)"
+    r"(?::(?<port>[1-9][0-9]{0,4}))?(?<path>/[A-Za-z0-9\-_~!$&'()*+,=:@/.]*)$"
+)
+_DOT_SEGMENT = r"/\.\.?(?:/|$)"
+_DEFAULT_PORT = {"http": 80, "https": 443}
 
 
 @dataclass
@@ -26,22 +46,42 @@ class SeedParse:
     fatal: str | None = None
 
 
-def _decode_lines(data: bytes, errors: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    lines: list[tuple[int, str]] = []
+def _lines(data: bytes) -> tuple[pl.DataFrame, list[tuple[int, str]]]:
+    """``line`` (1-based, as bytes.splitlines numbers them) and ``text`` of every line that is
+    neither blank nor a comment, and the errors of those too long or not UTF-8."""
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    for number, raw in enumerate(data.splitlines(), start=1):
-        if len(raw) > MAX_LINE_CHARS:
-            errors.append((number, f"line is {len(raw)} bytes long (limit {MAX_LINE_CHARS})"))
-            continue
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            errors.append((number, f"not valid UTF-8 ({exc.reason} at byte {exc.start})"))
-            continue
-        if text.strip() and not text.lstrip().startswith("#"):
-            lines.append((number, text))
-    return lines
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    text = data.decode("utf-8", errors="replace")
+    frame = (
+        pl.DataFrame({"text": [text]})
+        .select(pl.col("text").str.split("\n"))
+        .explode("text")
+        .with_row_index("line", offset=1)
+        .with_columns(pl.col("line").cast(pl.Int64))
+    )
+    suspect = frame.filter(
+        pl.col("text").str.contains("\ufffd", literal=True)
+        | (pl.col("text").str.len_bytes() > MAX_LINE_CHARS)
+    )
+    errors: dict[int, str] = {}
+    if suspect.height:
+        raw = data.split(b"\n")
+        for number in suspect["line"].to_list():
+            line = raw[number - 1]
+            if len(line) > MAX_LINE_CHARS:
+                errors[number] = f"line is {len(line)} bytes long (limit {MAX_LINE_CHARS})"
+                continue
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                errors[number] = f"not valid UTF-8 ({exc.reason} at byte {exc.start})"
+    stripped = pl.col("text").str.strip_chars()
+    kept = frame.filter(
+        (stripped != "") & ~stripped.str.starts_with("#") & ~pl.col("line").is_in(list(errors))
+    )
+    return kept, sorted(errors.items())
 
 
 def _looks_like_csv_header(text: str) -> bool:
@@ -50,26 +90,98 @@ def _looks_like_csv_header(text: str) -> bool:
     return len(names) > 1 or names == ["url"] or ("url" in names)
 
 
-def _parse_value(text: str | None) -> tuple[float | None, str | None]:
-    if text is None or not text.strip():
-        return 1.0, None
-    try:
-        value = float(text)
-    except ValueError:
-        return None, f"value {text.strip()!r} is not a number"
-    if not math.isfinite(value) or value < 0:
-        return None, f"value {text.strip()!r} must be a finite number >= 0"
-    return value, None
+def _cells(lines: pl.DataFrame, errors: list[tuple[int, str]]) -> pl.DataFrame:
+    """Each line's CSV cells (``cells``, a list): a split on commas, or Python's csv for a line
+    with a quote in it (the only case where the two differ)."""
+    quoted = pl.col("text").str.contains('"', literal=True)
+    plain = lines.filter(~quoted).with_columns(cells=pl.col("text").str.split(","))
+    rows: list[tuple[int, list[str]]] = []
+    for number, text in lines.filter(quoted).select("line", "text").iter_rows():
+        try:
+            rows.append((number, next(csv.reader([text]))))
+        except csv.Error as exc:
+            errors.append((number, f"unreadable CSV row ({exc})"))
+    special = pl.DataFrame(
+        rows, schema={"line": pl.Int64, "cells": pl.List(pl.String)}, orient="row"
+    )
+    return pl.concat([plain.select("line", "cells"), special]).sort("line")
+
+
+def _values(texts: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """(value, problem) per cell text: empty is 1.0; a number must be finite and >= 0."""
+    stripped = texts.str.strip_chars()
+    parsed = stripped.cast(pl.Float64, strict=False)
+    # What polars does not read, Python's float() may (underscores, odd spellings): ask it.
+    retry = parsed.is_null() & stripped.is_not_null() & (stripped != "")
+    if retry.any():
+        values = parsed.to_list()
+        for i in retry.arg_true().to_list():
+            try:
+                values[i] = float(stripped[i])
+            except ValueError:
+                values[i] = None
+        parsed = pl.Series(values, dtype=pl.Float64)
+    frame = pl.DataFrame({"text": stripped, "value": parsed})
+    out = frame.select(
+        value=pl.when(pl.col("text").is_null() | (pl.col("text") == ""))
+        .then(pl.lit(1.0))
+        .otherwise(pl.col("value")),
+        problem=pl.when(pl.col("text").is_null() | (pl.col("text") == ""))
+        .then(None)
+        .when(pl.col("value").is_null())
+        .then(pl.format("value '{}' is not a number", pl.col("text")))
+        .when(~pl.col("value").is_finite() | (pl.col("value") < 0))
+        .then(pl.format("value '{}' must be a finite number >= 0", pl.col("text"))),
+    )
+    return out["value"], out["problem"]
+
+
+def plain_urls(urls: pl.Series) -> pl.DataFrame:
+    """``url`` and ``host`` (its authority) of each URL that normalization would leave as it is,
+    null for every other one."""
+    parts = urls.str.extract_groups(_PLAIN_URL).struct.unnest()
+    port = parts["port"].cast(pl.Int64, strict=False)
+    default = parts["scheme"].replace_strict(_DEFAULT_PORT, default=None, return_dtype=pl.Int64)
+    ok = (
+        parts["scheme"].is_not_null()
+        & (urls.str.len_bytes() <= MAX_URL_LENGTH)
+        & (parts["host"].str.len_bytes() <= 253)
+        & (port.is_null() | ((port <= 65535) & (port != default)))
+        & ~parts["path"].str.contains(_DOT_SEGMENT)
+    ).fill_null(False)
+    authority = (
+        pl.when(pl.col("port").is_null())
+        .then("host")
+        .otherwise(pl.concat_str(["host", pl.lit(":"), "port"]))
+    )
+    return pl.DataFrame(
+        {"ok": ok, "url": urls, "host": parts["host"], "port": parts["port"]}
+    ).select(url=pl.when("ok").then("url"), host=pl.when("ok").then(authority))
+
+
+def normalize_seed_urls(urls: pl.Series) -> pl.DataFrame:
+    """``normalize_url_column(urls)``, with the URLs it would leave unchanged recognized as
+    columns first."""
+    plain = plain_urls(urls)
+    rest = plain["url"].is_null()
+    if not rest.any():
+        return plain.with_columns(error=pl.lit(None, dtype=pl.String))
+    slow = normalize_url_column(urls.filter(rest))
+    positions = rest.arg_true()
+    return plain.with_columns(
+        url=plain["url"].scatter(positions, slow["url"]),
+        host=plain["host"].scatter(positions, slow["host"]),
+        error=pl.Series([None] * urls.len(), dtype=pl.String).scatter(positions, slow["error"]),
+    )
 
 
 def parse_seeds(data: bytes) -> SeedParse:
     """Parse seed bytes into normalized rows and per-line errors."""
-    errors: list[tuple[int, str]] = []
-    lines = _decode_lines(data, errors)
-    records: list[tuple[int, str, float, str | None]] = []
-    if not lines:
+    lines, found = _lines(data)
+    errors = list(found)
+    if not lines.height:
         return SeedParse(rows=_empty_rows(), errors=errors, fatal="the seed file has no URLs")
-    header_number, header = lines[0]
+    header_number, header = lines.row(0)
     if _looks_like_csv_header(header) and not header.strip().lower().startswith(
         ("http:", "https:")
     ):
@@ -80,50 +192,47 @@ def parse_seeds(data: bytes) -> SeedParse:
                 errors=errors,
                 fatal=f"line {header_number}: the CSV header {header.strip()!r} has no 'url' column",
             )
-        url_at = names.index("url")
-        value_at = names.index("value") if "value" in names else None
-        class_at = names.index("url_class") if "url_class" in names else None
-        for number, text in lines[1:]:
-            try:
-                cells = next(csv.reader([text]))
-            except csv.Error as exc:
-                errors.append((number, f"unreadable CSV row ({exc})"))
-                continue
-            if len(cells) <= url_at or not cells[url_at].strip():
-                errors.append((number, "no url in this row"))
-                continue
-            value, problem = _parse_value(
-                cells[value_at] if value_at is not None and value_at < len(cells) else None
-            )
-            if problem:
-                errors.append((number, problem))
-                continue
-            url_class = (
-                cells[class_at].strip() or None
-                if class_at is not None and class_at < len(cells)
-                else None
-            )
-            records.append((number, cells[url_at].strip(), float(value or 0.0), url_class))
-    else:
-        for number, text in lines:
-            records.append((number, text.strip(), 1.0, None))
+        cells = _cells(lines.slice(1), errors)
 
-    raw = pl.DataFrame(
-        records,
-        schema={
-            "line": pl.Int64,
-            "raw_url": pl.String,
-            "value": pl.Float64,
-            "url_class": pl.String,
-        },
-        orient="row",
-    )
-    normalized = normalize_url_column(raw["raw_url"])
+        def cell(name: str) -> pl.Expr:
+            at = names.index(name) if name in names else None
+            if at is None:
+                return pl.lit(None, dtype=pl.String)
+            return pl.col("cells").list.get(at, null_on_oob=True)
+
+        table = cells.select(
+            "line",
+            raw_url=cell("url").str.strip_chars(),
+            value_text=cell("value"),
+            url_class=cell("url_class").str.strip_chars(),
+        )
+        no_url = table.filter(pl.col("raw_url").is_null() | (pl.col("raw_url") == ""))
+        errors += [(n, "no url in this row") for n in no_url["line"].to_list()]
+        table = table.filter(pl.col("raw_url").is_not_null() & (pl.col("raw_url") != ""))
+        value, problem = _values(table["value_text"])
+        table = table.with_columns(value=value, problem=problem)
+        bad = table.filter(pl.col("problem").is_not_null())
+        errors += list(bad.select("line", "problem").iter_rows())
+        raw = table.filter(pl.col("problem").is_null()).select(
+            "line",
+            "raw_url",
+            "value",
+            pl.when(pl.col("url_class") != "").then("url_class").alias("url_class"),
+        )
+    else:
+        raw = lines.select(
+            "line",
+            raw_url=pl.col("text").str.strip_chars(),
+            value=pl.lit(1.0),
+            url_class=pl.lit(None, dtype=pl.String),
+        )
+    normalized = normalize_seed_urls(raw["raw_url"])
     rows = pl.concat([raw, normalized], how="horizontal")
-    for number, raw_url, reason in (
-        rows.filter(pl.col("error").is_not_null()).select("line", "raw_url", "error").iter_rows()
-    ):
-        errors.append((number, f"{reason}: {raw_url[:200]!r}"))
+    failed = rows.filter(pl.col("error").is_not_null())
+    errors += [
+        (number, f"{reason}: {raw_url[:200]!r}")
+        for number, raw_url, reason in failed.select("line", "raw_url", "error").iter_rows()
+    ]
     good = rows.filter(pl.col("error").is_null())
     unique = good.unique(subset="url", keep="last", maintain_order=True)
     errors.sort()
@@ -150,8 +259,8 @@ def _empty_rows() -> pl.DataFrame:
 def merge_seeds(
     existing: pl.DataFrame, new_rows: pl.DataFrame, *, added_at: datetime, source: str = "seed"
 ) -> pl.DataFrame:
-    """Union of known and new seeds for one host: the newest value and class win, the first
-    ``added_at`` is kept, so seeding the same file twice changes nothing."""
+    """Union of known and new seeds (of one host or many): the newest value and class win, the
+    first ``added_at`` is kept, so seeding the same file twice changes nothing."""
     incoming = new_rows.select(
         "url",
         "host",

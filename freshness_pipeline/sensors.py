@@ -1,5 +1,6 @@
 """Registers hosts that appear in the seeds (from `freshness seed` or discovered redirects)
-as partitions, and starts their first cycle."""
+as partitions, and starts their first cycle. Only in a location partitioned per host: buckets
+need no registration."""
 
 from datetime import UTC, datetime
 
@@ -7,7 +8,7 @@ import dagster as dg
 
 from freshness_pipeline.jobs import freshness_cycle_job
 from freshness_pipeline.partitions import hosts_partitions, range_tags, registered_hosts
-from freshness_pipeline.schedules import cycle_run_config
+from freshness_pipeline.schedules import cycle_run_config, stale_definitions
 from freshness_pipeline.storage import Warehouse
 
 
@@ -27,8 +28,15 @@ def new_hosts_sensor(context: dg.SensorEvaluationContext):
     """New hosts are added at the end of the partition order, so their first cycle is ONE range
     run over them, however many arrived. Its `now` is this evaluation's time, passed as run
     config as the schedule passes its tick (design.md §2): the run says which cycle it is, and
-    a re-execution replays that cycle instead of taking its own creation time."""
-    new = unregistered_hosts(Warehouse(), registered_hosts(context.instance))
+    a re-execution replays that cycle instead of taking its own creation time. A seed load that
+    takes the home past the "auto" host limit stops it (host buckets need no registration)
+    until the location is reloaded without it."""
+    warehouse = Warehouse()
+    seeded = warehouse.hosts_in("seeds")
+    stale = stale_definitions(0, warehouse, seeded)
+    if stale:
+        return dg.SkipReason(stale)
+    new = sorted(set(seeded) - set(registered_hosts(context.instance)))
     if not new:
         return dg.SkipReason("no new hosts")
     return dg.SensorResult(

@@ -1,6 +1,7 @@
 """Every asset check must be able to fail: each is run for real (dagster.materialize, the real
 warehouse IO manager, a range run over two hosts) against stand-in upstream assets that produce
-exactly the frame the check should accept or reject."""
+exactly the frame the check should accept or reject. A check is evaluated once per run, over
+the run's hosts, whatever the number of partitions."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import pytest
 from freshness_pipeline import checks
 from freshness_pipeline.definitions import defs
 from freshness_pipeline.io_manager import WarehouseIOManager
-from freshness_pipeline.partitions import hosts_partitions, range_tags
-from freshness_pipeline.resources import CycleResource
+from freshness_pipeline.partitions import hosts_partitions, hosts_tag, range_tags
+from freshness_pipeline.resources import CycleResource, WarehouseResource
 
 HOSTS = ["a.example", "b.example"]
 
@@ -34,22 +35,33 @@ def stand_in(name: str, frame: pl.DataFrame, deps: tuple[str, ...] = ()) -> dg.A
 
 
 def run(
-    tmp_path, assets: list[dg.AssetsDefinition], check, cycle: CycleResource | None = None
+    tmp_path,
+    assets: list[dg.AssetsDefinition],
+    check,
+    cycle: CycleResource | None = None,
+    instance: dg.DagsterInstance | None = None,
+    tags: dict[str, str] | None = None,
 ) -> tuple[dg.ExecuteInProcessResult, dg.AssetCheckEvaluation]:
-    instance = dg.DagsterInstance.ephemeral()
+    instance = instance or dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(hosts_partitions.name, HOSTS)
     result = dg.materialize(
-        [*assets, check],
+        [*assets, defined(check)],
         instance=instance,
         resources={
             "io_manager": WarehouseIOManager(home=str(tmp_path)),
+            "warehouse": WarehouseResource(home=str(tmp_path)),
             "cycle": cycle or CycleResource(),
         },
-        tags=range_tags(HOSTS[0], HOSTS[-1], bucket="test"),
+        tags={**range_tags(HOSTS[0], HOSTS[-1], bucket="test"), **(tags or {})},
         raise_on_error=False,
     )
     (evaluation,) = result.get_asset_check_evaluations()
     return result, evaluation
+
+
+def defined(check) -> dg.AssetChecksDefinition:
+    """The code location's Dagster check for a check function of checks.py."""
+    return next(c for c in checks.ALL_CHECKS if next(iter(c.check_specs)).name == check.__name__)
 
 
 def urls(host: str, *paths: str) -> list[str]:
@@ -83,7 +95,7 @@ def materialized(result: dg.ExecuteInProcessResult) -> set[str]:
 # --------------------------------------------------------------------------- registration
 
 
-def test_every_check_is_in_the_code_location_and_partitioned_by_host():
+def test_every_check_is_in_the_code_location_and_evaluated_per_run():
     keys = defs.get_repository_def().asset_graph.asset_check_keys
     registered = {(k.asset_key.to_user_string(), k.name) for k in keys}
     assert {
@@ -95,7 +107,42 @@ def test_every_check_is_in_the_code_location_and_partitioned_by_host():
     } <= registered
     for check in checks.ALL_CHECKS:
         (spec,) = check.check_specs
-        assert spec.partitions_def == hosts_partitions, spec.name
+        # Not partitioned: one execution record per run, not one per host carrying every host
+        assert spec.partitions_def is None, spec.name
+
+
+def test_a_range_run_records_one_execution_per_check_not_one_per_host(tmp_path):
+    frame = candidates(urls("a.example", "1") + urls("b.example", "1"))
+    (tmp_path / "instance").mkdir()
+    instance = dg.DagsterInstance.local_temp(str(tmp_path / "instance"))  # sqlite, as a home
+    for _ in range(2):
+        run(
+            tmp_path,
+            [stand_in("url_candidates", frame)],
+            checks.candidates_have_unique_urls,
+            instance=instance,
+        )
+    key = dg.AssetCheckKey(dg.AssetKey("url_candidates"), "candidates_have_unique_urls")
+    history = instance.event_log_storage.get_asset_check_execution_history(key, limit=100)
+    assert len(history) == 2  # two runs over two host partitions
+    assert all(record.partition is None for record in history)
+
+
+def test_a_hosts_tag_narrows_the_check_to_those_hosts(tmp_path):
+    # b.example has a duplicate; a run narrowed to a.example must not see it, nor load it.
+    frame = candidates(urls("a.example", "1") + urls("b.example", "1", "1"))
+    whole, evaluation = run(
+        tmp_path / "all", [stand_in("url_candidates", frame)], checks.candidates_have_unique_urls
+    )
+    assert not evaluation.passed and evaluation.metadata["hosts"].value == 2
+    only_a = frame.filter(pl.col("host") == "a.example")
+    _, evaluation = run(
+        tmp_path / "a",
+        [stand_in("url_candidates", only_a)],
+        checks.candidates_have_unique_urls,
+        tags=hosts_tag(["a.example"]),
+    )
+    assert evaluation.passed and evaluation.metadata["hosts"].value == 1
 
 
 # --------------------------------------------------------------------------- url_candidates

@@ -121,6 +121,11 @@ def test_cycle_runs_are_serialized_by_the_instance_config(tmp_path, monkeypatch)
     coordinator = instance.run_coordinator
     assert type(coordinator).__name__ == "QueuedRunCoordinator"
     checkout = Path(__file__).resolve().parents[1] / "dagster.yaml"
+    retention = []
     for config in (tmp_path / "dagster" / "dagster.yaml", checkout):
-        limits = yaml.safe_load(config.read_text())["concurrency"]["runs"]["tag_concurrency_limits"]
+        loaded = yaml.safe_load(config.read_text())
+        limits = loaded["concurrency"]["runs"]["tag_concurrency_limits"]
         assert {"key": CYCLE_TAG, "limit": 1} in limits, config
+        retention.append(loaded["retention"])
+    assert retention[0] == retention[1] and retention[0]["sensor"]["purge_after_days"]["skipped"]
+    assert instance.get_settings("retention")  # the instance read it

@@ -17,3 +17,23 @@ def test_register_hosts_is_idempotent_and_keeps_order():
     assert register_hosts(instance, ["b.example", "a.example"]) == ["a.example", "b.example"]
     assert register_hosts(instance, ["a.example", "c.example"]) == ["c.example"]
     assert registered_hosts(instance) == ["a.example", "b.example", "c.example"]
+
+
+def test_host_files_written_over_threads_are_every_hosts_and_refuse_strangers(tmp_path):
+    import polars as pl
+    import pytest
+
+    from freshness_pipeline.io_manager import WRITERS, write_host_files
+    from freshness_pipeline.storage import Warehouse
+
+    wh = Warehouse(tmp_path)
+    hosts = [f"h{i:03d}.example" for i in range(5 * WRITERS)]
+    rows = pl.DataFrame(
+        {"url": [f"https://{h}/{k}" for h in hosts[1:] for k in range(3)]}
+    ).with_columns(host=pl.col("url").str.split("/").list.get(2))
+    assert write_host_files(wh, "seeds", hosts, rows) == len(hosts)
+    assert wh.read("seeds").sort("url")["url"].to_list() == sorted(rows["url"].to_list())
+    assert wh.has_partition("seeds", hosts[0])  # no rows: a 0-row file, the run's answer
+    stranger = pl.DataFrame({"url": ["https://x.example/"], "host": ["x.example"]})
+    with pytest.raises(ValueError, match="rows for hosts outside the run"):
+        write_host_files(wh, "seeds", hosts, pl.concat([rows, stranger]))

@@ -2,10 +2,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import dagster as dg
 import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 from freshness_pipeline import tables
-from freshness_pipeline.seeds import merge_seeds, parse_seeds
+from freshness_pipeline.science.normalize import normalize_url, normalize_url_column, url_authority
+from freshness_pipeline.seeds import merge_seeds, normalize_seed_urls, parse_seeds, plain_urls
+from freshness_pipeline.storage import Warehouse
 from freshness_pipeline_tests.support import run_freshness
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -105,3 +111,99 @@ def test_a_cycle_for_a_host_never_seeded_is_a_usage_error(tmp_path):
     typo = run_freshness(*plan, "--host", "nosuch.example", home=tmp_path)
     assert typo.returncode == 2, typo.stderr  # bad arguments, not a failed pipeline
     assert "unknown host(s): nosuch.example" in typo.stderr and "Traceback" not in typo.stderr
+
+
+# ------------------------------------------------------------------ columnar parsing
+
+
+def test_quoted_cells_line_endings_and_comments_keep_their_line_numbers():
+    data = (
+        b"\xef\xbb\xbfurl,value,url_class\r\n"
+        b'"https://a.example/x,y",2,article\r\n'
+        b"# a comment\r"
+        b"https://a.example/plain,1_000,\n"
+        b"\n"
+        b'https://b.example/q,"3.5","listing"\n'
+        b"https://b.example/only-url\n"
+        b",4,\n"
+    )
+    parsed = parse_seeds(data)
+    rows = {r["url"]: r for r in parsed.rows.iter_rows(named=True)}
+    assert (
+        rows["https://a.example/x,y"]["line"] == 2 and rows["https://a.example/x,y"]["value"] == 2
+    )
+    assert rows["https://a.example/plain"]["line"] == 4
+    assert rows["https://a.example/plain"]["value"] == 1000.0  # what Python's float() reads
+    assert rows["https://b.example/q"]["url_class"] == "listing"
+    assert rows["https://b.example/only-url"]["value"] == 1.0
+    assert parsed.errors == [(8, "no url in this row")]
+
+
+label = st.from_regex(r"[a-z0-9_]([a-z0-9_-]{0,70}[a-z0-9_])?", fullmatch=True)
+hosts = st.lists(label, min_size=1, max_size=4).map(".".join)
+ports = st.one_of(st.none(), st.integers(0, 70_000).map(str), st.sampled_from(["080", "443", "80"]))
+paths = st.lists(st.text(alphabet="aZ09-_~!$&'()*+,=:@.%;é /", max_size=6), max_size=4).map(
+    lambda parts: "/" + "/".join(parts)
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.sampled_from(["http", "https", "HTTP"]),
+    hosts,
+    ports,
+    paths,
+    st.sampled_from(["", "?a=1", "#f"]),
+)
+def test_urls_taken_as_already_normal_are_what_normalize_url_makes_of_them(
+    scheme, host, port, path, tail
+):
+    url = f"{scheme}://{host}{'' if port is None else ':' + port}{path}{tail}"
+    plain = plain_urls(pl.Series([url])).row(0, named=True)
+    if plain["url"] is None:
+        return  # left to normalize_url_column
+    assert normalize_url(url) == url
+    assert url_authority(url) == plain["host"]
+
+
+def test_seed_normalization_equals_the_normalizer_on_a_mixed_column():
+    urls = pl.Series(
+        [
+            "http://127.64.0.1:8080/p/12",
+            "https://Shop.example/a?utm_source=x&b=2",
+            "http://a.example:80/",
+            "http://a.example/./x",
+            "https://a.example/r%C3%A9sum%C3%A9",
+            "mailto:x@y",
+            "http://a.example",
+            "https://xn--bcher-kva.example/p",
+        ]
+    )
+    assert_frame_equal(normalize_seed_urls(urls), normalize_url_column(urls))
+
+
+def test_seeding_leaves_each_seeds_canonical_form_for_the_first_cycle(tmp_path):
+    from freshness_pipeline.runner import load_seeds, open_instance, run_cycle
+
+    home = tmp_path / "home"
+    (home).mkdir()
+    (home / "freshness.toml").write_text('[hosts."b.example"]\nstrip_params = ["sid"]\n')
+    load_seeds(
+        home, b"url\nhttps://a.example/1\nhttps://a.example/2\nhttps://b.example/1\n", added_at=T0
+    )
+    wh = Warehouse(home)
+    cache = wh.read("url_canonical")
+    assert sorted(cache["url"].to_list()) == ["https://a.example/1", "https://a.example/2"]
+    assert (cache["url"] == cache["canonical"]).all()
+    # Seeding again keeps what the cache already knew and adds the new seeds.
+    load_seeds(home, b"url\nhttps://a.example/3\n", added_at=T0)
+    assert wh.read("url_canonical", ["a.example"]).height == 3
+    outcome = run_cycle(home, T0, dry_run=True)
+    assert outcome.planned == 4
+    candidates = wh.read("url_candidates")
+    assert candidates.height == 4
+    # Only b.example's seed, normalized under its own strip_params, was normalized again.
+    (observed,) = (
+        open_instance(home).fetch_observations(dg.AssetKey("url_candidates"), limit=5).records
+    )
+    assert observed.asset_observation.metadata["urls_normalized_afresh"].value == 1

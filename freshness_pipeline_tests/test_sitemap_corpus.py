@@ -595,8 +595,17 @@ def test_url_inventory_sums_problems_in_metadata_and_warns_once_per_host_and_kin
         tags=range_tags(hosts[0], hosts[-1], bucket="test"),
     )
     events = result.get_asset_materialization_events()
-    assert len(events) == len(hosts)  # one per host partition, each with the run's totals
-    meta = {k: v.value for k, v in events[0].materialization.metadata.items()}
+    assert len(events) == len(hosts)  # one per host partition, each with its own figures
+    own = {e.partition: {k: v.value for k, v in e.materialization.metadata.items()} for e in events}
+    assert {h: (m["hosts"], m["rows"] > 0) for h, m in own.items()} == {h: (1, True) for h in hosts}
+    # the run's totals: once, in one observation of the asset
+    observations = [
+        e.asset_observation_data.asset_observation
+        for e in result.all_events
+        if e.event_type_value == "ASSET_OBSERVATION"
+    ]
+    assert len(observations) == 1
+    meta = {k: v.value for k, v in observations[0].metadata.items()}
     assert {k: meta[k] for k in COUNT_KEYS if meta[k]} == {
         "sitemap_files": 6 + 1,  # the named six, and the guess at the other host
         "sitemap_files_read": 2,

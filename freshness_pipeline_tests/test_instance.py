@@ -1,0 +1,82 @@
+"""The Dagster instance of a long crawl stays bounded: `[dagster] keep_runs_days` deletes old
+runs with their events at each cycle, and what a cycle adds does not grow with its hosts."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+from datetime import UTC, datetime, timedelta
+
+import dagster as dg
+import pytest
+
+from freshness_pipeline import runner
+from freshness_pipeline.config import ConfigError, load_config
+from freshness_pipeline.runner import load_seeds, open_instance, run_cycle
+
+T0 = datetime(2026, 3, 2, 12, tzinfo=UTC)
+
+
+def seeded_home(tmp_path, n_hosts: int, toml: str = ""):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "freshness.toml").write_text(toml)
+    lines = [f"https://h{i:04d}.example/p/{k}" for i in range(n_hosts) for k in range(2)]
+    load_seeds(home, ("url\n" + "\n".join(lines) + "\n").encode(), added_at=T0)
+    return home
+
+
+def test_old_runs_are_deleted_with_their_events_and_the_index_compacted(tmp_path, monkeypatch):
+    home = seeded_home(tmp_path, 3, "[dagster]\nkeep_runs_days = 0.00002\n")  # 1.7 s
+    instance = open_instance(home)
+    first = run_cycle(home, T0, dry_run=True, instance=instance)
+    assert not any("deleted" in n for n in first.notes)
+    (old,) = instance.get_runs()
+    assert instance.all_logs(old.run_id)
+    time.sleep(2.0)
+    monkeypatch.setattr(runner, "COMPACT_MIN_BYTES", 0)  # compact however small the index is
+    monkeypatch.setattr(runner, "COMPACT_FREE_SHARE", 0.0)
+    second = run_cycle(home, T0 + timedelta(hours=6), dry_run=True, instance=instance)
+    assert any("deleted 1 Dagster runs older than 2e-05 days" in n for n in second.notes)
+    (kept,) = instance.get_runs()
+    assert kept.run_id != old.run_id
+    assert not instance.all_logs(old.run_id)  # its events went with it
+    index = instance.event_log_storage.path_for_shard("index")
+    with contextlib.closing(sqlite3.connect(index)) as con:
+        assert con.execute("PRAGMA freelist_count").fetchone()[0] == 0  # vacuumed
+
+
+def test_runs_are_kept_unless_asked(tmp_path):
+    home = seeded_home(tmp_path, 2)
+    instance = open_instance(home)
+    for i in range(2):
+        run_cycle(home, T0 + i * timedelta(hours=6), dry_run=True, instance=instance)
+    assert len(instance.get_runs()) == 2
+    assert load_config(home).keep_runs_days == 0
+
+
+@pytest.mark.parametrize("value", ["-1", '"30"', "true", "nan"])
+def test_a_bad_retention_is_named(tmp_path, value):
+    (tmp_path / "freshness.toml").write_text(f"[dagster]\nkeep_runs_days = {value}\n")
+    with pytest.raises(ConfigError, match="dagster.keep_runs_days must be a number of days"):
+        load_config(tmp_path)
+
+
+def events_per_cycle(tmp_path, n_hosts: int) -> list[str]:
+    home = seeded_home(tmp_path / str(n_hosts), n_hosts, "[partitioning]\nhost_buckets = 8\n")
+    instance = open_instance(home)
+    run_cycle(home, T0, dry_run=True, instance=instance)
+    (run,) = instance.get_runs()
+    return [e.dagster_event_type for e in instance.all_logs(run.run_id) if e.is_dagster_event]
+
+
+def test_what_a_bucketed_cycle_records_does_not_grow_with_its_hosts(tmp_path):
+    (tmp_path / "10").mkdir()
+    (tmp_path / "200").mkdir()
+    few, many = events_per_cycle(tmp_path, 10), events_per_cycle(tmp_path, 200)
+    assert len(many) == len(few) < 200  # 8 buckets both times: per bucket and step, not host
+    kinds = dg.DagsterEventType
+    assert many.count(kinds.ASSET_MATERIALIZATION) == 3 * 8  # three planning assets
+    assert many.count(kinds.ASSET_OBSERVATION) == 3  # the run's totals, once per asset
+    assert many.count(kinds.ASSET_CHECK_EVALUATION) == 2  # the blocking checks, once per run
