@@ -30,7 +30,18 @@ SITES = [
 ]
 # 18 named points plus two kills landing in the middle of the fetches (the polite host alone
 # needs over two seconds of crawl-delays).
-SCENARIOS = [*POINTS, "asset:fetch_results:start@0.3", "asset:fetch_results:start@1.2"]
+# The default run kills at every asset's start, between each table's temp file and its rename,
+# and in the middle of the fetches; the kills just after each rename (the next step's start
+# covers most of the same window) and the later mid-fetch kill run with `pytest -m slow`.
+SCENARIOS = [
+    pytest.param(point, marks=pytest.mark.slow)
+    if point.endswith(":replaced") and point != "write:fetch_log:replaced"
+    else point
+    for point in POINTS
+] + [
+    "asset:fetch_results:start@0.3",
+    pytest.param("asset:fetch_results:start@1.2", marks=pytest.mark.slow),
+]
 COMPARED = [
     "url",
     "host",
