@@ -9,49 +9,13 @@ step before wrote, so a run holds one step's frames at a time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 
 import dagster as dg
 import polars as pl
 
 from freshness_pipeline.assets.common import partition_hosts
 from freshness_pipeline.storage import Warehouse
-
-#: threads writing one table's host files: each file is a create, a write, an fsync and a
-#: rename, which wait on the file system far more than they compute, so a few overlap well
-#: even on two cores (docs/scaling.md)
-WRITERS = 8
-
-
-def write_host_files(
-    warehouse: Warehouse, table: str, hosts: Sequence[str], frame: pl.DataFrame
-) -> int:
-    """``Warehouse.write_partitions`` over ``WRITERS`` threads, each with its share of the hosts;
-    every file is still written whole or not at all. Rows of a host outside ``hosts`` are
-    refused as write_partitions refuses them."""
-    if len(hosts) < 2 * WRITERS:
-        return warehouse.write_partitions(table, hosts, frame)
-    shares = [list(hosts[i::WRITERS]) for i in range(WRITERS)]
-    share_of = {host: i for i, share in enumerate(shares) for host in share}
-    # A host outside the run goes to share 0, whose write_partitions refuses it.
-    keyed = frame.with_columns(
-        pl.col("host")
-        .replace_strict(share_of, default=0, return_dtype=pl.Int64)
-        .fill_null(0)
-        .alias("_share")
-    )
-    parts = {
-        key[0]: part.drop("_share")
-        for key, part in keyed.partition_by("_share", as_dict=True).items()
-    }
-    empty = frame.clear()
-    with ThreadPoolExecutor(WRITERS, thread_name_prefix=f"write-{table}") as pool:
-        done = [
-            pool.submit(warehouse.write_partitions, table, share, parts.get(i, empty))
-            for i, share in enumerate(shares)
-        ]
-        return sum(future.result() for future in done)
 
 
 def _run(context: dg.InputContext | dg.OutputContext) -> tuple[Mapping[str, str], str | None]:
@@ -78,7 +42,7 @@ class WarehouseIOManager(dg.ConfigurableIOManager):
             wh,
             *_run(context),
         )
-        write_host_files(wh, table, hosts, obj)
+        wh.write_partitions(table, hosts, obj)
 
     def load_input(self, context: dg.InputContext) -> pl.DataFrame:
         table = context.asset_key.path[-1]

@@ -23,7 +23,6 @@ from dagster._core.storage.defs_state.base import set_defs_state_storage
 from freshness_pipeline import tables
 from freshness_pipeline.assets.candidates import normalization_rules
 from freshness_pipeline.config import ConfigError, PipelineConfig, load_config
-from freshness_pipeline.io_manager import write_host_files
 from freshness_pipeline.jobs import CYCLE_TAG
 from freshness_pipeline.partitions import (
     Partitioning,
@@ -410,7 +409,7 @@ def load_seeds(home: str | Path | None, data: bytes, *, added_at: datetime) -> S
         hosts = sorted(set(parsed.rows["host"].to_list()))
         again = sorted(set(hosts) & set(before))
         merged = merge_seeds(warehouse.read("seeds", again), parsed.rows, added_at=added_at)
-        write_host_files(warehouse, "seeds", hosts, merged)
+        warehouse.write_partitions("seeds", hosts, merged)
         if config is not None:
             warm_normalization_cache(warehouse, parsed.rows, config, again)
     load.hosts = len(hosts)
@@ -463,4 +462,4 @@ def warm_normalization_cache(
             [cached, fresh.join(cached.select("host", "url"), on=["host", "url"], how="anti")],
             how="vertical_relaxed",
         )
-    write_host_files(warehouse, "url_canonical", hosts, tables.conform("url_canonical", fresh))
+    warehouse.write_partitions("url_canonical", hosts, tables.conform("url_canonical", fresh))

@@ -17,9 +17,11 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import unquote
 
 import duckdb
@@ -28,6 +30,8 @@ import polars as pl
 from freshness_pipeline import tables
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.metrics_sql import METRIC_VIEWS
+
+_Job = TypeVar("_Job")
 
 HOME_ENV = "FRESHNESS_HOME"
 _SAFE_KEY_CHARS = re.compile(r"[^a-z0-9.\-_:\[\]]")
@@ -77,6 +81,25 @@ class HomeBusy(RuntimeError):
 
 def _stamp(moment: datetime) -> str:
     return moment.strftime("%Y%m%dT%H%M%S%fZ")
+
+
+#: threads writing one table's host files: each file is an encode, a create, an fsync and a
+#: rename, which wait on the file system (and the encoder lets go of the GIL), so a few overlap
+#: well even on two cores; below 2 x WRITERS files one thread does it
+WRITERS = 8
+
+
+def _each_in_threads(fn: Callable[[_Job], object], jobs: Sequence[_Job]) -> None:
+    """``fn`` on every job, over WRITERS threads when there are many; the first error is raised
+    once every job has run (each file is written whole or not at all either way)."""
+    if len(jobs) < 2 * WRITERS:
+        for job in jobs:
+            fn(job)
+        return
+    with ThreadPoolExecutor(WRITERS, thread_name_prefix="warehouse-write") as pool:
+        futures = [pool.submit(fn, job) for job in jobs]
+    for future in futures:
+        future.result()
 
 
 class Warehouse:
@@ -183,12 +206,16 @@ class Warehouse:
             raise ValueError(f"{table}: rows for hosts outside the run: {sorted(unknown)[:5]}")
         if table in tables.HISTORY_TABLES:
             at = tables.HISTORY_TABLES[table]
-            for host, part in parts.items():
-                for (moment,), rows in part.partition_by(at, as_dict=True).items():
-                    self.append_cycle(table, host, moment, rows)
+            appends = [
+                (host, moment, rows)
+                for host, part in parts.items()
+                for (moment,), rows in part.partition_by(at, as_dict=True).items()
+            ]
+            _each_in_threads(lambda job: self.append_cycle(table, *job), appends)
             return len(parts)
-        for host in hosts:
-            self._atomic_write(parts.get(host, df.clear()), self.partition_file(table, host))
+        empty = df.clear()
+        files = [(parts.get(host, empty), self.partition_file(table, host)) for host in hosts]
+        _each_in_threads(lambda job: self._atomic_write(*job), files)
         return len(hosts)
 
     def append_cycle(

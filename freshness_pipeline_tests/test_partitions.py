@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import dagster as dg
 
 from freshness_pipeline.partitions import contiguous_ranges, register_hosts, registered_hosts
@@ -23,17 +25,21 @@ def test_host_files_written_over_threads_are_every_hosts_and_refuse_strangers(tm
     import polars as pl
     import pytest
 
-    from freshness_pipeline.io_manager import WRITERS, write_host_files
-    from freshness_pipeline.storage import Warehouse
+    from freshness_pipeline.storage import WRITERS, Warehouse
 
     wh = Warehouse(tmp_path)
     hosts = [f"h{i:03d}.example" for i in range(5 * WRITERS)]
     rows = pl.DataFrame(
         {"url": [f"https://{h}/{k}" for h in hosts[1:] for k in range(3)]}
     ).with_columns(host=pl.col("url").str.split("/").list.get(2))
-    assert write_host_files(wh, "seeds", hosts, rows) == len(hosts)
+    assert wh.write_partitions("seeds", hosts, rows) == len(hosts)
     assert wh.read("seeds").sort("url")["url"].to_list() == sorted(rows["url"].to_list())
     assert wh.has_partition("seeds", hosts[0])  # no rows: a 0-row file, the run's answer
     stranger = pl.DataFrame({"url": ["https://x.example/"], "host": ["x.example"]})
     with pytest.raises(ValueError, match="rows for hosts outside the run"):
-        write_host_files(wh, "seeds", hosts, pl.concat([rows, stranger]))
+        wh.write_partitions("seeds", hosts, pl.concat([rows, stranger]))
+    # a history table, appended per host and cycle over the same threads
+    fetched = datetime(2026, 3, 2, tzinfo=UTC)
+    log = rows.select("url", "host", pl.lit(fetched).alias("fetched_at"))
+    assert wh.write_partitions("fetch_log", hosts, log) == len(hosts) - 1
+    assert sorted(wh.read("fetch_log")["url"].to_list()) == sorted(rows["url"].to_list())
