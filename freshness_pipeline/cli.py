@@ -89,8 +89,8 @@ def seed(
     for line, reason in result.parse.errors:
         errors.print(f"{path}:{line}: skipped: {reason}")
     if result.parse.fatal:
-        errors.print(f"[red]error:[/] {result.parse.fatal}")
-        raise typer.Exit(1)
+        errors.print(f"[red]error:[/] {path}: {result.parse.fatal}")
+        raise typer.Exit(2)  # bad input, not a failed pipeline
     bucketed = "host buckets" in result.partitioning
     new = f"{len(result.new_hosts)} new " + ("hosts" if bucketed else "partitions")
     console.print(

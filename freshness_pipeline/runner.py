@@ -395,7 +395,7 @@ def load_seeds(home: str | Path | None, data: bytes, *, added_at: datetime) -> S
     """Parse, merge into the hosts' seeds (idempotent) and register new hosts as partitions when
     the home is partitioned per host; say so when the load moved it into host buckets."""
     parsed = parse_seeds(data)
-    load = SeedLoad(parse=parsed)
+    load = SeedLoad(parse=parsed, notes=list(parsed.notes))
     if parsed.fatal:
         return load
     warehouse = Warehouse(home)

@@ -44,6 +44,8 @@ class SeedParse:
     errors: list[tuple[int, str]] = field(default_factory=list)
     duplicates: int = 0
     fatal: str | None = None
+    #: what was read but not used, said once per file (unknown columns, extra cells)
+    notes: list[str] = field(default_factory=list)
 
 
 def _lines(data: bytes) -> tuple[pl.DataFrame, list[tuple[int, str]]]:
@@ -193,6 +195,7 @@ def parse_seeds(data: bytes) -> SeedParse:
                 fatal=f"line {header_number}: the CSV header {header.strip()!r} has no 'url' column",
             )
         cells = _cells(lines.slice(1), errors)
+        notes = _unused_cells(header_number, names, cells)
 
         def cell(name: str) -> pl.Expr:
             at = names.index(name) if name in names else None
@@ -220,6 +223,7 @@ def parse_seeds(data: bytes) -> SeedParse:
             pl.when(pl.col("url_class") != "").then("url_class").alias("url_class"),
         )
     else:
+        notes = []
         raw = lines.select(
             "line",
             raw_url=pl.col("text").str.strip_chars(),
@@ -241,7 +245,30 @@ def parse_seeds(data: bytes) -> SeedParse:
         errors=errors,
         duplicates=good.height - unique.height,
         fatal=None if unique.height else "no valid URL in the seed file",
+        notes=notes,
     )
+
+
+KNOWN_COLUMNS = ("url", "value", "url_class")
+
+
+def _unused_cells(header_number: int, names: list[str], cells: pl.DataFrame) -> list[str]:
+    """What a CSV file holds that the seed load ignores, once per file rather than per row: a
+    misspelt column name (``url_clas``) otherwise loses its values without a word."""
+    notes: list[str] = []
+    unknown = [n for n in names if n not in KNOWN_COLUMNS]
+    if unknown:
+        notes.append(
+            f"line {header_number}: column(s) {', '.join(repr(n) for n in unknown)} ignored "
+            f"(a seed file's columns are {', '.join(KNOWN_COLUMNS)})"
+        )
+    longer = cells.filter(pl.col("cells").list.len() > len(names))
+    if longer.height:
+        notes.append(
+            f"{longer.height} row(s) have more cells than the header's {len(names)} columns, "
+            f"the extra cells ignored (first: line {longer['line'][0]})"
+        )
+    return notes
 
 
 def _empty_rows() -> pl.DataFrame:

@@ -56,6 +56,19 @@ def test_plain_text_and_fatal_cases():
     assert parsed.errors[0][0] == 1 and "long" in parsed.errors[0][1]
 
 
+def test_unknown_columns_and_extra_cells_are_said_once():
+    parsed = parse_seeds(
+        b"url,value,url_clas\nhttps://a.example/1,1,news\nhttps://a.example/2,2,news,x\n"
+        b"https://a.example/3,2,news,x,y\n"
+    )
+    assert parsed.rows.height == 3 and parsed.rows["url_class"].null_count() == 3
+    assert len(parsed.notes) == 2, parsed.notes
+    assert "'url_clas' ignored" in parsed.notes[0] and "url, value, url_class" in parsed.notes[0]
+    assert parsed.notes[1].startswith("2 row(s) have more cells") and "line 3" in parsed.notes[1]
+    assert parse_seeds(b"url,value,url_class\nhttps://a.example/1,1,news\n").notes == []
+    assert parse_seeds(b"https://a.example/1\n").notes == []
+
+
 def test_merge_is_idempotent_and_keeps_first_added():
     rows = parse_seeds(b"url,value\nhttps://a.example/1,1\nhttps://a.example/2,2\n").rows
     first = merge_seeds(tables.empty("seeds"), rows, added_at=T0)
@@ -86,9 +99,9 @@ def test_seed_command_exit_codes_and_messages(tmp_path, monkeypatch):
     missing = seed(None, "nope.csv")
     assert missing.exit_code == 2 and "does not exist" in missing.output
     empty = seed(b"")
-    assert empty.exit_code == 1, empty.output
+    assert empty.exit_code == 2, empty.output
     no_column = seed(b"link,value\nhttps://a.example/,1\n", "nocol.csv")
-    assert no_column.exit_code == 1 and "no 'url' column" in no_column.output
+    assert no_column.exit_code == 2 and "no 'url' column" in no_column.output
     mixed = seed(
         b"url,value\nhttps://a.example/,1\nmailto:x@y,1\nhttps://b.example/,-2\n", "mixed.csv"
     )
@@ -97,6 +110,8 @@ def test_seed_command_exit_codes_and_messages(tmp_path, monkeypatch):
     assert Warehouse(home).read("seeds")["url"].to_list() == ["https://a.example/"]
     again = seed(b"url,value\nhttps://a.example/,1\n", "again.csv")
     assert again.exit_code == 0 and "0 new partitions" in again.output
+    typo = seed(b"url,vaule\nhttps://a.example/,1\n", "typo.csv")
+    assert typo.exit_code == 0 and "'vaule' ignored" in typo.output
     assert Warehouse(home).read("seeds").height == 1
 
 
