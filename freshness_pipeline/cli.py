@@ -179,6 +179,15 @@ def cycle(
         f"cycle {moment.isoformat()}: {len(outcome.hosts)} hosts, {outcome.planned} planned{done}"
         + (f" ({counts})" if counts else "")
     )
+    if outcome.held_back:
+        held = "; ".join(f"{reason}: {n}" for reason, n in sorted(outcome.held_back.items()))
+        if outcome.planned == 0:
+            label = "[red]nothing planned, held back:[/]"
+        elif not dry_run and outcome.fetched == 0:
+            label = "[red]nothing fetched, held back:[/]"
+        else:
+            label = "[yellow]held back:[/]"
+        errors.print(f"{label} {held} URLs")
     for note in outcome.notes:
         errors.print(f"[yellow]note:[/] {note}")
 

@@ -22,6 +22,7 @@ from dagster._core.storage.defs_state.base import set_defs_state_storage
 
 from freshness_pipeline import tables
 from freshness_pipeline.assets.candidates import normalization_rules
+from freshness_pipeline.assets.common import HELD_BACK
 from freshness_pipeline.config import ConfigError, PipelineConfig, load_config
 from freshness_pipeline.jobs import CYCLE_TAG
 from freshness_pipeline.partitions import (
@@ -115,6 +116,9 @@ class CycleOutcome:
     outcomes: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     partitioning: str = ""
+    #: URLs not planned or not fetched, by what held them back (robots.txt, the network
+    #: allow-list, Retry-After, a circuit breaker, the time limit)
+    held_back: dict[str, int] = field(default_factory=dict)
 
 
 class CycleFailed(RuntimeError):
@@ -248,6 +252,11 @@ def _run_cycle_locked(
             raise CycleFailed(_failure_message(result))
         # The run's own metadata has the counts: re-reading a file per host would cost
         # seconds at ten thousand hosts.
+        for asset in ("url_candidates", *(() if dry_run else ("fetch_results",))):
+            for key, n in _run_metadata(result, asset).items():
+                if key.startswith(HELD_BACK) and n:
+                    reason = key.removeprefix(HELD_BACK)
+                    outcome.held_back[reason] = outcome.held_back.get(reason, 0) + n
         selected = _run_metadata(result, "revisit_plan").get("selected", 0)
         outcome.planned += selected
         if remaining is not None:

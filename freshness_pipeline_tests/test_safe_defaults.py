@@ -41,3 +41,42 @@ def test_without_an_allow_list_private_and_metadata_addresses_are_refused():
 def test_documented_dagster_dev_binds_to_loopback():
     commands = re.findall(r"^dagster dev .*$", README.read_text(), flags=re.M)
     assert commands and all("-h 127.0.0.1" in c for c in commands)
+
+
+def test_a_cycle_says_what_held_its_urls_back(tmp_path):
+    """Loopback seeds without FRESHNESS_ALLOW_NETWORKS: every robots.txt fetch is refused, so
+    nothing is planned; the summary says so and why instead of a bare "0 planned". With the
+    allow-list, what robots.txt disallows is counted as held back by it."""
+    from freshness_pipeline.synthweb import DEFAULT_START
+    from freshness_pipeline_tests.support import run_freshness
+
+    world = build_world(
+        3,
+        start=DEFAULT_START,
+        horizon_days=1,
+        sites=[
+            SiteSpec("a", "honest", 4),
+            SiteSpec("b", "polite", 4, crawl_delay=0.01, disallow=("/private/",), n_private=2),
+        ],
+    )
+    now = DEFAULT_START.isoformat()
+    with SyntheticWeb(world) as web:
+        web.set_now(DEFAULT_START)
+        seeds = web.seeds_csv(tmp_path / "seeds.csv", variants=False)
+        refused_home, allowed_home = tmp_path / "refused", tmp_path / "allowed"
+        for home in (refused_home, allowed_home):
+            assert run_freshness("seed", str(seeds), home=home).returncode == 0
+        refused = run_freshness(
+            "cycle", "--now", now, home=refused_home, env={"FRESHNESS_ALLOW_NETWORKS": ""}
+        )
+        allowed = run_freshness("cycle", "--now", now, home=allowed_home)
+    assert refused.returncode == 0, refused.stderr
+    assert "0 planned" in refused.stdout
+    summary = " ".join(refused.stderr.split())
+    assert re.search(
+        r"nothing planned, held back: address not allowed \(FRESHNESS_ALLOW_NETWORKS\): \d+ URLs",
+        summary,
+    ), summary
+    assert allowed.returncode == 0, allowed.stderr
+    assert "robots.txt disallows: 2 URLs" in " ".join(allowed.stderr.split()), allowed.stderr
+    assert "address not allowed" not in allowed.stderr

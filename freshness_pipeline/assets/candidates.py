@@ -13,14 +13,14 @@ import dagster as dg
 import polars as pl
 
 from freshness_pipeline import tables
-from freshness_pipeline.assets.common import cycle_asset, run_hosts
+from freshness_pipeline.assets.common import HELD_BACK, cycle_asset, run_hosts
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, WarehouseResource
 from freshness_pipeline.science.normalize import RULES_VERSION, normalize_url_column
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.web.discovery import record_from_row
-from freshness_pipeline.web.robots import allowed_mask, robots_policy
+from freshness_pipeline.web.robots import allowed_mask, refusal_reason, robots_policy
 
 
 def normalize_inventory(urls: pl.Series, config: PipelineConfig) -> pl.DataFrame:
@@ -182,7 +182,7 @@ def apply_robots(candidates: pl.DataFrame, robots: pl.DataFrame) -> pl.DataFrame
             continue
         policy = robots_policy(record_from_row(row))
         mask = pl.Series("allowed", allowed_mask(policy, part["url"].to_list()), dtype=pl.Boolean)
-        reason = "robots.txt disallows" if policy.mode == "parsed" else f"robots.txt {policy.mode}"
+        reason = refusal_reason(policy)
         parts.append(
             part.with_columns(mask).with_columns(
                 blocked_reason=pl.when(pl.col("allowed")).then(None).otherwise(pl.lit(reason))
@@ -213,12 +213,18 @@ def url_candidates(
     candidates = tables.conform("url_candidates", candidates).sort(["host", "url"])
     if invalid:
         context.log.warning(f"{invalid} inventory URLs are not valid http(s) URLs and were dropped")
-    blocked = candidates.filter(~pl.col("allowed")).height
+    refused = candidates.filter(~pl.col("allowed"))
+    blocked = refused.height
+    reasons = dict(refused.group_by("blocked_reason").len().iter_rows())
     return dg.Output(
         candidates,
         metadata={
             "candidates": dg.MetadataValue.int(candidates.height),
             "blocked_by_robots": dg.MetadataValue.int(blocked),
+            **{
+                f"{HELD_BACK}{reason}": dg.MetadataValue.int(n)
+                for reason, n in sorted(reasons.items(), key=lambda kv: str(kv[0]))
+            },
             "invalid_urls": dg.MetadataValue.int(invalid),
             "urls_normalized_afresh": dg.MetadataValue.int(cached.normalized),
             "variants_collapsed": dg.MetadataValue.int(

@@ -34,6 +34,11 @@ from freshness_pipeline.storage import Warehouse
 
 GROUP = "freshness_cycle"
 
+#: The metadata keys that count URLs a step held back and why (robots.txt, the network
+#: allow-list, a host's Retry-After or circuit breaker, the time limit): the CLI sums them into
+#: the cycle's summary, so a cycle that fetched nothing says what stopped it.
+HELD_BACK = "held back: "
+
 _ASSET_FUNCTIONS: dict[str, Callable] = {}
 _OUTPUTS: dict[str, tuple[str, ...]] = {}  # the tables of each multi-output step, by step name
 

@@ -25,7 +25,7 @@ import polars as pl
 
 from freshness_pipeline import tables
 from freshness_pipeline.archive import ArchivedOriginal, ArchiveWriter, archive_dir_for
-from freshness_pipeline.assets.common import cycle_multi_asset, run_hosts
+from freshness_pipeline.assets.common import HELD_BACK, cycle_multi_asset, run_hosts
 from freshness_pipeline.assets.running_totals import (
     VALIDATOR_HISTORY,
     remember_cycle,
@@ -52,10 +52,29 @@ from freshness_pipeline.web.client import (
     FetchSettings,
     fetch_all_sync,
 )
-from freshness_pipeline.web.netguard import IPNetwork
+from freshness_pipeline.web.netguard import ALLOW_ENV, IPNetwork
 from freshness_pipeline.web.throttle import Throttles
 
 _PACE = {"host_gap_s": pl.Float64, "host_concurrency": pl.Int64}
+
+
+def held_back_reasons(results: pl.DataFrame) -> dict[str, int]:
+    """How many planned fetches were not made, by what stopped them, in the words the cycle's
+    summary uses (the per-URL detail stays in fetch_results.error)."""
+    error = pl.col("error").fill_null("")
+    reason = (
+        pl.when(pl.col("outcome") == "blocked")
+        .then(pl.lit(f"address not allowed ({ALLOW_ENV})"))
+        .when(error == TIME_LIMIT_REASON)
+        .then(pl.lit("cycle time limit"))
+        .when(error.str.starts_with("host throttled"))
+        .then(pl.lit("Retry-After beyond the cycle"))
+        .when(error.str.starts_with("host failing"))
+        .then(pl.lit("circuit breaker (host failing)"))
+        .otherwise(pl.lit("deferred"))
+    )
+    held = results.filter(pl.col("outcome").is_in(["blocked", "deferred"]))
+    return dict(held.group_by(reason.alias("reason")).len().sort("reason").iter_rows())
 
 
 def fetch_requests(plan: pl.DataFrame, config: PipelineConfig) -> list[FetchRequest]:
@@ -451,6 +470,10 @@ def fetch_results(
         metadata={
             "requests_sent": dg.MetadataValue.int(sent.height),
             **{f"outcome_{k}": dg.MetadataValue.int(v) for k, v in sorted(counts.items())},
+            **{
+                f"{HELD_BACK}{k}": dg.MetadataValue.int(v)
+                for k, v in held_back_reasons(frame).items()
+            },
             "share_304_of_conditional": dg.MetadataValue.float(
                 total["answered_304"] / total["conditional"] if total["conditional"] else 0.0
             ),

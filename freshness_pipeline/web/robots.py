@@ -21,7 +21,7 @@ from protego import Protego
 from freshness_pipeline.archive import ArchiveWriteError, ArchiveWriter
 from freshness_pipeline.web.archiving import archive_answer
 from freshness_pipeline.web.client import BodyDecodeError, read_limited
-from freshness_pipeline.web.netguard import check_url_scheme, find_blocked_error
+from freshness_pipeline.web.netguard import ALLOW_ENV, check_url_scheme, find_blocked_error
 
 __all__ = [
     "MAX_REDIRECTS",
@@ -32,6 +32,7 @@ __all__ = [
     "RobotsPolicy",
     "RobotsRecord",
     "allowed_mask",
+    "refusal_reason",
     "fetch_robots",
     "needs_refresh",
     "record_ttl",
@@ -234,6 +235,20 @@ def robots_policy(record: RobotsRecord) -> RobotsPolicy:
     if 300 <= status < 500:
         return RobotsPolicy("allow_all", record)
     return RobotsPolicy("disallow_all", record)
+
+
+def refusal_reason(policy: RobotsPolicy) -> str:
+    """Why ``policy`` refuses a URL, in the words a user can act on: the robots.txt rules, or
+    the robots.txt fetch that could not be made (the network allow-list refused the address,
+    the host did not answer, it answered an error)."""
+    if policy.mode == "parsed":
+        return "robots.txt disallows"
+    record = policy.record
+    if record is not None and (record.error or "").startswith("blocked:"):
+        return f"address not allowed ({ALLOW_ENV})"
+    if record is None or record.http_status is None:
+        return "robots.txt unreachable"
+    return f"robots.txt answered HTTP {record.http_status}"
 
 
 def allowed_mask(policy: RobotsPolicy, urls: Sequence[str]) -> list[bool]:
