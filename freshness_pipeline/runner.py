@@ -423,6 +423,9 @@ def load_seeds(home: str | Path | None, data: bytes, *, added_at: datetime) -> S
             warm_normalization_cache(warehouse, parsed.rows, config, again)
     load.hosts = len(hosts)
     load.new_hosts = sorted(set(hosts) - set(before))
+    # The instance's configuration (run queue, concurrency limits) is in place before anyone
+    # starts `dagster dev` on the home, whether or not there are partitions to register.
+    dagster_home(warehouse.home)
     if config is None:
         register_hosts(open_instance(warehouse.home), load.new_hosts)
     else:

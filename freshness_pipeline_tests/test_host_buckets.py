@@ -300,3 +300,14 @@ def test_a_home_past_the_limit_loads_as_buckets_and_a_stale_location_says_reload
     outcome = run_cycle(wh.home, T0, dry_run=True, instance=instance)
     assert outcome.runs == 1 and len(outcome.hosts) == AUTO_HOST_LIMIT + 2
     assert f"{AUTO_HOST_BUCKETS} host buckets" in outcome.partitioning
+
+
+def test_a_first_seed_load_past_the_limit_leaves_the_instance_configured(tmp_path, monkeypatch):
+    """Bucketed from the first load, there is nothing to register; the instance's dagster.yaml
+    (run queue, one cycle at a time) must still be there for a `dagster dev` started next."""
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    lines = [f"https://h{i:03d}.example/" for i in range(AUTO_HOST_LIMIT + 1)]
+    load = load_seeds(tmp_path, ("\n".join(lines) + "\n").encode(), added_at=T0)
+    assert "host buckets" in load.partitioning
+    config = tmp_path / "dagster" / "dagster.yaml"
+    assert config.exists() and "freshness/cycle" in config.read_text()
