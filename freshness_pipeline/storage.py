@@ -42,7 +42,7 @@ _SAFE_KEY_CHARS = re.compile(r"[^a-z0-9.\-_:\[\]]")
 _MAX_KEY_LEN = 250
 # '%' alone never appears in an escaped key (escapes are always %XX), so no host can collide.
 _SCHEMA_DIR = "host=%schema"
-# fetch_log is append-only history (design.md §3): nothing is pruned unless an operator asks
+# fetch_log is append-only history: nothing is pruned unless an operator asks
 # (``cycle --retention-days``); url_state keeps its own observation window regardless.
 DEFAULT_RETENTION_DAYS: float | None = None
 
