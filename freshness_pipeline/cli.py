@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from freshness_pipeline.resources import parse_now
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.cycle_time import parse_now
 
 if TYPE_CHECKING:
     from freshness_pipeline.report import Views
+
+# Dagster, polars and DuckDB are imported by the commands that need them, so that `--help`
+# and a usage error answer at once.
 
 # Dagster flags the beta/preview APIs we rely on (single-run backfills, partitioned checks)
 # on every import; a command-line user can do nothing about them.
@@ -69,13 +71,13 @@ def seed(
     now: NowOption = None,
 ) -> None:
     """Add seed URLs. Idempotent; bad rows are reported with their line number and skipped."""
-    from freshness_pipeline.runner import load_seeds
-    from freshness_pipeline.storage import HomeBusy
-
-    moment = _now(now)
+    moment = _now(now)  # bad input is said before the pipeline is loaded
     if not path.exists() or not path.is_file():
         errors.print(f"[red]error:[/] seed file {str(path)!r} does not exist or is not a file")
         raise typer.Exit(2)
+    from freshness_pipeline.runner import load_seeds
+    from freshness_pipeline.storage import HomeBusy
+
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -109,17 +111,28 @@ def cycle(
     now: NowOption = None,
     budget: Annotated[
         int | None,
-        typer.Option("--budget", min=0, help="At most N page fetches this cycle, over all hosts."),
+        typer.Option(
+            "--budget",
+            min=0,
+            help=(
+                "At most N page fetches this cycle, over all hosts (default: every fetch worth "
+                "making that the hosts' capacities allow)."
+            ),
+        ),
     ] = None,
     host: Annotated[
         list[str] | None, typer.Option("--host", help="Only these hosts (repeatable).")
     ] = None,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Build the plan; fetch nothing.")
+        bool, typer.Option("--dry-run", help="Build the plan; fetch nothing.", metavar="")
     ] = False,
     time_limit: Annotated[
         float,
-        typer.Option("--time-limit", min=0, help="Seconds for fetching; the rest is deferred."),
+        typer.Option(
+            "--time-limit",
+            min=0,
+            help="Seconds for fetching; the rest is deferred to the next cycle (0: no limit).",
+        ),
     ] = 0.0,
     retention_days: Annotated[
         float,
@@ -137,10 +150,10 @@ def cycle(
     ] = 1,
 ) -> None:
     """Run one cycle of the whole graph as of --now."""
+    moment = _now(now)  # a bad --now is said before the pipeline is loaded
     from freshness_pipeline.runner import CycleFailed, UnknownHosts, run_cycle
     from freshness_pipeline.storage import HomeBusy
 
-    moment = _now(now)
     try:
         outcome = run_cycle(
             home,
@@ -208,6 +221,7 @@ def report(home: HomeOption = None, now: NowOption = None) -> None:
     """Metrics per host and per URL class: 304 share, unchanged-body share, requests per
     detected change, expected age (freshness lag), errors."""
     from freshness_pipeline.report import open_views, print_report
+    from freshness_pipeline.storage import Warehouse
 
     chosen = _now(now) if now else None  # validated like `cycle --now`, before any work
     warehouse = Warehouse(home)

@@ -12,20 +12,12 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from freshness_pipeline.config import OBJECTIVES, PipelineConfig, load_config
+from freshness_pipeline.cycle_time import parse_now
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.web.client import FetchSettings
 from freshness_pipeline.web.netguard import ALLOW_ENV, IPNetwork, allowed_networks
 
-
-def parse_now(text: str) -> datetime:
-    """ISO 8601 to an aware UTC datetime; a naive time is taken as UTC."""
-    try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise ValueError(f"--now {text!r} is not an ISO 8601 time") from exc
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
+__all__ = ["CycleResource", "HttpClientResource", "WarehouseResource", "parse_now"]
 
 
 class WarehouseResource(dg.ConfigurableResource):
