@@ -22,7 +22,7 @@ URLs, three ways, each in its own interpreter and on its own copy of the seeded 
 Each interpreter runs ``--runs`` cycles in a row on its home (the first one cold: first
 inventory, first events; later ones steady state), so both are reported. For the Dagster modes
 the event-log writes are timed by wrapping the instance's event storage: that is the
-per-(asset, partition) bookkeeping the notes measured at ~10 ms in sqlite. The plans of all
+per-(asset, partition) bookkeeping, about 10 ms each in sqlite on this machine. The plans of all
 three are compared (same selected URLs), so a faster path cannot be a wrong one. Not a unit test.
 """
 

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/scheduling.py --quick --out /tmp/quick.md   # N = 2,000 (~4 min)
     .venv/bin/python benchmarks/scheduling.py --cell cho2000/zipf/2 --cell fast/zipf/2   # no docs
 
-An in-memory simulator of the protocol in shared/reference/science.md §7: N pages, cycles of
+An in-memory simulator of the scheduling protocol: N pages, cycles of
 6 h, a budget of B fetches per cycle, at t = 0 the pages were last fetched 1..N/B cycles ago
 (the state of a round-robin crawler) and nothing is known about their rates. Each cycle a
 policy picks <= B pages, fetched instantly at the cycle's start; each fetch reports (interval
@@ -84,8 +84,8 @@ def moment(t: float) -> datetime:
 
 # ------------------------------------------------------------------------------------ webs
 
-# (share, low, high) rate bands per day, log-uniform within a band (science.md §6).
-CHO2000 = list(CHO2000_BANDS)  # the synthetic web's own mix, science.md §6
+# (share, low, high) rate bands per day, log-uniform within a band.
+CHO2000 = list(CHO2000_BANDS)  # the synthetic web's own mix
 BROAD = [
     (0.01, 4.0, 96.0),
     (0.04, 1.0, 4.0),
@@ -399,7 +399,7 @@ class Adaptive(Policy):
     """Interval multiplied by ``up`` on no change and ``down`` on change, within bounds (cycles).
 
     Due pages (age >= interval) by w·age/interval, then the rest of the budget on the most
-    nearly due (the "fill" variant of science.md §7, the stronger of the two).
+    nearly due (the "fill" variant, stronger than leaving the rest unused).
     """
 
     def __init__(self, name: str, up: float, down: float, lo: float, hi: float) -> None:
@@ -1612,7 +1612,7 @@ of the budget; **+ eb prior** adds the change prior with Poisson rates only
 
 cho2000 (the realistic mix), ratio to the oracle over the first {cycles} cycles from the cold
 start, and over the next {cycles} (the same runs continued: a crawler that has been running for
-{cycles * CYCLE:g} days, the "after warm-up" column of science.md §7):
+{cycles * CYCLE:g} days, past its warm-up):
 
 {head_table}
 
@@ -1650,7 +1650,7 @@ the staleness floor and the reserved shares ours would reach {abl("cho2000", "zi
 step (refit + expected gains) took {np.mean(eb_ms):.0f} ms per cycle on average at N = {n:,} (max
 {np.max(eb_ms):.0f} ms), on a shared machine. {lm_sentence} {reest_sentence}
 
-Webs: `cho2000` realistic heavy-tailed mix (science.md §6), `broad` mostly static, `fast` all rates
+Webs: `cho2000` realistic heavy-tailed mix (after Cho & Garcia-Molina, VLDB 2000), `broad` mostly static, `fast` all rates
 in [1, 24]/day, `periodic` (half daily at a fixed time of day, 30 % weekly, 20 % every 12 h,
 jitter sd 30 min), `bursty` (Markov-modulated Poisson: quiet phases of 4-30 days, bursts of
 0.25-2 days at 30x the quiet rate). Values: `zipf` = rank^-0.9 in random order, `flat` = 1.
@@ -1792,13 +1792,13 @@ outside the band.
   few fetches per page adds estimation noise.
 * `broad` with flat values: proportional is given the true rates, and over 30 days from a fresh
   start it is near the optimum on a mostly static web (the static half stays fresh from its
-  t = 0 fetch whatever is done); in steady state it is below uniform (science.md §7). A learner
+  t = 0 fetch whatever is done); in steady state it is below uniform (Cho & Garcia-Molina, TODS 2003). A learner
   cannot tell a page changing every few months from a static one within 30 days, and keeps
   re-checking both. Change counts would not tell them apart either (both show none): the
   `GridBayes` bounds reach {abl4("broad", "flat", 0.1, BAYES_BIT)} / {abl4("broad", "flat", 0.2, BAYES_BIT)} at 10 / 20 % with one bit per fetch and
   {abl4("broad", "flat", 0.1, BAYES_COUNT)} / {abl4("broad", "flat", 0.2, BAYES_COUNT)} told the counts, against proportional's
   {ratio_of[("broad", "flat", 0.1, "proportional")]:.4f} / {ratio_of[("broad", "flat", 0.2, "proportional")]:.4f}.
-* With flat values the oracle's gain over round robin is small (science.md §2: +7 %) and has to
+* With flat values the oracle's gain over round robin is small (+7 % on cho2000, the uniform column above) and has to
   be learned page by page; with Zipf values the valuable pages are fetched often and learned
   fast, which is where the planner comes closest to the oracle.
 * Rate accuracy (last table): the EB posterior mean beats `estimate_rates` for slow pages

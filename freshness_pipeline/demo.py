@@ -61,7 +61,7 @@ def allow_loopback() -> None:
 
 
 def _print_report(warehouse: Warehouse, console: Console) -> None:
-    """The demo promises the report (design.md §4): the same tables, as of the same newest
+    """The demo promises the report (the README says so): the same tables, as of the same newest
     cycle, that `freshness report` shows afterwards."""
     with open_views(warehouse) as (views, note):
         if note:

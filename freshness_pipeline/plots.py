@@ -2,7 +2,7 @@
 
 The Dagster UI renders an image inside ``MetadataValue.md`` only from an inline data URI, and a
 hand-built SVG of a few ``<rect>`` elements renders inline in the metadata table where a PNG sits
-behind a dialog (see shared/reference/dagster-notes.md section 5). Building the SVG by hand also
+behind a dialog. Building the SVG by hand also
 avoids matplotlib (about 165 MB installed) for two bar charts.
 
 Bins are fixed, not fitted to the data, so that the same picture on two materializations (or two

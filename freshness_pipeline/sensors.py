@@ -19,7 +19,7 @@ def unregistered_hosts(warehouse: Warehouse, known: list[str]) -> list[str]:
 def evaluation_time() -> datetime:
     """The sensor's tick time. Unlike a schedule's context, a SensorEvaluationContext (dagster
     1.13) carries no evaluation time, so the sensor, like the schedule an instigator above the
-    pipeline, reads the clock once here and hands it down as the run's `now` (design.md §2)."""
+    pipeline, reads the clock once here and hands it down as the run's `now`."""
     return datetime.now(UTC)
 
 
@@ -27,7 +27,7 @@ def evaluation_time() -> datetime:
 def new_hosts_sensor(context: dg.SensorEvaluationContext):
     """New hosts are added at the end of the partition order, so their first cycle is ONE range
     run over them, however many arrived. Its `now` is this evaluation's time, passed as run
-    config as the schedule passes its tick (design.md §2): the run says which cycle it is, and
+    config as the schedule passes its tick: the run says which cycle it is, and
     a re-execution replays that cycle instead of taking its own creation time. A seed load that
     takes the home past the "auto" host limit stops it (host buckets need no registration)
     until the location is reloaded without it."""

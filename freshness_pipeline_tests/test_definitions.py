@@ -96,7 +96,7 @@ def test_sensor_registers_seeded_hosts(tmp_path, monkeypatch):
         after = datetime.now(UTC)
         (request,) = result.run_requests
         assert request.tags[RANGE_START_TAG] == request.tags[RANGE_END_TAG] == "new.example"
-        # The run is told its cycle's time, as the schedule tells its tick: design.md §2.
+        # The run is told its cycle's time, as the schedule tells its tick.
         now = request.run_config["resources"]["cycle"]["config"]["now"]
         assert before <= parse_now(now) <= after
         added = result.dynamic_partitions_requests[0]

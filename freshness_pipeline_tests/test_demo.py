@@ -1,4 +1,4 @@
-"""`freshness demo` ends with the report design.md §4 promises: the same tables that
+"""`freshness demo` ends with the report the README promises: the same tables that
 `freshness report` prints for the demo's home afterwards."""
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ def test_g_inverse_roundtrip() -> None:
 
 
 def test_reproduces_cho_garcia_molina_five_page_example() -> None:
-    """λ = 1..5/day, 5 refreshes/day: f = (1.15, 1.36, 1.35, 1.14, 0.00) (science.md §2)."""
+    """λ = 1..5/day, 5 refreshes/day: f = (1.15, 1.36, 1.35, 1.14, 0.00)."""
     f = optimal_frequencies([1, 2, 3, 4, 5], [1, 1, 1, 1, 1], 5.0)
     assert f == pytest.approx([1.15, 1.36, 1.35, 1.14, 0.00], abs=0.006)
     assert f[4] == 0.0
@@ -115,7 +115,7 @@ def test_weights_rescale_the_solution() -> None:
 
 
 def test_the_index_fetches_at_the_optimal_interval() -> None:
-    """The Lagrangian index reaches the shadow price μ when age = 1/f (science.md §2)."""
+    """The Lagrangian index reaches the shadow price μ when age = 1/f (the KKT condition)."""
     lam = np.array([0.2, 1.0, 2.0, 4.0])
     w = np.ones(4)
     f = optimal_frequencies(lam, w, 3.0)

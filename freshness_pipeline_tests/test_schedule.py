@@ -86,7 +86,7 @@ def test_freshness_index_matches_formula(lam: float, age: float) -> None:
     if r > 1e-2:
         expected = (1 - (1 + r) * math.exp(-r)) / lam
         assert got == pytest.approx(expected, rel=1e-12)
-    # equivalent form w[(1 − e^{−λa})/λ − a e^{−λa}] (science.md §2), accurate via expm1
+    # equivalent form w[(1 − e^{−λa})/λ − a e^{−λa}], accurate via expm1
     alt = -math.expm1(-r) / lam - age * math.exp(-r)
     assert got == pytest.approx(alt, rel=1e-6, abs=1e-15)
 

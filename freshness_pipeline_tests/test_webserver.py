@@ -5,7 +5,7 @@ the way the UI launches it, against the synthetic web. Then the whole process gr
 `dagster dev` runs in its own session so that SIGINT reaches the webserver, the daemon and the
 code servers together, and so that the test can prove nothing of it is left running. It starts
 with SIGINT at its default: a test run launched as a background job of a non-interactive shell
-(`nohup bash .ci/run &`) ignores SIGINT (dagster-notes section 4), every child inherits that
+(`nohup bash .ci/run &`) ignores SIGINT (POSIX, without job control), every child inherits that
 through exec and a new session alike, and `dagster dev` then shrugs off the test's Ctrl-C
 (its daemon stops, the CLI and webserver stay).
 """

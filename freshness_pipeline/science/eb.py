@@ -3,7 +3,7 @@ interval-censored history, over Poisson rates and over clock-driven (periodic) c
 
 Why: a single Gamma prior per class scores a page with one or two fetches close to the prior
 mean, while the real population is extremely heavy-tailed (cho2000: 30 % of pages change less
-than once in four months, 5 % faster than 4/day, science.md §6). The population itself says
+than once in four months, 5 % faster than 4/day). The population itself says
 what a thin history most likely means: "unchanged after 3 days" on a web where a third of the
 pages are nearly static is strong evidence of a static page, and "changed after 2 days" spreads
 over the fast and the medium bands in the proportions those bands really have.
@@ -18,7 +18,7 @@ Model. A page follows one of C components:
 
 * Poisson at a rate λ_g on a fixed grid λ_1 < … < λ_G (default 48 log-spaced points from 1e-4
   to 100 changes/day). A history of (interval Δ, changed?) pairs has the censored likelihood
-  L(λ) = Π_unchanged e^{−λΔ} · Π_changed (1 − e^{−λΔ}) (science.md §3);
+  L(λ) = Π_unchanged e^{−λΔ} · Π_changed (1 − e^{−λΔ}) (Cho & Garcia-Molina, ACM TOIT 2003);
 * periodic with period P (:class:`Period`, default every 3, 4, 6, 8 or 12 h, day or week):
   one change at a fixed phase φ of every period (a time of day, or of the week). The phase is
   resolved to bins and is uniform a priori. An observation over (s, e] "should" show a change

@@ -1,4 +1,4 @@
-"""Change-rate estimation from interval-censored fetches (science.md §3).
+"""Change-rate estimation from interval-censored fetches (Cho & Garcia-Molina, ACM TOIT 2003).
 
 Each fetch says only "changed or not since the previous fetch". Treating a changed interval as
 one change over the whole interval (the exposure count) underestimates every page that changes
@@ -23,7 +23,7 @@ changes seen over β pseudo days). The estimate is the fixed point of the EM map
 
 i.e. a changed interval contributes the expected time until its first change rather than the
 whole interval. This is the posterior mode under Gamma(α + 1, β) and within ~1 % of the exact
-posterior mean (science.md §3). Plain EM iteration converges very slowly exactly where it
+posterior mean. Plain EM iteration converges very slowly exactly where it
 matters (when most intervals saw a change, the missing information is nearly everything), so
 the same fixed point is found with a safeguarded Newton method on the equivalent equation
 λ(β + S_u) = α + Σ_changed φ(λΔ), φ(x) = x/(e^x − 1), whose left side increases and right side
@@ -91,12 +91,12 @@ _AGE_SLACK_DAYS = 1e-6
 
 #: (alpha, beta in days) per URL class: prior mean alpha/beta changes per day. The
 #: pseudo-exposure beta is at most one day: it weighs like a day of observation, so a few
-#: fetches override it. science.md §3 measured that beta = 7 days still biases a daily page
+#: fetches override it. A beta of 7 days still biases a daily page
 #: −15 % after 50 daily fetches; the benchmark (docs/scheduling.md) measured the median
 #: |log error| at 20 fetches over pages within 10x of the sampling rate at 0.35 with
 #: (0.5, 3.5) and 0.29 with (1/7, 1), at no cost in freshness (freshness barely depends on
-#: the prior, rate reports do). Means by page type follow seed doc 004 (index 6 h, listing
-#: 1 d, detail 3 d, archive 30 d).
+#: the prior, rate reports do). Means by page type, as crawlers commonly revisit them:
+#: index 6 h, listing 1 d, detail 3 d, archive 30 d.
 PRIORS_BY_CLASS: dict[str, tuple[float, float]] = {
     "index": (0.5, 0.125),  # home pages, section fronts: ~4 changes/day
     "feed": (0.5, 0.125),  # RSS/Atom, JSON feeds: ~4/day
@@ -644,7 +644,8 @@ def exposure_rate(
 ) -> pl.Expr:
     """(α + X)/(β + ΣΔ): the conjugate update that counts each changed interval as one change.
 
-    The seed documents' estimator; it underestimates pages changing about as fast as we look.
+    The textbook exposure-count estimator; it underestimates pages changing about as fast as
+    we look.
     """
     x = _x(changed).fill_null(0).cast(pl.Float64)
     s = _sum_d(intervals).fill_null(0.0)

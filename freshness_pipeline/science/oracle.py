@@ -1,7 +1,7 @@
 """The yardstick: the best freshness any scheduler could reach if it knew the true change rates.
 
 Benchmarks score a scheduler as its weighted freshness divided by this optimum on the same
-synthetic web and seed (science.md §0, §7): absolute freshness moves by ±0.02 between random
+synthetic web and seed: absolute freshness moves by ±0.02 between random
 webs, the ratio by < 0.001.
 
 Periodic refresh of a page with Poisson rate λ at frequency f keeps it fresh a share

@@ -6,7 +6,7 @@ Lagrangian index
     W(a) = (1/λ) g(λa),  g(r) = 1 − (1 + r) e^{−r}
 
 (a = days since the last fetch) times value / cost crosses the budget's shadow price. Greedy on
-that index each cycle reproduces the solved optimum to 2e-4 in simulation (science.md §2, §7)
+that index each cycle reproduces the solved optimum to 2e-4 in simulation
 without knowing the revisit interval. W is bounded by 1/λ, so a page changing far faster than
 the budget can follow gets little priority however stale it is: chasing it buys minutes of
 freshness. Rules that grow with λ·age send the budget exactly there and lose to round robin.

@@ -37,7 +37,7 @@ DAY = 86_400.0
 DEFAULT_START = datetime(2025, 1, 6, tzinfo=UTC)
 WARMUP_DAYS = 30.0  # changes are simulated this long before `start` so pages have a history
 
-# The cho2000 preset of reference/science.md section 6: (share, low rate, high rate) per day.
+# The cho2000 preset (after Cho & Garcia-Molina, VLDB 2000): (share, low rate, high rate) per day.
 CHO2000_BANDS: tuple[tuple[float, float, float], ...] = (
     (0.05, 4.0, 96.0),
     (0.18, 1.0, 4.0),
