@@ -17,6 +17,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import polars as pl
 import pytest
@@ -26,6 +27,7 @@ from freshness_pipeline.cli import app
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.synthweb import DEFAULT_START, Page, SiteSpec, SyntheticWeb, World
 from freshness_pipeline_tests.crawls import crawl
+from freshness_pipeline_tests.support import readme_sql_blocks
 
 S = DEFAULT_START
 HOUR = timedelta(hours=1)
@@ -185,17 +187,17 @@ def test_diff_at_picks_the_version_at_or_before_it_and_the_one_before(copy, at, 
 
 
 def test_a_page_with_one_version_is_shown_all_added_with_a_note(copy):
-    home, about = copy["home"], copy["url"]["/about"]
-    for args in (["diff", about], ["diff", copy["url"]["/products/lamp"], "--at", iso(T1 - HOUR)]):
+    home, about, lamp = copy["home"], copy["url"]["/about"], copy["url"]["/products/lamp"]
+    for args, url in ((["diff", about], about), (["diff", lamp, "--at", iso(T1 - HOUR)], lamp)):
         done = invoke(*args, "--home", str(home))
         assert done.exit_code == 0, done.output
         out = done.stdout.splitlines()
         assert out[0] == "--- /dev/null"
-        body = [line for line in out if not line.startswith(("---", "+++", "@@"))]
-        assert body and all(line.startswith("+") for line in body)
+        assert f"+++ {url} text @ {iso(T0)} (new)" in out
+        text_from = out.index(f"+++ {url} text @ {iso(T0)} (new)") + 2  # past its @@ line
+        assert [line[1:] for line in out[text_from:]] == _text(home, url, T0)
+        assert all(line.startswith("+") for line in out[text_from:])
         assert "only one version" in done.stderr and "shown as all added" in done.stderr
-    text = _text(home, about, T0)
-    assert [line[1:] for line in out if line.startswith("+") and line[1:] in text]
 
 
 def test_diff_is_plain_when_piped_and_coloured_on_a_terminal(copy):
@@ -465,3 +467,45 @@ def test_an_empty_window_is_an_empty_export_not_an_error(copy):
     done = invoke("export", "--since", iso(T1), "--until", iso(T1), "--home", str(copy["home"]))
     assert done.exit_code == 0, done.output
     assert done.stdout == "" and "exported 0 URLs" in done.stderr
+
+
+# ------------------------------------------------------------------------------ README
+
+
+def _crawled_copy_examples() -> list[str]:
+    return [b for b in readme_sql_blocks() if re.search(r"\b(page_versions|changes)\b", b)]
+
+
+def test_the_readme_crawled_copy_queries_answer_on_a_crawled_home(copy):
+    """The README's queries over page_versions and changes, on a home where titles and texts
+    changed (test_end_to_end runs every README query on a bigger home; this one knows the
+    answers)."""
+    home, url = copy["home"], copy["url"]
+    Warehouse(home).ensure_views()
+    blocks = _crawled_copy_examples()
+    assert len(blocks) >= 4
+    con = duckdb.connect(str(home / "freshness.duckdb"), read_only=True)
+    try:
+        # every example runs here; the one-URL history asks about the README's example URL
+        history = next(
+            b for b in blocks if "FROM page_versions" in b and "ORDER BY observed_at" in b
+        )
+        example = re.search(r"url = '([^']+)'", history)
+        assert example is not None
+        results = {}
+        for block in blocks:
+            query = block.replace(example.group(1), url["/products/lamp"])
+            results[block] = con.sql(query).pl()
+    finally:
+        con.close()
+    since = results[next(b for b in blocks if "changed_at >= TIMESTAMPTZ" in b)]
+    assert sorted(since["url"].to_list()) == sorted([url["/products/lamp"]] * 2 + [url[RETITLED]])
+    titles = results[next(b for b in blocks if "'$.title'" in b)]
+    assert titles.rows() == [
+        (url[RETITLED], T1, "Article storm - news", "Article storm - news (updated)")
+    ]
+    prices = results[next(b for b in blocks if "'$.price'" in b)]
+    assert prices.height == 0 and "old_price" in prices.columns  # no price field configured
+    steps = results[history]
+    assert steps["observed_at"].to_list() == [T0, T1, T2]
+    assert steps["outcome"].to_list() == ["new", "changed", "changed"]
