@@ -48,8 +48,10 @@ __all__ = [
     "Version",
     "VersionDiff",
     "check_target",
+    "diff_lines",
     "export",
     "iso_utc",
+    "page_versions",
     "print_diff",
     "version_diff",
 ]
