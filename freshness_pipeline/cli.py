@@ -1,4 +1,4 @@
-"""The `freshness` command: seed, cycle, demo, report.
+"""The `freshness` command: seed, cycle, demo, report, and the crawled copy's diff and export.
 
 This is the only layer besides the schedule and the new-hosts sensor that reads the wall clock,
 and only to default ``--now``; everything below takes the cycle's ``now`` as an argument.
@@ -6,13 +6,17 @@ and only to default ``--now``; everything below takes the cycle's ``now`` as an 
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from freshness_pipeline.cycle_time import parse_now
 
@@ -52,10 +56,15 @@ NowOption = Annotated[
 def _now(text: str | None) -> datetime:
     if not text:
         return datetime.now(UTC)
+    return _moment(text, "--now")
+
+
+def _moment(text: str, option: str) -> datetime:
+    """A time option's value, or exit 2 naming the option."""
     try:
-        return parse_now(text)
+        return parse_now(text, option)
     except ValueError as exc:
-        errors.print(f"[red]error:[/] {exc}")
+        errors.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from exc
 
 
@@ -262,6 +271,165 @@ def demo(
     except DemoError as exc:
         errors.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from exc
+
+
+# Typer keeps the line breaks of every help paragraph but the first: one line per paragraph.
+_DIFF_HELP = (
+    "What changed in a page: a unified diff of its fields and text between a version and the "
+    "version before it, from page_versions."
+    "\n\n"
+    "Coloured on a terminal, plain text when piped or redirected. A page with only one version "
+    "(at or before --at) is shown as all added, against /dev/null, as a new file is, with a "
+    "note on stderr; it is not an error."
+    "\n\n"
+    "Exit 2, with a message naming the problem, for a URL the home has no version of, a --at "
+    "before the page's first version, or a --at that is not an ISO 8601 time."
+)
+
+
+@app.command(help=_DIFF_HELP)
+def diff(
+    url: Annotated[str, typer.Argument(help="The page's URL, as seeded or crawled.")],
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            help="Diff the newest version observed at or before this time, ISO 8601 "
+            "(default: the newest version).",
+        ),
+    ] = None,
+    home: HomeOption = None,
+) -> None:
+    """A diff is read by a person at a terminal or fed to a tool: colour for one, plain text
+    for the other, and the first version of a page shown the way a new file is."""
+    moment = _moment(at, "--at") if at is not None else None
+    from freshness_pipeline.crawled_copy import (
+        CopyError,
+        QueryError,
+        iso_utc,
+        print_diff,
+        version_diff,
+    )
+    from freshness_pipeline.storage import Warehouse
+
+    try:
+        result = version_diff(Warehouse(home), url, moment)
+    except CopyError as exc:
+        errors.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+    except QueryError as exc:
+        errors.print(f"[red]diff failed:[/] {escape(str(exc))}")
+        raise typer.Exit(1) from exc
+    observed = iso_utc(result.new.observed_at)
+    if result.old is None:
+        before = f" at or before --at {iso_utc(moment)}" if moment is not None else ""
+        errors.print(
+            f"[yellow]note:[/] {escape(result.url)} has only one version{before} (observed "
+            f"at {observed}, {result.new.outcome}): shown as all added"
+        )
+    elif not result.lines:
+        errors.print(
+            f"[yellow]note:[/] no difference in fields or text between the versions observed "
+            f"at {iso_utc(result.old.observed_at)} and {observed}"
+        )
+    print_diff(result, Console(soft_wrap=True, highlight=False))
+
+
+class ExportFormat(StrEnum):
+    jsonl = "jsonl"
+    parquet = "parquet"
+    csv = "csv"
+
+
+_EXPORT_HELP = (
+    "For a downstream consumer: the newest version of every URL that changed or appeared in "
+    "the window [--since, --until), and a tombstone for every URL that went gone in it."
+    "\n\n"
+    "--since is inclusive (a version observed at it counts), --until exclusive (one observed at "
+    "it does not; default: no end). A version is the newest observed in the window (new, "
+    "changed or re-extracted); a URL that went gone (404/410) in the window gets only its "
+    "tombstone."
+    "\n\n"
+    "JSON lines: one object per URL, {url, observed_at, outcome, title, text, fields (an "
+    'object), fingerprint}, or {url, status: "gone", gone_at} for a gone URL. Parquet and CSV: '
+    "the same rows as columns url, observed_at, outcome, title, text, fields (JSON text), "
+    "fingerprint, status ('gone' or empty), gone_at. Times are ISO 8601 UTC (Parquet: UTC "
+    "timestamps)."
+    "\n\n"
+    "Rows come in no set order (sorting would hold the whole window); memory stays bounded "
+    "whatever the window's size. A file is written under a temporary name and renamed when "
+    "complete."
+    "\n\n"
+    "Exit 2 for a bad time, --until before --since, an unknown format or an --out that cannot "
+    "be written."
+)
+
+
+@app.command(help=_EXPORT_HELP)
+def export(
+    since: Annotated[
+        str,
+        typer.Option(
+            "--since", help="Start of the window, ISO 8601, inclusive (a change at it counts)."
+        ),
+    ],
+    until: Annotated[
+        str | None,
+        typer.Option(
+            "--until",
+            help="End of the window, ISO 8601, exclusive (a change at it does not count; "
+            "default: no end).",
+        ),
+    ] = None,
+    fmt: Annotated[
+        ExportFormat, typer.Option("--format", help="jsonl, parquet or csv.")
+    ] = ExportFormat.jsonl,
+    out: Annotated[
+        str,
+        typer.Option(
+            "--out",
+            help="File to write (under a temporary name, renamed when complete), or - for stdout.",
+        ),
+    ] = "-",
+    home: HomeOption = None,
+) -> None:
+    """A consumer mirrors the copy by applying each window's export in turn: the newest
+    version of a page replaces its copy, a tombstone deletes it, and back-to-back windows
+    (one's --until the next one's --since) neither miss nor repeat a change."""
+    start = _moment(since, "--since")
+    end = _moment(until, "--until") if until is not None else None
+    from freshness_pipeline.crawled_copy import CopyError, QueryError, TargetError
+    from freshness_pipeline.crawled_copy import export as export_copy
+    from freshness_pipeline.storage import Warehouse
+
+    target = None if out == "-" else Path(out).expanduser()
+    try:
+        summary = export_copy(
+            Warehouse(home), start, end, fmt.value, out=target, stream=sys.stdout.buffer
+        )
+    except CopyError as exc:
+        what = f"--out {exc}" if isinstance(exc, TargetError) else str(exc)
+        errors.print(f"[red]error:[/] {escape(what)}")
+        raise typer.Exit(2) from exc
+    except BrokenPipeError:
+        # the reader stopped early (`| head`): nothing to report, and nothing more to write
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise typer.Exit(1) from None
+    except QueryError as exc:
+        errors.print(f"[red]export failed:[/] {escape(str(exc))}; nothing was written")
+        raise typer.Exit(1) from exc
+    except OSError as exc:
+        errors.print(
+            f"[red]export failed:[/] {escape(str(exc.strerror or exc))}"
+            + (f" ({escape(str(exc.filename))})" if exc.filename else "")
+        )
+        raise typer.Exit(1) from exc
+    written = "stdout" if target is None else str(target)
+    errors.print(
+        f"exported {summary.rows} URLs ({summary.versions} versions, {summary.gone} gone) "
+        f"to {escape(written)}"
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

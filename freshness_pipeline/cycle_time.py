@@ -7,12 +7,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 
-def parse_now(text: str) -> datetime:
-    """ISO 8601 to an aware UTC datetime; a naive time is taken as UTC."""
+def parse_now(text: str, option: str = "--now") -> datetime:
+    """ISO 8601 to an aware UTC datetime; a naive time is taken as UTC. ``option`` is what the
+    error names: every command's times are read by this one parser, so ``--at`` and ``--since``
+    accept exactly what ``--now`` does."""
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError as exc:
-        raise ValueError(f"--now {text!r} is not an ISO 8601 time") from exc
+        raise ValueError(f"{option} {text!r} is not an ISO 8601 time") from exc
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC)

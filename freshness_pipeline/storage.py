@@ -19,7 +19,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import unquote
@@ -100,6 +100,10 @@ def _each_in_threads(fn: Callable[[_Job], object], jobs: Sequence[_Job]) -> None
         futures = [pool.submit(fn, job) for job in jobs]
     for future in futures:
         future.result()
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.astimezone(UTC) if moment.tzinfo is not None else moment
 
 
 class Warehouse:
@@ -321,13 +325,32 @@ class Warehouse:
             hosts.update(scan.collect()["host"].to_list())
         return sorted(hosts)
 
+    def files(
+        self,
+        table: str,
+        hosts: Iterable[str] | None = None,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[Path]:
+        """The Parquet files of ``table`` for ``hosts`` (all hosts when None), for readers that
+        scan them with DuckDB themselves. A history table's files can be limited to the cycles
+        at or after ``since`` and before ``until``, chosen by their cycle stamp, so that a
+        window of a long history opens only the files of that window."""
+        files = self._files(table, hosts)
+        if since is None and until is None:
+            return files
+        if table not in tables.HISTORY_TABLES:
+            raise ValueError(f"{table} is not a history table: it has no cycles to choose")
+        # stamps are UTC (cycle times are): a bound given in another zone is converted first
+        first = f"cycle-{_stamp(_utc(since))}" if since is not None else ""
+        end = f"cycle-{_stamp(_utc(until))}" if until is not None else None
+        return [f for f in files if f.name >= first and (end is None or f.name < end)]
+
     def read_fetch_log(self, hosts: Iterable[str], since: datetime) -> pl.DataFrame:
         """The request history of ``hosts`` from the cycles at or after ``since``, choosing files
         by their cycle stamp so that a long history is not read to use its last month."""
-        first = f"cycle-{_stamp(since)}"
-        return self._read_files(
-            "fetch_log", [f for f in self._files("fetch_log", hosts) if f.name >= first]
-        )
+        return self._read_files("fetch_log", self.files("fetch_log", hosts, since=since))
 
     def has_partition(self, table: str, host: str) -> bool:
         return self.partition_file(table, host).exists()

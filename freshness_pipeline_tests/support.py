@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,12 @@ def run_freshness(
         timeout=timeout,
         check=False,
     )
+
+
+def readme_sql_blocks() -> list[str]:
+    """The README's ```sql examples, in order: part of the contract users copy from."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    return re.findall(r"```sql\n(.*?)```", readme, flags=re.S)
 
 
 class LoopThread:

@@ -4,7 +4,6 @@ loopback, then SQL on the DuckDB views. Real HTTP, real Dagster runs, real DuckD
 from __future__ import annotations
 
 import math
-import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from freshness_pipeline.science.normalize import normalize_url
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb, build_world
 from freshness_pipeline.web.client import FetchResult
-from freshness_pipeline_tests.support import run_freshness
+from freshness_pipeline_tests.support import readme_sql_blocks, run_freshness
 
 CYCLES = 4
 STEP = timedelta(hours=6)
@@ -242,11 +241,6 @@ def test_dry_run_plans_without_fetching_and_report_runs(crawled):
     assert "By host" in report.stdout and "share_304" in report.stdout
 
 
-def readme_sql_blocks() -> list[str]:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    return re.findall(r"```sql\n(.*?)```", readme, flags=re.S)
-
-
 def test_readme_queries_run_on_the_views(crawled):
     """The README's example queries are part of the contract users copy from."""
     blocks = readme_sql_blocks()
@@ -261,6 +255,9 @@ def test_readme_queries_run_on_the_views(crawled):
     assert recent.height > 0
     stale = sql(crawled["home"], next(b for b in blocks if "p_stale" in b))
     assert stale.height > 0 and stale["p_stale"].min() < 0.99
+    # the crawled copy's: the web starts on the README's date, and its pages change
+    since = sql(crawled["home"], next(b for b in blocks if "changed_at >= TIMESTAMPTZ" in b))
+    assert since.height > 0 and (since["text_lines_added"] + since["text_lines_removed"] > 0).any()
 
 
 def test_lying_etags_stop_being_sent_honest_ones_keep_working(crawled):

@@ -3,7 +3,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import duckdb
 import polars as pl
@@ -131,6 +131,37 @@ def test_fetch_log_rerun_of_a_cycle_replaces_its_rows_and_keeps_the_others(tmp_p
     later = NOW.replace(hour=18)
     wh.append_fetch_log("a.example", later, again.with_columns(fetched_at=pl.lit(later)))
     assert wh.read("fetch_log", ["a.example"]).height == 3
+
+
+def test_a_history_window_chooses_the_files_of_its_cycles(tmp_path):
+    """since inclusive, until exclusive, by the cycle a file is named after, in UTC whatever
+    zone the bounds are given in; a table that is not history has no cycles to choose."""
+    wh = Warehouse(tmp_path)
+    cycles = [NOW + timedelta(hours=6 * k) for k in range(4)]
+    for host in ("a.example", "b.example"):
+        for moment in cycles:
+            rows = pl.DataFrame({"url": [f"http://{host}/1"], "host": host, "observed_at": moment})
+            wh.append_cycle("page_versions", host, moment, rows)
+    wh.write_partition("url_state", "a.example", state_rows("a.example", 1))
+
+    def chosen(**window: datetime) -> list[tuple[str, str]]:
+        return sorted((f.parent.name, f.name) for f in wh.files("page_versions", **window))
+
+    assert len(chosen()) == 8
+    got = chosen(since=cycles[1], until=cycles[3])
+    assert got == sorted(
+        (f"host={h}", wh.cycle_file("page_versions", h, c).name)
+        for h in ("a.example", "b.example")
+        for c in cycles[1:3]
+    )
+    east = timezone(timedelta(hours=5))
+    assert chosen(since=cycles[1].astimezone(east), until=cycles[3].astimezone(east)) == got
+    assert len(chosen(since=cycles[3])) == 2 and chosen(until=cycles[0]) == []
+    only_a = wh.files("page_versions", ["a.example"], since=cycles[2])
+    assert [f.parent.name for f in only_a] == ["host=a.example"] * 2
+    assert [f.name for f in wh.files("url_state")] == ["data.parquet"]
+    with pytest.raises(ValueError, match="not a history table"):
+        wh.files("url_state", since=NOW)
 
 
 def test_views_cover_all_tables_and_use_parameters(tmp_path):
