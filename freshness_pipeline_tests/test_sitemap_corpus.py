@@ -637,3 +637,43 @@ def test_url_inventory_sums_problems_in_metadata_and_warns_once_per_host_and_kin
     assert by_host[absent.host]["sitemap_probed_at"] == T0
     assert by_host[absent.host]["sitemap_probe_status"] == 404
     assert by_host[broken.host]["sitemaps_read_at"] is None
+
+
+def test_discovery_lines_are_capped_per_cycle_and_the_rest_counted():
+    """Ten thousand hosts without a sitemap must not write ten thousand log events (each is a
+    Dagster event): MAX_HOST_LINES per severity, then one line that counts the rest by kind."""
+    from freshness_pipeline.assets.inventory import MAX_HOST_LINES, log_discovery
+    from freshness_pipeline.web.discovery import HostDiscovery
+    from freshness_pipeline.web.sitemaps import SitemapProblem
+
+    class Lines:
+        def __init__(self) -> None:
+            self.info: list[str] = []
+            self.warning: list[str] = []
+
+    sink = Lines()
+
+    class Log:
+        def info(self, line: str) -> None:
+            sink.info.append(line)
+
+        def warning(self, line: str) -> None:
+            sink.warning.append(line)
+
+    found = [
+        HostDiscovery(f"h{i}.example", {}, notes=["robots.txt names no sitemap and it 404s"])
+        for i in range(MAX_HOST_LINES + 30)
+    ] + [
+        HostDiscovery(f"m{i}.example", {}, problems=[SitemapProblem("malformed", "bad &")])
+        for i in range(MAX_HOST_LINES + 5)
+    ]
+    log_discovery(Log(), found)  # type: ignore[arg-type]
+    assert len(sink.info) == MAX_HOST_LINES + 1
+    assert sink.info[-1] == (
+        "... and 30 more host lines like these (robots.txt names no sitemap: 30)"
+    )
+    assert len(sink.warning) == MAX_HOST_LINES + 1 and "5 more host lines" in sink.warning[-1]
+    few = Lines()
+    sink = few
+    log_discovery(Log(), found[:3])  # type: ignore[arg-type]
+    assert len(few.info) == 3 and not few.warning

@@ -123,20 +123,40 @@ def _seed_rows(seeds: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+#: per-host discovery lines logged per cycle and severity; each is an event in the Dagster
+#: instance, so ten thousand hosts without a sitemap would write ten thousand events (about
+#: 10 ms each in sqlite) to say one thing. Past it, one line counts the rest by kind.
+MAX_HOST_LINES = 20
+
+
 def log_discovery(log: dg.DagsterLogManager, found: list[HostDiscovery]) -> None:
     """One warning per host and kind of problem (the first one named, with how many more),
-    however many entries or files it hit; notes are info lines."""
+    however many entries or files it hit; notes are info lines. At most MAX_HOST_LINES of
+    each, then a count of the rest by kind (the robots and inventory tables keep them all)."""
+    warnings: list[tuple[str, str]] = []  # (kind, line)
+    notes: list[tuple[str, str]] = []
     for f in found:
         if f.robots_error:
-            log.warning(f"{f.host}: robots.txt: {f.robots_error}")
+            warnings.append(("robots.txt", f"{f.host}: robots.txt: {f.robots_error}"))
         by_kind: dict[ProblemKind, list[SitemapProblem]] = {}
         for problem in f.problems:
             by_kind.setdefault(problem.kind, []).append(problem)
         for kind, problems in by_kind.items():
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            log.warning(f"{f.host}: {PROBLEM_LABELS[kind]}: {problems[0]}{more}")
+            label = PROBLEM_LABELS[kind]
+            warnings.append((label, f"{f.host}: {label}: {problems[0]}{more}"))
         for note in f.notes:
-            log.info(f"{f.host}: {note}")
+            notes.append((note.split(" and ")[0], f"{f.host}: {note}"))
+    for lines, emit in ((warnings, log.warning), (notes, log.info)):
+        for _, line in lines[:MAX_HOST_LINES]:
+            emit(line)
+        rest = lines[MAX_HOST_LINES:]
+        if rest:
+            counts: dict[str, int] = {}
+            for kind, _ in rest:
+                counts[kind] = counts.get(kind, 0) + 1
+            summary = "; ".join(f"{kind}: {n:,}" for kind, n in sorted(counts.items()))
+            emit(f"... and {len(rest):,} more host lines like these ({summary})")
 
 
 def refresh_robots_and_sitemaps(
