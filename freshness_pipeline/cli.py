@@ -53,6 +53,17 @@ NowOption = Annotated[
 ]
 
 
+def _unwritable(exc: OSError, what: str) -> typer.Exit:
+    """One line for a home that cannot be written (read-only, full, a missing parent), as every
+    command says it, instead of a traceback; the caller raises the returned Exit (1)."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    errors.print(
+        f"[red]{what} failed:[/] cannot write the home folder{where}: {exc.strerror or exc}; "
+        "nothing already written was lost"
+    )
+    return typer.Exit(1)
+
+
 def _now(text: str | None) -> datetime:
     if not text:
         return datetime.now(UTC)
@@ -97,6 +108,8 @@ def seed(
     except HomeBusy as exc:
         errors.print(f"[red]seed refused:[/] {exc}")
         raise typer.Exit(BUSY_EXIT) from exc
+    except OSError as exc:
+        raise _unwritable(exc, "seed") from exc
     for line, reason in result.parse.errors:
         errors.print(f"{path}:{line}: skipped: {reason}")
     if result.parse.fatal:
@@ -271,6 +284,8 @@ def demo(
     except DemoError as exc:
         errors.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from exc
+    except OSError as exc:
+        raise _unwritable(exc, "demo") from exc
 
 
 # Typer keeps the line breaks of every help paragraph but the first: one line per paragraph.

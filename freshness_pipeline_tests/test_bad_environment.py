@@ -97,3 +97,29 @@ def test_full_disk_fails_clearly_and_keeps_the_tables(web, tmp_path):
     finally:
         shutil.rmtree(disk / "home", ignore_errors=True)
         umount(disk)
+
+
+@pytest.mark.parametrize("command", ["seed", "demo"])
+def test_every_command_says_a_read_only_home_in_one_line(web, tmp_path, command):
+    """`freshness seed` and `freshness demo` on a home that cannot be written: one line naming
+    the file and the reason, exit 1, no traceback (as `freshness cycle` says it)."""
+    home = tmp_path / "home"
+    if command == "seed":
+        before = crawled_home(web, home)
+    else:  # the demo wants an empty home of its own
+        home.mkdir()
+    seeds = tmp_path / "more.csv"
+    seeds.write_text("url\nhttp://other.example/a\n")
+    mount("--bind", "-o", "ro", str(home), str(home))
+    try:
+        args = ["seed", str(seeds)] if command == "seed" else ["demo", "--home", str(home)]
+        done = run_freshness(*args, home=home, timeout=180)
+    finally:
+        umount(home)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    message = " ".join(done.stderr.split())
+    assert f"{command} failed: cannot write the home folder" in message, message
+    assert "Read-only file system" in message
+    if command == "seed":
+        assert Warehouse(home).read("url_state").sort("url").equals(before)
