@@ -225,6 +225,9 @@ def _run_cycle_locked(
     if not wanted:
         outcome.notes.append("no hosts: seed some URLs first (`freshness seed PATH`)")
         return outcome
+    behind = backwards_note(warehouse.newest_cycles(), wanted, now)
+    if behind:
+        outcome.notes.append(behind)
     # A bucket is Dagster's unit of work; --host narrows its run to the hosts asked for.
     narrowed = hosts_tag(wanted) if hosts and n_buckets else {}
     remaining = budget
@@ -268,10 +271,28 @@ def _run_cycle_locked(
                 if key.startswith("outcome_"):
                     name = key.removeprefix("outcome_")
                     outcome.outcomes[name] = outcome.outcomes.get(name, 0) + n
+    if not dry_run:
+        warehouse.record_cycle(wanted, now)
     note = warehouse.ensure_views()
     if note:
         outcome.notes.append(note)
     return outcome
+
+
+def backwards_note(newest: dict[str, datetime], hosts: list[str], now: datetime) -> str | None:
+    """A cycle whose ``now`` is before a host's newest cycle re-plans that host from a state
+    that already knows the later fetches: right for a deliberate backfill, a mistake when a
+    wall-clock run lands on a home kept on a simulated clock (or the reverse). Say which."""
+    later = [h for h in hosts if h in newest and newest[h] > now]
+    if not later:
+        return None
+    latest = max(newest[h] for h in later)
+    return (
+        f"--now {now.isoformat()} is before the newest cycle of {len(later)} of the "
+        f"{len(hosts)} hosts (up to {latest.isoformat()}): their state already holds the later "
+        "fetches, so this re-plans the past (a backfill); if that is not meant, pass --now "
+        "after it or use another home"
+    )
 
 
 def execute_cycle_run(

@@ -149,7 +149,7 @@ class Warehouse:
         writer lock held, no temp file can belong to a live writer."""
         removed = 0
         if self.root.exists():
-            for leftover in self.root.glob("*/host=*/*.tmp-*"):
+            for leftover in [*self.root.glob("*/host=*/*.tmp-*"), *self.root.glob("*.tmp-*")]:
                 with contextlib.suppress(FileNotFoundError):
                     leftover.unlink()
                     removed += 1
@@ -368,6 +368,34 @@ class Warehouse:
         described["_root"] = {"path": str(self.root)}
         described["_metric_views"] = dict(METRIC_VIEWS)
         return json.dumps(described, sort_keys=True)
+
+    # ---- cycles ------------------------------------------------------------------------------
+    @property
+    def _cycles_file(self) -> Path:
+        return self.root / "_cycles.json"
+
+    def newest_cycles(self) -> dict[str, datetime]:
+        """The newest cycle time each host has been run at (a cheap lookup at any number of
+        hosts: one small file, not a scan of every host's tables); empty before the first."""
+        try:
+            data = json.loads(self._cycles_file.read_text(encoding="utf-8"))
+        except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+            return {}
+        return {host: datetime.fromisoformat(at) for host, at in data.items()}
+
+    def record_cycle(self, hosts: Iterable[str], now: datetime) -> None:
+        """Remember ``now`` as the newest cycle of ``hosts`` where it is newer; written whole
+        (temp file and rename), so a kill leaves the previous record."""
+        newest = self.newest_cycles()
+        for host in hosts:
+            if host not in newest or newest[host] < now:
+                newest[host] = now
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self._cycles_file.with_name(f"_cycles.json.tmp-{uuid.uuid4().hex}")
+        tmp.write_text(
+            json.dumps({h: t.isoformat() for h, t in sorted(newest.items())}), encoding="utf-8"
+        )
+        os.replace(tmp, self._cycles_file)
 
     def ensure_views(self, *, force: bool = False) -> str | None:
         """(Re)create the views when the schema changed; return a note instead of failing on a lock.

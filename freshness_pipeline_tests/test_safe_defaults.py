@@ -47,6 +47,8 @@ def test_a_cycle_says_what_held_its_urls_back(tmp_path):
     """Loopback seeds without FRESHNESS_ALLOW_NETWORKS: every robots.txt fetch is refused, so
     nothing is planned; the summary says so and why instead of a bare "0 planned". With the
     allow-list, what robots.txt disallows is counted as held back by it."""
+    from datetime import timedelta
+
     from freshness_pipeline.synthweb import DEFAULT_START
     from freshness_pipeline_tests.support import run_freshness
 
@@ -70,6 +72,9 @@ def test_a_cycle_says_what_held_its_urls_back(tmp_path):
             "cycle", "--now", now, home=refused_home, env={"FRESHNESS_ALLOW_NETWORKS": ""}
         )
         allowed = run_freshness("cycle", "--now", now, home=allowed_home)
+        earlier = (DEFAULT_START - timedelta(hours=6)).isoformat()
+        backwards = run_freshness("cycle", "--now", earlier, home=allowed_home)
+        onwards = run_freshness("cycle", "--now", now, home=allowed_home)
     assert refused.returncode == 0, refused.stderr
     assert "0 planned" in refused.stdout
     summary = " ".join(refused.stderr.split())
@@ -80,3 +85,6 @@ def test_a_cycle_says_what_held_its_urls_back(tmp_path):
     assert allowed.returncode == 0, allowed.stderr
     assert "robots.txt disallows: 2 URLs" in " ".join(allowed.stderr.split()), allowed.stderr
     assert "address not allowed" not in allowed.stderr
+    # a --now before the home's newest cycle is said (a backfill, or a clock mix-up)
+    assert "before the newest cycle of 2 of the 2 hosts" in " ".join(backwards.stderr.split())
+    assert backwards.returncode == 0 and "before the newest cycle" not in onwards.stderr
