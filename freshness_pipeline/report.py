@@ -144,6 +144,34 @@ def fitted_tables(frame: pl.DataFrame, title: str, width: int) -> list[Table]:
     ]
 
 
+#: What each column of the report means, printed under its tables (one definition: a test
+#: checks that every column the report shows is here).
+COLUMN_LEGEND: dict[str, str] = {
+    "urls": "URLs in the state",
+    "active / new / gone / blocked / error": "URLs by status (new: not fetched yet)",
+    "median_rate_per_day": "median change rate (changes/day) of the active pages fetched at "
+    "least twice (pages seen once carry their class's prior)",
+    "expected_age_h": "value-weighted expected hours our copies have been stale (the lag)",
+    "requests / conditional": "page requests sent / of them with a validator",
+    "share_304": "conditional requests answered 304",
+    "unchanged_share": "bodies fetched again that had not changed (a 304 would have saved them)",
+    "changes": "changes detected",
+    "requests_per_change / bytes_per_change": "what one detected change cost",
+    "errors / throttled": "failed requests / 429 and 503 answers",
+    "verified / verify_forecast / verify_observed": "random verification fetches, the share "
+    "the model forecast to have changed, the share that had",
+    "verify_z / verify_verdict": "see the note above",
+    "cycle_planned / cycle_sent / cycle_deferred": "the host's last fetching cycle: its share "
+    "of the plan, what went out, what was left for later",
+    "capacity / gap_s / concurrency": "the fetches its learned pace allows per cycle, and that "
+    "pace",
+}
+
+
+def legend_columns() -> set[str]:
+    return {name for key in COLUMN_LEGEND for name in key.split(" / ")}
+
+
 VERIFY_NOTE = (
     "verify_z: on fetches drawn at random whatever the model thought, changes found minus "
     "changes forecast, in standard deviations: near 0 the change model is right, beyond +-3 its "
@@ -164,3 +192,6 @@ def print_report(views: Views, moment: datetime, console: Console) -> None:
         for table in fitted_tables(report_by(views, key, moment), title, console.width):
             console.print(table)
     console.print(VERIFY_NOTE)
+    console.print(
+        "Columns: " + "; ".join(f"{key}: {meaning}" for key, meaning in COLUMN_LEGEND.items())
+    )

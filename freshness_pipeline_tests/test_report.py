@@ -134,3 +134,16 @@ def test_report_tables_fit_the_terminal_with_every_name_and_value_whole(home, wi
     assert "1.0" in text and " 2 " in text
     if width == 80:
         assert text.count("By host (") > 1
+
+
+def test_every_column_of_the_report_is_explained_under_it(home):
+    """A reader meets twenty-odd column names: each one the report shows is in its legend."""
+    from freshness_pipeline.report import legend_columns, report_by, report_totals
+
+    shown = set(report_totals(Warehouse(home), T0).columns)
+    for key in ("host", "url_class"):
+        shown |= set(report_by(Warehouse(home), key, T0).columns) - {key}
+    assert shown - legend_columns() == set()
+    out = io.StringIO()
+    print_report(Warehouse(home), T0, Console(file=out, width=200, color_system=None))
+    assert "Columns: urls: URLs in the state" in out.getvalue()

@@ -440,8 +440,19 @@ def url_state(
             "urls": dg.MetadataValue.int(state.height),
             **{f"status_{k}": dg.MetadataValue.int(v) for k, v in sorted(by_status.items())},
             "estimated_weighted_freshness": dg.MetadataValue.float(float(est_fresh or 0.0)),
-            "median_change_rate_per_day": dg.MetadataValue.float(
+            # Two populations, named apart: every active page (most of them thinly observed,
+            # so mostly their class prior) and the pages fetched at least twice, the figure
+            # the report's and the metric views' median_rate_per_day gives.
+            "median_change_rate_per_day_all_active": dg.MetadataValue.float(
                 float(live["change_rate"].median() or 0.0)
+            ),
+            "median_change_rate_per_day_fetched_twice": dg.MetadataValue.float(
+                float(
+                    live.filter(pl.col("obs_interval_days").list.len().fill_null(0) > 0)[
+                        "change_rate"
+                    ].median()
+                    or 0.0
+                )
             ),
             "periodic_prior_share": dg.MetadataValue.float(periodic_share(prior)),
             "hosts_dating_changes": dg.MetadataValue.int(
