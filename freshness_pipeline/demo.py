@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -153,6 +153,7 @@ def run_demo(
     )
     console.print(table)
     _print_report(warehouse, console)
+    _print_crawled_copy(warehouse, home_path, console, since=cycle_times[-1])
     example = "SELECT status, count(*) FROM url_state GROUP BY 1"
     console.print(
         f"DuckDB views are ready in {warehouse.duckdb_path}\n"
@@ -162,3 +163,39 @@ def run_demo(
         f"Report: freshness report --home {home_path}"
     )
     return summary
+
+
+#: lines of the example diff the demo shows (the command shows all of it)
+DIFF_LINES_SHOWN = 24
+
+
+def _print_crawled_copy(
+    warehouse: Warehouse, home: Path, console: Console, *, since: datetime
+) -> None:
+    """The copy the crawl kept, as a user first meets it: the newest change of one page as
+    `freshness diff` shows it, and where the WARC archive is."""
+    from freshness_pipeline.archive import archive_dir_for, list_warcs
+    from freshness_pipeline.crawled_copy import version_diff
+
+    changed = warehouse.query(
+        "SELECT url FROM changes WHERE len(changed_fields) > 0 OR text_lines_added > 0 "
+        "ORDER BY changed_at DESC, url LIMIT 1"
+    )
+    if changed.height:
+        url = changed["url"][0]
+        diff = version_diff(warehouse, url)
+        lines = diff.plain().splitlines()
+        console.print(f"The newest change of {url}, as `freshness diff` shows it:")
+        for line in lines[:DIFF_LINES_SHOWN]:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        if len(lines) > DIFF_LINES_SHOWN:
+            console.print(f"... ({len(lines) - DIFF_LINES_SHOWN} more lines)")
+        console.print(f'  freshness diff "{url}" --home {home}')
+    archive = archive_dir_for(home)
+    warcs = list_warcs(archive)
+    console.print(
+        f"Archive: {len(warcs)} WARC files in {archive} (every request and response, unchanged "
+        "pages as revisit records), with CDXJ indexes for replay.\n"
+        f"The last cycle's new and changed pages: freshness export --since {since.isoformat()} "
+        f"--home {home}"
+    )

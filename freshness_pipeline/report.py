@@ -192,6 +192,6 @@ def print_report(views: Views, moment: datetime, console: Console) -> None:
         for table in fitted_tables(report_by(views, key, moment), title, console.width):
             console.print(table)
     console.print(VERIFY_NOTE)
-    console.print(
-        "Columns: " + "; ".join(f"{key}: {meaning}" for key, meaning in COLUMN_LEGEND.items())
-    )
+    console.print("Columns:")
+    for key, meaning in COLUMN_LEGEND.items():
+        console.print(f"  {key}: {meaning}", highlight=False)

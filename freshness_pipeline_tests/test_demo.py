@@ -16,3 +16,15 @@ def test_demo_prints_the_same_report_as_freshness_report(tmp_path):
     tables = report.stdout.split("SQL: open")[0]
     assert "By host" in tables and "By URL class" in tables
     assert tables in demo.stdout
+    # and then the crawled copy: one page's newest change as `freshness diff` shows it (the
+    # diff the command prints for that URL), and the archive's WARC files
+    marker = "as `freshness diff` shows it:\n"
+    assert marker in demo.stdout, demo.stdout[-2000:]
+    url = demo.stdout.split(marker)[0].rsplit("The newest change of ", 1)[1].strip().rstrip(",")
+    diff = run_freshness("diff", url, home=home)
+    assert diff.returncode == 0, diff.stderr
+    shown = demo.stdout.split(marker)[1].splitlines()
+    assert shown[0] == diff.stdout.splitlines()[0] and shown[0].startswith("--- ")
+    assert any(line.startswith("+") and not line.startswith("+++") for line in shown)
+    archive = home / "archive"
+    assert f"WARC files in {archive}" in demo.stdout and list(archive.glob("*.warc.gz"))

@@ -146,4 +146,4 @@ def test_every_column_of_the_report_is_explained_under_it(home):
     assert shown - legend_columns() == set()
     out = io.StringIO()
     print_report(Warehouse(home), T0, Console(file=out, width=200, color_system=None))
-    assert "Columns: urls: URLs in the state" in out.getvalue()
+    assert "Columns:\n  urls: URLs in the state\n" in out.getvalue()
