@@ -293,7 +293,7 @@ def css_selector_error(selector: str) -> str | None:
     try:
         _css(LexborHTMLParser(""), selector)
     except SelectolaxError as exc:
-        return str(exc) or "lexbor cannot parse it"
+        return str(exc).rstrip(".") or "lexbor cannot parse it"
     return None
 
 
