@@ -63,9 +63,9 @@ class.
 
 Selectors, fields and json_ld change what a fingerprint means (configured fields are hashed
 with the content), so each class's combination of them gets its own fingerprint version:
-changing any of them makes the next fetch of those pages a re-extraction (outcome 'new' in
-fetch_log, 'reextracted' in page_versions, no change observation), not a wave of false
-changes.
+changing any of them makes the next fetch of those pages an unconditional one and a
+re-extraction (outcome 'new' in fetch_log, 'reextracted' in page_versions, no change
+observation), not a wave of false changes.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """freshness.toml: per-host extra strip params collapse session-id variants; per-class
-selectors get their own fingerprint version, so adding them re-extracts instead of reporting a
-wave of changes; a bad file fails the cycle naming the file and the key."""
+selectors, fields and json_ld get their own fingerprint version, so adding them re-extracts
+instead of reporting a wave of changes; a bad file fails the cycle naming the file and the
+key."""
 
 from __future__ import annotations
 
