@@ -6,6 +6,11 @@ strip_params = ["sid", "sort"]     # query parameters that make no difference on
                                    # stripped in addition to the tracking list
 [url_classes.product]
 selectors = ["h1", ".price"]       # fingerprint only these parts of the page (plus the title)
+json_ld = true                     # schema.org JSON-LD name, offers.price, offers.availability
+                                   # as the fields name, price and availability
+[url_classes.listing.fields]       # more fields beside the title and the text: name = CSS
+price = ".price"                   # selector, the text of its first match (null without one)
+stock = "#stock .label"
 
 [partitioning]
 host_buckets = 256                 # Dagster partitions are 256 hash buckets of hosts; 0: one
@@ -47,14 +52,27 @@ older than this from the Dagster instance, with their event logs, and compacts t
 index once much of it is free space: the warehouse is the crawl's history, the instance only
 the operations log, and at one run an hour it otherwise grows without bound.
 
-Selectors change what a fingerprint means, so each selector set gets its own fingerprint
-version: changing them makes the next fetch of those pages a re-extraction (outcome 'new', no
-change observation), not a wave of false changes.
+Fields: every version in page_versions has the fields ``title`` and ``text``; a class's
+``fields`` and ``json_ld`` add named values beside them, read from the page as served (a
+price in a block the content rules drop, or in structured data only, still counts), and a
+change in ``changes`` names each field that moved with its old and new value. Field names are
+identifiers (letters, digits, ``_``) so that SQL reads them as ``'$.name'``; ``title`` and
+``text`` are taken, and with ``json_ld = true`` so are its three names. Every selector is
+compiled when the file is read: a bad one fails the cycle naming it, not every fetch of its
+class.
+
+Selectors, fields and json_ld change what a fingerprint means (configured fields are hashed
+with the content), so each class's combination of them gets its own fingerprint version:
+changing any of them makes the next fetch of those pages an unconditional one and a
+re-extraction (outcome 'new' in fetch_log, 'reextracted' in page_versions, no change
+observation), not a wave of false changes.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import tomllib
 import zlib
 from collections.abc import Mapping
@@ -64,7 +82,11 @@ from pathlib import Path
 import polars as pl
 
 from freshness_pipeline.science.cost import COST_BASES
-from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION
+from freshness_pipeline.science.fingerprint import (
+    FINGERPRINT_VERSION,
+    JSON_LD_FIELDS,
+    css_selector_error,
+)
 from freshness_pipeline.science.normalize import TRACKING_PARAMS
 
 CONFIG_FILE = "freshness.toml"
@@ -72,6 +94,10 @@ MAX_HOST_BUCKETS = 4096
 AUTO = "auto"
 OBJECTIVES = ("freshness", "capture")
 PLANNING_KEYS = frozenset({"objective", "cost", "credits"})
+URL_CLASS_KEYS = ("selectors", "fields", "json_ld")
+#: Fields every version has, whatever a class configures.
+DEFAULT_FIELDS = ("title", "text")
+_FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class ConfigError(ValueError):
@@ -84,18 +110,47 @@ def _strings(value: object, where: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value)
 
 
-def extractor_version(selectors: tuple[str, ...]) -> int:
-    """FINGERPRINT_VERSION for the default extractor; a distinct number per selector set."""
-    if not selectors:
+def extractor_version(
+    selectors: tuple[str, ...] = (),
+    fields: Mapping[str, str] | None = None,
+    json_ld: bool = False,
+) -> int:
+    """FINGERPRINT_VERSION for the default extractor; a distinct number per combination of
+    selectors, fields and json_ld, since each hashes other parts of a page. A selectors-only
+    combination keeps the number it had before fields existed, so upgrading re-extracts
+    nothing; field order is ignored because the fingerprint hashes fields sorted by name."""
+    if not selectors and not fields and not json_ld:
         return FINGERPRINT_VERSION
-    digest = zlib.crc32("\n".join(selectors).encode()) % 1_000_000
+    key = "\n".join(selectors)
+    if fields or json_ld:
+        extra = {"fields": dict(sorted((fields or {}).items())), "json_ld": json_ld}
+        key += "\0" + json.dumps(extra, sort_keys=True)
+    digest = zlib.crc32(key.encode()) % 1_000_000
     return FINGERPRINT_VERSION + 1000 * (digest + 1)
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """What a URL class's fingerprint and versions read from its pages. One object per class,
+    shared by all of its fetch requests."""
+
+    selectors: tuple[str, ...] = ()
+    #: field name -> CSS selector; None when the class configures none
+    fields: dict[str, str] | None = None
+    json_ld: bool = False
+
+    @property
+    def version(self) -> int:
+        return extractor_version(self.selectors, self.fields, self.json_ld)
+
+
+DEFAULT_EXTRACTION = Extraction()
 
 
 @dataclass(frozen=True)
 class PipelineConfig:
     host_strip_params: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    class_selectors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    class_extraction: Mapping[str, Extraction] = field(default_factory=dict)
     #: None: "auto" (partitions.choose_partitioning decides by the number of hosts)
     host_buckets: int | None = None
     keep_runs_days: float = 0.0
@@ -106,12 +161,34 @@ class PipelineConfig:
     def strip_params_for(self, host: str) -> frozenset[str]:
         return TRACKING_PARAMS | frozenset(self.host_strip_params.get(host, ()))
 
+    def extraction_for(self, url_class: str | None) -> Extraction:
+        return self.class_extraction.get(url_class or "", DEFAULT_EXTRACTION)
+
     def selectors_for(self, url_class: str | None) -> tuple[str, ...]:
-        return self.class_selectors.get(url_class or "", ())
+        return self.extraction_for(url_class).selectors
+
+    def fields_for(self, url_class: str | None) -> dict[str, str] | None:
+        return self.extraction_for(url_class).fields
+
+    def json_ld_for(self, url_class: str | None) -> bool:
+        return self.extraction_for(url_class).json_ld
+
+    def extractions(self) -> tuple[list[Extraction], pl.Expr]:
+        """The distinct extractions (the default first) and an expression giving each row's
+        index into them by its url_class: code that builds an object per URL maps the class
+        column once instead of looking the class up row by row."""
+        configured = list(self.class_extraction)
+        index = {c: i for i, c in enumerate(configured, start=1)}
+        expr = (
+            pl.col("url_class").replace_strict(index, default=0, return_dtype=pl.Int64).fill_null(0)
+        )
+        return [DEFAULT_EXTRACTION, *self.class_extraction.values()], expr
 
     def version_expr(self) -> pl.Expr:
-        """The fingerprint version each row's url_class calls for."""
-        mapping = {c: extractor_version(s) for c, s in self.class_selectors.items()}
+        """The fingerprint version each row's url_class calls for: the one definition that
+        plans (a stored fingerprint of another version is not compared), fetch results and
+        page versions all use."""
+        mapping = {c: e.version for c, e in self.class_extraction.items()}
         return (
             pl.col("url_class")
             .replace_strict(mapping, default=FINGERPRINT_VERSION, return_dtype=pl.Int64)
@@ -137,13 +214,13 @@ def load_config(home: Path) -> PipelineConfig:
         hosts[host.lower()] = _strings(
             settings.get("strip_params", []), f'{path}: hosts."{host}".strip_params'
         )
-    classes: dict[str, tuple[str, ...]] = {}
-    for url_class, settings in (data.get("url_classes") or {}).items():
-        if not isinstance(settings, dict) or set(settings) - {"selectors"}:
-            raise ConfigError(f"{path}: [url_classes.{url_class}] takes only selectors")
-        classes[url_class] = _strings(
-            settings.get("selectors", []), f"{path}: url_classes.{url_class}.selectors"
-        )
+    url_classes = data.get("url_classes") or {}
+    if not isinstance(url_classes, dict):
+        raise ConfigError(f"{path}: [url_classes] must be a table of URL classes")
+    classes = {
+        url_class: _extraction(settings, path, url_class)
+        for url_class, settings in url_classes.items()
+    }
     planning = data.get("planning")
     if planning is None:
         planning = {}
@@ -151,13 +228,63 @@ def load_config(home: Path) -> PipelineConfig:
         raise ConfigError(f"{path}: [planning] takes only {', '.join(sorted(PLANNING_KEYS))}")
     return PipelineConfig(
         host_strip_params=hosts,
-        class_selectors=classes,
+        class_extraction=classes,
         host_buckets=_host_buckets(data.get("partitioning"), path),
         keep_runs_days=_keep_runs_days(data.get("dagster"), path),
         objective=_choice(planning, "objective", OBJECTIVES, path),
         cost_basis=_choice(planning, "cost", COST_BASES, path),
         class_credits=_credits(planning.get("credits", {}), path),
     )
+
+
+def _extraction(settings: object, path: Path, url_class: str) -> Extraction:
+    where = f"{path}: url_classes.{url_class}"
+    if not isinstance(settings, dict) or set(settings) - set(URL_CLASS_KEYS):
+        raise ConfigError(
+            f"{path}: [url_classes.{url_class}] takes only {', '.join(URL_CLASS_KEYS)}"
+        )
+    selectors = _strings(settings.get("selectors", []), f"{where}.selectors")
+    for i, selector in enumerate(selectors):
+        error = css_selector_error(selector)
+        if error is not None:
+            raise ConfigError(
+                f"{where}.selectors[{i}]: invalid CSS selector {selector!r} ({error})"
+            )
+    json_ld = settings.get("json_ld", False)
+    if not isinstance(json_ld, bool):
+        raise ConfigError(f"{where}.json_ld must be true or false, not {json_ld!r}")
+    fields = _fields(settings.get("fields", {}), where, json_ld)
+    return Extraction(selectors, fields or None, json_ld)
+
+
+def _fields(table: object, where: str, json_ld: bool) -> dict[str, str]:
+    if not isinstance(table, dict):
+        raise ConfigError(
+            f"{where}.fields must be a table of field name = CSS selector, not {table!r}"
+        )
+    taken = dict.fromkeys(DEFAULT_FIELDS, "every version's own (title and text always are)")
+    if json_ld:
+        taken |= dict.fromkeys(JSON_LD_FIELDS, "read from JSON-LD (json_ld = true)")
+    fields: dict[str, str] = {}
+    for name, selector in table.items():
+        if not _FIELD_NAME.fullmatch(name):
+            raise ConfigError(
+                f"{where}.fields: field name {name!r} must be an identifier (letters, digits "
+                "and _, not starting with a digit)"
+            )
+        if name in taken:
+            raise ConfigError(
+                f"{where}.fields.{name}: the field {name!r} is {taken[name]}; name it otherwise"
+            )
+        if not isinstance(selector, str) or not selector.strip():
+            raise ConfigError(
+                f"{where}.fields.{name} must be a CSS selector string, not {selector!r}"
+            )
+        error = css_selector_error(selector.strip())
+        if error is not None:
+            raise ConfigError(f"{where}.fields.{name}: invalid CSS selector {selector!r} ({error})")
+        fields[name] = selector.strip()
+    return fields
 
 
 def _choice(section: dict, key: str, allowed: tuple[str, ...], path: Path) -> str:

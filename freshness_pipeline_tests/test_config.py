@@ -1,11 +1,13 @@
 """freshness.toml: per-host extra strip params collapse session-id variants; per-class
-selectors get their own fingerprint version, so adding them re-extracts instead of reporting a
-wave of changes; a bad file fails the cycle naming the file and the key."""
+selectors, fields and json_ld get their own fingerprint version, so adding them re-extracts
+instead of reporting a wave of changes; a bad file fails the cycle naming the file and the
+key."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import zlib
 from datetime import timedelta
 
 import polars as pl
@@ -13,6 +15,7 @@ import pytest
 
 from freshness_pipeline.config import ConfigError, extractor_version, load_config
 from freshness_pipeline.runner import CycleFailed, load_seeds, run_cycle
+from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
 
@@ -33,12 +36,110 @@ T1 = DEFAULT_START + timedelta(hours=6)
         ("[planning.credits]\nproduct = -2\n", "planning.credits.product must be a positive"),
         ('[planning.credits]\nproduct = "5"\n', "planning.credits.product must be a positive"),
         ("[planning]\ncredits = 3\n", r"\[planning.credits\] must be a table"),
+        ("[url_classes.product]\ncolour = 1\n", "takes only selectors, fields, json_ld"),
+        ("[url_classes]\nproduct = 1\n", r"\[url_classes.product\] takes only"),
+        ('url_classes = "product"\n', r"\[url_classes\] must be a table"),
+        (
+            '[url_classes.product]\nselectors = ["div[[["]\n',
+            r"url_classes.product.selectors\[0\]: invalid CSS selector 'div\[\[\['",
+        ),
+        ('[url_classes.product]\nfields = ".price"\n', "url_classes.product.fields must be a"),
+        ("[url_classes.product.fields]\nprice = 3\n", "fields.price must be a CSS selector"),
+        ('[url_classes.product.fields]\nprice = "  "\n', "fields.price must be a CSS selector"),
+        (
+            '[url_classes.product.fields]\nprice = ".price["\n',
+            r"url_classes.product.fields.price: invalid CSS selector '.price\['",
+        ),
+        ('[url_classes.product.fields]\n"unit price" = ".p"\n', "'unit price' must be an ident"),
+        ('[url_classes.product.fields]\n"2nd" = ".p"\n', "'2nd' must be an identifier"),
+        ('[url_classes.product.fields]\n"" = ".p"\n', "'' must be an identifier"),
+        (
+            '[url_classes.product.fields]\ntitle = "h1"\n',
+            "the field 'title' is every version's own",
+        ),
+        (
+            '[url_classes.product.fields]\ntext = "p"\n',
+            "fields.text: the field 'text' is every",
+        ),
+        (
+            '[url_classes.product]\njson_ld = true\n[url_classes.product.fields]\nprice = ".p"\n',
+            r"fields.price: the field 'price' is read from JSON-LD \(json_ld = true\)",
+        ),
+        ('[url_classes.product]\njson_ld = "yes"\n', "json_ld must be true or false, not 'yes'"),
+        ("[url_classes.product]\njson_ld = 1\n", "json_ld must be true or false, not 1"),
     ],
 )
 def test_bad_config_is_named(tmp_path, text, message):
     (tmp_path / "freshness.toml").write_text(text)
     with pytest.raises(ConfigError, match=message):
         load_config(tmp_path)
+
+
+def test_fields_and_json_ld_are_read_per_class(tmp_path):
+    (tmp_path / "freshness.toml").write_text(
+        '[url_classes.product]\nselectors = ["main"]\njson_ld = true\n'
+        '[url_classes.product.fields]\nshown_price = " .price-box > .price "\n'
+        'stock = "#stock"\n'
+        "[url_classes.listing.fields]\n"
+        "[url_classes.article]\njson_ld = false\n"
+    )
+    config = load_config(tmp_path)
+    assert config.fields_for("product") == {"shown_price": ".price-box > .price", "stock": "#stock"}
+    assert config.json_ld_for("product") is True
+    assert config.selectors_for("product") == ("main",)
+    # an empty table, json_ld = false and an unconfigured class are the defaults
+    for url_class in ("listing", "article", "static", None):
+        assert config.fields_for(url_class) is None and config.json_ld_for(url_class) is False
+    assert load_config(tmp_path / "nowhere").fields_for("product") is None
+
+
+def test_the_fingerprint_version_follows_selectors_fields_and_json_ld(tmp_path):
+    """Each part of a class's extraction makes its own fingerprint version (so changing any
+    re-extracts), and a selectors-only class keeps the number it had before fields existed."""
+    price = {"price": ".price"}
+    versions = {
+        "default": extractor_version(()),
+        "selectors": extractor_version(("main",)),
+        "fields": extractor_version((), price),
+        "other field name": extractor_version((), {"cost": ".price"}),
+        "other field selector": extractor_version((), {"price": ".amount"}),
+        "json_ld": extractor_version((), None, True),
+        "fields and json_ld": extractor_version((), {"shown": ".price"}, True),
+        "selectors and fields": extractor_version(("main",), price),
+        "all": extractor_version(("main",), {"shown": ".price"}, True),
+    }
+    assert len(set(versions.values())) == len(versions), versions
+    assert versions["default"] == FINGERPRINT_VERSION
+    assert extractor_version((), {}, False) == FINGERPRINT_VERSION  # nothing configured
+    assert versions["selectors"] == FINGERPRINT_VERSION + 1000 * (
+        zlib.crc32(b"main") % 1_000_000 + 1
+    )
+    # the fingerprint hashes fields sorted by name: their order in the file changes nothing
+    both = {"a": ".a", "b": ".b"}
+    assert extractor_version((), both) == extractor_version((), dict(reversed(both.items())))
+
+    configs = {}
+    for name, text in {
+        "none": "",
+        "selectors": '[url_classes.product]\nselectors = ["main"]\n',
+        "fields": '[url_classes.product.fields]\nprice = ".price"\n',
+        "json_ld": "[url_classes.product]\njson_ld = true\n",
+    }.items():
+        home = tmp_path / name
+        home.mkdir()
+        (home / "freshness.toml").write_text(text)
+        configs[name] = load_config(home)
+    rows = pl.DataFrame({"url_class": ["product", "article", None]})
+    got = {
+        name: rows.select(config.version_expr())["url_class"].to_list()
+        for name, config in configs.items()
+    }
+    assert got["none"] == [FINGERPRINT_VERSION] * 3
+    assert got["selectors"][0] == versions["selectors"]
+    assert got["fields"][0] == versions["fields"]
+    assert got["json_ld"][0] == versions["json_ld"]
+    # other classes keep the default extractor's version
+    assert all(g[1:] == [FINGERPRINT_VERSION] * 2 for g in got.values())
 
 
 def honest_world(seed: int, pages: int):

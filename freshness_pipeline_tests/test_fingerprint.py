@@ -573,6 +573,9 @@ def test_configured_fields_and_json_ld_are_read_and_count_in_the_fingerprint() -
         "name": "Blue Widget",
         "price": "19.99",
         "availability": "https://schema.org/InStock",
+        # the title and the text stay fields beside the configured ones
+        "title": "Blue Widget | Shop",
+        "text": record.text,
     }
     # a price that moves in the structured data alone is a new fingerprint with json_ld
     cheaper = PRODUCT.replace(b'"price": "19.99"', b'"price": "17.99"')
@@ -581,6 +584,10 @@ def test_configured_fields_and_json_ld_are_read_and_count_in_the_fingerprint() -
     )
     moved = content_record(cheaper, content_type="text/html", fields=fields, json_ld=True)
     assert moved.fingerprint != record.fingerprint and moved.fields["price"] == "17.99"
+    from freshness_pipeline.science.fingerprint import css_selector_error
+
+    assert css_selector_error(".price-box > .price") is None
+    assert css_selector_error("p[") is not None
     with pytest.raises(ValueError, match="field 'bad'"):
         content_record(PRODUCT, content_type="text/html", fields={"bad": "p["})
 

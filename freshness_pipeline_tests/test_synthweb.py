@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import gzip
+import json
 import math
 import re
 import time
@@ -116,6 +117,42 @@ def test_page_version_and_last_modified_follow_change_times(world: World) -> Non
     a1 = world.article_html(p, p.version_at(c - 1))
     a2 = world.article_html(p, p.version_at(c))
     assert a1 != a2 and a1 == world.article_html(p, p.version_at(c - 1))
+
+
+def test_product_pages_show_a_price_that_moves_with_every_version() -> None:
+    """A hand-built shop (build_world draws no products): the price is in the page's text
+    and in its schema.org Product JSON-LD, differs at every version, and other pages carry
+    neither."""
+    s = datetime(2025, 1, 6, tzinfo=UTC).timestamp()
+    changes = np.array([s + h * 3600 for h in range(1, 40)], dtype=float)
+
+    def page(i: int, path: str, url_class: str) -> Page:
+        return Page(
+            page_id=i, site="shop", path=path, url_class=url_class, value=1.0, rate=1.0,
+            change_times=changes, born_at=s - 86400, dies_at=math.inf, death_status=404,
+            disallowed=False,
+        )  # fmt: skip
+
+    lamp, about = page(0, "/products/lamp", "product"), page(1, "/about", "article")
+    shop = World(
+        seed=3, start=to_dt(s), horizon_days=2, sites=[SiteSpec("shop", "honest", 2)],
+        pages=[lamp, about],
+    )  # fmt: skip
+    prices = [shop.price(lamp, v) for v in range(40)]
+    assert all(a != b for a, b in zip(prices, prices[1:], strict=False))
+    assert all(re.fullmatch(r"\d+\.\d\d", p or "") for p in prices)
+    assert shop.price(about, 3) is None
+    for hours in (0, 5):
+        html = shop.render(lamp, s + hours * 3600 + 1)
+        price = shop.price(lamp, lamp.version_at(s + hours * 3600 + 1))
+        assert f'<span class="price">${price}</span>' in html
+        script = re.search(r'<script type="application/ld\+json">(.*?)</script>', html, re.S)
+        assert script is not None
+        item = json.loads(script.group(1))
+        assert item["@type"] == "Product" and item["name"] == "Product lamp"
+        assert item["offers"]["price"] == price
+    plain = shop.render(about, s + 1)
+    assert "ld+json" not in plain and 'class="price"' not in plain
 
 
 # ---------------------------------------------------------------------- validators

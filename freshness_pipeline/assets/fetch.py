@@ -79,12 +79,15 @@ def held_back_reasons(results: pl.DataFrame) -> dict[str, int]:
 
 def fetch_requests(plan: pl.DataFrame, config: PipelineConfig) -> list[FetchRequest]:
     """The plan's selected rows in rank order (a plan without ranks, such as a refill, in its
-    own order), each with what the host's pace says and what the archive holds of it."""
+    own order), each with what the host's pace says, what the archive holds of it and what
+    its URL class extracts (one shared object per class, picked by a map over the class
+    column)."""
     selected = plan.filter(pl.col("selected"))
     if "rank" in selected.columns:
         selected = selected.sort("rank", nulls_last=True, maintain_order=True)
     missing = {**_PACE, "archived": pl.String}
     filled = [pl.lit(None, dtype=t).alias(c) for c, t in missing.items() if c not in selected]
+    extractions, extraction_index = config.extractions()
     return [
         FetchRequest(
             url=row["url"],
@@ -93,7 +96,9 @@ def fetch_requests(plan: pl.DataFrame, config: PipelineConfig) -> list[FetchRequ
             last_modified=row["last_modified"],
             prev_fingerprint=row["fingerprint"],
             crawl_delay=row["crawl_delay"],
-            selectors=config.selectors_for(row["url_class"]),
+            selectors=extractions[row["extraction"]].selectors,
+            fields=extractions[row["extraction"]].fields,
+            json_ld=extractions[row["extraction"]].json_ld,
             min_gap_s=row["host_gap_s"],
             concurrency=row["host_concurrency"],
             archived=ArchivedOriginal.from_json(row["archived"]) if row["archived"] else None,
@@ -102,7 +107,7 @@ def fetch_requests(plan: pl.DataFrame, config: PipelineConfig) -> list[FetchRequ
         .select(
             "url",
             "host",
-            "url_class",
+            extraction_index.alias("extraction"),
             "etag",
             "last_modified",
             "fingerprint",

@@ -117,15 +117,22 @@ def plan_inputs(
         [301, 308]
     )
     config = config or PipelineConfig()
+    other_extractor = pl.col("fingerprint_version").is_not_null() & (
+        pl.col("fingerprint_version") != config.version_expr()
+    )
     return (
         candidates.join(known, on="url", how="left")
-        # A fingerprint from another extractor (an older release, other selectors) cannot be
-        # compared: the next fetch re-extracts (outcome 'new', no change observation) instead
-        # of reporting a wave of changes.
+        # A fingerprint from another extractor (an older release, other selectors, fields or
+        # json_ld) cannot be compared: the next fetch re-extracts (outcome 'new', no change
+        # observation) instead of reporting a wave of changes. It goes without validators,
+        # too: a 304 brings no body to extract, so the page would keep the old fingerprint
+        # until its next change, and that change would be taken for a re-extraction.
         .with_columns(
             fingerprint=pl.when(pl.col("fingerprint_version") == config.version_expr()).then(
                 "fingerprint"
-            )
+            ),
+            etag=pl.when(~other_extractor).then("etag"),
+            last_modified=pl.when(~other_extractor).then("last_modified"),
         )
         .join(host_pace(capacity), on="host", how="left")
         .with_columns(

@@ -35,6 +35,7 @@ __all__ = [
     "ContentRecord",
     "content_record",
     "content_fingerprint",
+    "css_selector_error",
     "decode_body",
     "extract_content",
     "normalize_content",
@@ -283,6 +284,17 @@ def _css_first(tree: LexborHTMLParser | LexborNode, query: str) -> LexborNode | 
     # find_first is in the extension but not in its type stub
     found = [] if root is None else _engine().find_first(query, root)  # type: ignore[attr-defined]
     return found[0] if found else None
+
+
+def css_selector_error(selector: str) -> str | None:
+    """Why lexbor refuses ``selector``, or None when it compiles: a configuration is checked
+    with the engine the extraction uses, since a selector it cannot parse would otherwise fail
+    every fetch of its URL class, one error at a time."""
+    try:
+        _css(LexborHTMLParser(""), selector)
+    except SelectolaxError as exc:
+        return str(exc).rstrip(".") or "lexbor cannot parse it"
+    return None
 
 
 # A stem at the start of a word part: without one, a class or id names nothing of ours and
@@ -1059,7 +1071,8 @@ def content_fingerprint(
 class ContentRecord:
     """What a fetched body says: its fingerprint and, for a version worth keeping (new, or
     another fingerprint than the one before), the title, the content's text line by line and
-    the configured fields (by default the title and the text)."""
+    its fields: the title and the text, and the configured ones beside them (so a change
+    names every part that moved, a price and the text around it alike)."""
 
     fingerprint: str
     title: str | None = None
@@ -1113,5 +1126,4 @@ def content_record(
         return ContentRecord(digest)
     title = extraction.title or None
     text = extraction.lines()
-    kept = extraction.fields if (fields or json_ld) else {"title": title, "text": text}
-    return ContentRecord(digest, title, text, kept)
+    return ContentRecord(digest, title, text, {**extraction.fields, "title": title, "text": text})

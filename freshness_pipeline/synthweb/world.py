@@ -12,6 +12,7 @@ death times, so that HTTP's one-second `Last-Modified` resolution never hides a 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import random
 from collections.abc import Mapping, Sequence
@@ -33,6 +34,9 @@ BEHAVIOURS: tuple[str, ...] = (
     "stale_lastmod",  # Last-Modified frozen at birth while content changes, never 304
 )
 URL_CLASSES: tuple[str, ...] = ("article", "listing", "static")
+# Pages of this class (a hand-built world's; build_world draws only URL_CLASSES) are shop
+# pages: a price in the text and in schema.org JSON-LD, for configured fields to read.
+PRODUCT_CLASS = "product"
 DAY = 86_400.0
 DEFAULT_START = datetime(2025, 1, 6, tzinfo=UTC)
 WARMUP_DAYS = 30.0  # changes are simulated this long before `start` so pages have a history
@@ -286,6 +290,12 @@ class World:
             self.seed, page.page_id, page.url_class, version, _title(page), self._links[page.site]
         )
 
+    def price(self, page: Page, version: int) -> str | None:
+        """What a product page asks at a content version (None for other pages)."""
+        if page.url_class != PRODUCT_CLASS:
+            return None
+        return _price(self.seed, page.page_id, version)
+
     def render(
         self,
         page: Page,
@@ -296,14 +306,15 @@ class World:
         """Full HTML for `page` as of t. `volatile` carries per-request noise (nonce, counter, ad)
         so this stays pure; the server makes the noise up for the volatile site."""
         ts = to_ts(t)
-        article = self.article_html(page, page.version_at(ts))
+        version = page.version_at(ts)
+        article = self.article_html(page, version)
         title = escape(_title(page))
-        head_extra = ""
+        head_extra = _product_json_ld(page, self.price(page, version))
         top = ""
         aside = ""
         if volatile is not None:
             nonce = escape(volatile.get("nonce", ""))
-            head_extra = f'\n<meta name="csrf-token" content="{nonce}">'
+            head_extra += f'\n<meta name="csrf-token" content="{nonce}">'
             top = (
                 f'<div class="banner">Page generated {to_dt(ts).isoformat()} '
                 f"(request {nonce})</div>\n"
@@ -574,7 +585,12 @@ _WORDS = [
 
 
 def _title(page: Page) -> str:
-    label = {"article": "Article", "listing": "Latest news", "static": "About us"}[page.url_class]
+    label = {
+        "article": "Article",
+        "listing": "Latest news",
+        "static": "About us",
+        PRODUCT_CLASS: "Product",
+    }[page.url_class]
     if page.path.startswith("/private/"):
         label = "Internal report"
     return f"{label} {page.path.rsplit('-', 1)[-1].rsplit('/', 1)[-1]} - {page.site}"
@@ -584,6 +600,33 @@ def _sentence(rng: random.Random) -> str:
     words = [rng.choice(_WORDS) for _ in range(rng.randint(8, 16))]
     words[0] = words[0].capitalize()
     return " ".join(words) + "."
+
+
+def _price(seed: int, page_id: int, version: int) -> str:
+    """A price that moves at every content version, as a shop's edits mostly do: a base
+    price of the page, up or down by whole percents (at least 5 cents), never the same in
+    two consecutive versions (7 v mod 31 differs from 7 (v+1) mod 31)."""
+    base = random.Random(f"{seed}:{page_id}:price").randint(500, 50_000)  # cents
+    cents = base * (100 + (7 * version) % 31 - 15) // 100
+    return f"{cents // 100}.{cents % 100:02d}"
+
+
+def _product_json_ld(page: Page, price: str | None) -> str:
+    """A product page's schema.org Product, in the head as shops put it."""
+    if price is None:
+        return ""
+    item = {
+        "@context": "https://schema.org",
+        "@type": "Product",
+        "name": _title(page).rsplit(" - ", 1)[0],
+        "offers": {
+            "@type": "Offer",
+            "price": price,
+            "priceCurrency": "USD",
+            "availability": "https://schema.org/InStock",
+        },
+    }
+    return f'\n<script type="application/ld+json">{json.dumps(item)}</script>'
 
 
 @lru_cache(maxsize=8192)
@@ -605,6 +648,9 @@ def _article_html(
         for _ in range(ver_rng.randint(2, 4))
     ]
     parts = [f"<article>\n<h1>{escape(title)}</h1>", f"<p>{lead}</p>"]
+    if url_class == PRODUCT_CLASS:
+        price = _price(seed, page_id, version)
+        parts.append(f'<div class="price-box">Price: <span class="price">${price}</span></div>')
     parts += [f"<p>{p}</p>" for p in body]
     if url_class == "listing" and link_pool:
         links = ver_rng.sample(link_pool, min(5, len(link_pool)))
