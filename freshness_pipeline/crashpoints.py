@@ -26,6 +26,10 @@ POINTS = (
     *(f"asset:{a}:start" for a in _ASSETS),
     *(f"write:{t}:{stage}" for t in _TABLES for stage in ("temp_written", "replaced")),
     "write:fetch_log:replaced",
+    # the WARC archive: a record written into a file not yet complete, a file renamed
+    # complete but not yet indexed
+    "archive:record_written",
+    "archive:renamed",
 )
 _hits: dict[str, int] = {}
 _lock = threading.Lock()

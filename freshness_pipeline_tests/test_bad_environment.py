@@ -14,9 +14,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from freshness_pipeline.archive import index_name_for, list_warcs
+from freshness_pipeline.archive.files import OPEN_SUFFIX
 from freshness_pipeline.runner import load_seeds, run_cycle
 from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
+from freshness_pipeline_tests.pywb_server import warcio_check
 from freshness_pipeline_tests.support import run_freshness
 
 T1 = DEFAULT_START + timedelta(hours=6)
@@ -94,6 +97,14 @@ def test_full_disk_fails_clearly_and_keeps_the_tables(web, tmp_path):
         again = cycle_cli(home)
         assert again.returncode == 0, again.stderr
         assert Warehouse(home).read("url_state").height == before.height
+        # the archive too: the full disk's unfinished WARC gone, every file whole and indexed
+        archive = home / "archive"
+        assert not [p.name for p in archive.iterdir() if p.name.endswith(OPEN_SUFFIX)]
+        warcs = list_warcs(archive)
+        assert len(warcs) >= 2  # the first cycle's and the one after the disk was freed
+        for warc in warcs:
+            assert (archive / index_name_for(warc)).exists(), warc
+            assert warcio_check(archive / warc), warc
     finally:
         shutil.rmtree(disk / "home", ignore_errors=True)
         umount(disk)

@@ -15,6 +15,8 @@ import polars as pl
 import pytest
 
 from freshness_pipeline import tables
+from freshness_pipeline.archive import index_name_for, list_warcs, read_record
+from freshness_pipeline.archive.files import OPEN_SUFFIX
 from freshness_pipeline.crashpoints import ENV, POINTS
 from freshness_pipeline.runner import load_seeds, run_cycle
 from freshness_pipeline.storage import Warehouse
@@ -41,6 +43,8 @@ SCENARIOS = [
 ] + [
     "asset:fetch_results:start@0.3",
     pytest.param("asset:fetch_results:start@1.2", marks=pytest.mark.slow),
+    # the 40th archive record: past the robots and sitemap answers, among the page fetches
+    "archive:record_written#40",
 ]
 COMPARED = [
     "url",
@@ -104,6 +108,19 @@ def test_kill_9_then_resume_equals_a_clean_cycle(world, crash):
     resumed = freshness_cycle(home, None)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert not list(wh.root.glob("*/host=*/*.tmp-*")), "temp files left behind"
+    # the archive: the killed run's unfinished file gone, every complete file indexed and
+    # whole, and every archive location a table holds is a record that exists
+    archive = home / "archive"
+    assert not [p.name for p in archive.iterdir() if p.name.endswith(OPEN_SUFFIX)]
+    for warc in list_warcs(archive):
+        assert (archive / index_name_for(warc)).exists(), warc
+    located = wh.read("fetch_log").filter(pl.col("warc_filename").is_not_null())
+    assert located.height > 0
+    for name, offset, length in located.select(
+        "warc_filename", "warc_offset", "warc_length"
+    ).iter_rows():
+        record = read_record(archive, name, offset, length)
+        assert record.header("WARC-Type") in ("response", "revisit"), (name, offset)
     state = state_frame(wh)
     assert state.height == state["url"].n_unique()
     reference = state_frame(world["reference"])

@@ -110,7 +110,7 @@ from freshness_pipeline.archive.records import (
     OriginalNotFound,
     RecordLocation,
 )
-from freshness_pipeline.archive.writer import DEFAULT_MAX_FILE_BYTES, ArchiveWriter
+from freshness_pipeline.archive.writer import DEFAULT_MAX_FILE_BYTES, ArchiveWriter, recover_archive
 
 __all__ = [
     "ARCHIVE_DIRNAME",
@@ -150,6 +150,7 @@ __all__ = [
     "prune_archive",
     "read_record",
     "read_response",
+    "recover_archive",
     "remove_abandoned",
     "url_key",
 ]

@@ -45,12 +45,14 @@ from freshness_pipeline.archive.files import (
     fsync_dir,
     new_token,
     new_warc_name,
+    remove_abandoned,
     write_all,
 )
 from freshness_pipeline.archive.index import (
     ArchiveIndex,
     IndexEntry,
     cdx_timestamp,
+    ensure_indexes,
     index_name_for,
     mime_type,
     resolved_not_modified,
@@ -70,6 +72,7 @@ from freshness_pipeline.archive.records import (
     parse_warc_date,
     warc_date,
 )
+from freshness_pipeline.crashpoints import crash_point
 
 __all__ = ["ArchiveWriter", "DEFAULT_MAX_FILE_BYTES", "SOFTWARE"]
 
@@ -122,6 +125,17 @@ class _OpenFile:
         # must still be looked up (entry position, original's URI and WARC date).
         self.entries: list[IndexEntry] = []
         self.unresolved: list[tuple[int, str, str]] = []
+
+
+def recover_archive(archive_dir: Path) -> list[str]:
+    """What a killed writer left, made whole before new writers start: its temporary files
+    removed (a live writer's are locked and kept) and every complete file without an index
+    indexed (a kill between the rename and the index). Returns what was done, for the log."""
+    if not Path(archive_dir).is_dir():
+        return []
+    done = [f"removed abandoned {name}" for name in remove_abandoned(archive_dir)]
+    done += [f"wrote missing index {name}" for name in ensure_indexes(archive_dir)]
+    return done
 
 
 class ArchiveWriter:
@@ -284,6 +298,7 @@ class ArchiveWriter:
                 raise self._fail(exc, exchange.url) from exc
             current.size += size
             current.end = current.size
+            crash_point("archive:record_written")
             record_date = parse_warc_date(date)
             known = previous is not None and previous.target_uri == exchange.url
             key = (previous.urlkey if known and previous is not None else None) or url_key(
@@ -503,6 +518,7 @@ class ArchiveWriter:
                 "are not archived"
             ) from exc
         self._durable_names.add(current.name)
+        crash_point("archive:renamed")
         index_name: str | None = None
         try:
             index_name = write_index(self.archive_dir, current.name, self._index_entries(current))

@@ -24,7 +24,12 @@ import dagster as dg
 import polars as pl
 
 from freshness_pipeline import tables
-from freshness_pipeline.archive import ArchivedOriginal, ArchiveWriter, archive_dir_for
+from freshness_pipeline.archive import (
+    ArchivedOriginal,
+    ArchiveWriter,
+    archive_dir_for,
+    recover_archive,
+)
 from freshness_pipeline.assets.common import HELD_BACK, cycle_multi_asset, run_hosts
 from freshness_pipeline.assets.running_totals import (
     VALIDATOR_HISTORY,
@@ -373,6 +378,7 @@ def cycle_archive(
     cycle and process, named for both."""
     if not enabled:
         return contextlib.nullcontext()
+    recover_archive(archive_dir_for(home))  # what a killed run left, before this one writes
     return ArchiveWriter(archive_dir_for(home), now, writer=f"fetch{os.getpid()}")
 
 

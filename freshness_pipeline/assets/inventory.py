@@ -18,7 +18,7 @@ import dagster as dg
 import polars as pl
 
 from freshness_pipeline import tables
-from freshness_pipeline.archive import ArchiveWriter, archive_dir_for
+from freshness_pipeline.archive import ArchiveWriter, archive_dir_for, recover_archive
 from freshness_pipeline.assets.common import cycle_asset, run_hosts
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
@@ -225,6 +225,7 @@ def discovery_archive(
     """The inventory's archive writer for this cycle (None when archiving is off)."""
     if not enabled:
         return contextlib.nullcontext()
+    recover_archive(archive_dir_for(wh.home))  # what a killed run left, before this one writes
     return ArchiveWriter(archive_dir_for(wh.home), now, writer=f"discovery{os.getpid()}")
 
 
