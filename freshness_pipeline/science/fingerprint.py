@@ -1024,7 +1024,7 @@ def _kind(body: bytes, content_type: str | None) -> str:
 
 
 def content_kind(body: bytes, content_type: str | None) -> str:
-    """ "html", "text" or "binary": what :func:`content_record` reads a body as. Only an HTML
+    """What :func:`content_record` reads a body as ("html", "text" or "binary"). Only an HTML
     body's fingerprint depends on a class's selectors and fields, so ``freshness reextract``
     leaves the others to their next fetch."""
     return _kind(body, content_type)
