@@ -1,4 +1,5 @@
-"""The `freshness` command: seed, cycle, demo, report, and the crawled copy's diff and export.
+"""The `freshness` command: seed, cycle, demo, report, and the crawled copy's diff, export and
+reextract.
 
 This is the only layer besides the schedule and the new-hosts sensor that reads the wall clock,
 and only to default ``--now``; everything below takes the cycle's ``now`` as an argument.
@@ -444,6 +445,55 @@ def export(
     errors.print(
         f"exported {summary.rows} URLs ({summary.versions} versions, {summary.gone} gone) "
         f"to {escape(written)}"
+    )
+
+
+@app.command()
+def reextract(
+    url_class: Annotated[
+        str | None,
+        typer.Option("--url-class", help="Only this URL class (default: every class)."),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Re-extract every page, not only those of another fingerprint version.",
+            metavar="",
+        ),
+    ] = False,
+    home: HomeOption = None,
+) -> None:
+    """Re-derive fingerprints, titles, texts and fields from the WARC archive after a change of
+    a class's selectors, fields or json_ld, fetching nothing: the next fetch of an unchanged
+    page is then a 304 or 'unchanged', not a re-extraction."""
+    if url_class is not None and not url_class.strip():
+        errors.print("[red]error:[/] --url-class must name a URL class")
+        raise typer.Exit(2)
+    from freshness_pipeline.reextract import ReextractInputError
+    from freshness_pipeline.reextract import reextract as reextract_pages
+    from freshness_pipeline.storage import HomeBusy
+
+    try:
+        done = reextract_pages(
+            home, url_class=url_class.strip() if url_class else None, force=force
+        )
+    except ReextractInputError as exc:
+        errors.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+    except HomeBusy as exc:
+        errors.print(f"[red]reextract refused:[/] {exc}")
+        raise typer.Exit(BUSY_EXIT) from exc
+    except Exception as exc:  # each host's files are old or new, never half written
+        errors.print(
+            f"[red]reextract failed:[/] {type(exc).__name__}: {escape(str(exc))}; the tables of "
+            "every host not yet re-extracted are as they were"
+        )
+        raise typer.Exit(1) from exc
+    why = ", ".join(f"{reason} {n}" for reason, n in sorted(done.left.items()))
+    console.print(
+        f"re-extracted {done.pages} pages on {done.hosts} hosts; {done.without_body} without an "
+        "archived body, left for their next fetch" + (f" ({why})" if why else "")
     )
 
 

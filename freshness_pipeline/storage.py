@@ -250,13 +250,23 @@ class Warehouse:
         self._atomic_write(tables.conform(table, df), target)
         return target
 
-    def write_partitions(self, table: str, hosts: Sequence[str], df: pl.DataFrame) -> int:
+    def write_partitions(
+        self,
+        table: str,
+        hosts: Sequence[str],
+        df: pl.DataFrame,
+        *,
+        replace_on: Sequence[str] = ("url",),
+    ) -> int:
         """Replace the files of every host in ``hosts`` from one frame holding all of them.
 
         A host of the run with no rows still gets a 0-row file: the run's answer for that host
         is "nothing", not "what the previous run said". A history table (tables.HISTORY_TABLES)
         is appended to instead, one file per host and cycle (:meth:`append_cycle`); a host
-        without rows then writes nothing.
+        without rows then writes nothing; its rows replace the earlier rows of the file that
+        match them on ``replace_on`` (a re-extraction's rows join a cycle's file beside the
+        versions that cycle observed: keyed on url and outcome they replace only an earlier
+        re-extraction).
         """
         df = tables.conform(table, df)
         parts = {key[0]: part for key, part in df.partition_by("host", as_dict=True).items()}
@@ -267,7 +277,7 @@ class Warehouse:
             at = tables.HISTORY_TABLES[table]
             self._atomic_write_many(
                 [
-                    self._cycle_rows(table, host, moment, rows)
+                    self._cycle_rows(table, host, moment, rows, replace_on)
                     for host, part in parts.items()
                     for (moment,), rows in part.partition_by(at, as_dict=True).items()
                 ]
@@ -298,15 +308,21 @@ class Warehouse:
         return target
 
     def _cycle_rows(
-        self, table: str, host: str, cycle_now: datetime, df: pl.DataFrame
+        self,
+        table: str,
+        host: str,
+        cycle_now: datetime,
+        df: pl.DataFrame,
+        replace_on: Sequence[str] = ("url",),
     ) -> tuple[pl.DataFrame, Path]:
         """A history file's rows after adding ``df``: a re-run's rows replace the earlier
-        ones of the same URLs."""
+        ones of the same URLs (the same ``replace_on`` key), and come after the rest."""
         target = self.cycle_file(table, host, cycle_now)
         rows = tables.conform(table, df)
         if target.exists():
             earlier = tables.conform(table, pl.read_parquet(target))
-            rows = pl.concat([earlier.join(rows.select("url"), on="url", how="anti"), rows])
+            key = list(replace_on)
+            rows = pl.concat([earlier.join(rows.select(key), on=key, how="anti"), rows])
         return rows, target
 
     def cycle_file(self, table: str, host: str, cycle_now: datetime) -> Path:

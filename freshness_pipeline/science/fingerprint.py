@@ -25,6 +25,7 @@ import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import xxhash
 from selectolax.lexbor import LexborCSSSelector, LexborHTMLParser, LexborNode, SelectolaxError
@@ -34,6 +35,8 @@ __all__ = [
     "JSON_LD_FIELDS",
     "ContentRecord",
     "content_record",
+    "class_record",
+    "content_kind",
     "content_fingerprint",
     "css_selector_error",
     "decode_body",
@@ -1020,6 +1023,13 @@ def _kind(body: bytes, content_type: str | None) -> str:
     return "binary"
 
 
+def content_kind(body: bytes, content_type: str | None) -> str:
+    """What :func:`content_record` reads a body as ("html", "text" or "binary"). Only an HTML
+    body's fingerprint depends on a class's selectors and fields, so ``freshness reextract``
+    leaves the others to their next fetch."""
+    return _kind(body, content_type)
+
+
 def _reads_as_utf8(body: bytes, content_type: str | None) -> bool:
     """Whether :func:`decode_body` would decode ``body`` as UTF-8 without a replacement, so
     lexbor may be given the bytes themselves: decoding a large page in Python and encoding it
@@ -1127,3 +1137,34 @@ def content_record(
     title = extraction.title or None
     text = extraction.lines()
     return ContentRecord(digest, title, text, {**extraction.fields, "title": title, "text": text})
+
+
+class ClassExtraction(Protocol):
+    """What a URL class says to read from its pages (config.Extraction; a FetchRequest carries
+    the same three)."""
+
+    @property
+    def selectors(self) -> Sequence[str]: ...
+    @property
+    def fields(self) -> Mapping[str, str] | None: ...
+    @property
+    def json_ld(self) -> bool: ...
+
+
+def class_record(
+    extraction: ClassExtraction,
+    body: bytes,
+    content_type: str | None,
+    previous: str | None = None,
+) -> ContentRecord:
+    """:func:`content_record` under a URL class's settings: the fetcher and ``freshness
+    reextract`` both call this, so a fingerprint re-derived from the archive is the one the
+    next fetch of the same body computes and compares against."""
+    return content_record(
+        body,
+        content_type=content_type,
+        selectors=tuple(extraction.selectors),
+        fields=extraction.fields,
+        json_ld=extraction.json_ld,
+        previous=previous,
+    )

@@ -40,7 +40,7 @@ from freshness_pipeline.archive import (
     ArchiveWriter,
     payload_digest,
 )
-from freshness_pipeline.science.fingerprint import ContentRecord, content_record
+from freshness_pipeline.science.fingerprint import ContentRecord, class_record
 from freshness_pipeline.science.normalize import InvalidURL, url_authority
 from freshness_pipeline.science.retry_after import MAX_RETRY_AFTER_S
 from freshness_pipeline.web.archiving import archive_answer
@@ -1081,14 +1081,7 @@ async def _fingerprint(
 
 def _default_fingerprinter() -> Callable[[bytes, str | None, FetchRequest], ContentRecord]:
     def fp(body: bytes, content_type: str | None, req: FetchRequest) -> ContentRecord:
-        return content_record(
-            body,
-            content_type=content_type,
-            selectors=tuple(req.selectors),
-            fields=req.fields,
-            json_ld=req.json_ld,
-            previous=req.prev_fingerprint,
-        )
+        return class_record(req, body, content_type, previous=req.prev_fingerprint)
 
     return fp
 
