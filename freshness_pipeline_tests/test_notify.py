@@ -341,6 +341,14 @@ def test_config_errors_name_the_setting(tmp_path, text, message):
     assert message in str(err.value)
 
 
+def test_the_readme_example_parses(tmp_path):
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    example = next(b for b in readme.split("```toml\n")[1:] if b.startswith("[notify]"))
+    (tmp_path / "freshness.toml").write_text(example.split("```", 1)[0])
+    notify = load_config(tmp_path).notify
+    assert notify.urls[0] == "json://127.0.0.1:8080/hook" and notify.fields == ("price",)
+
+
 def test_a_notify_section_parses(tmp_path):
     (tmp_path / "freshness.toml").write_text(
         '[notify]\nurls = ["json://127.0.0.1:8080/hook", "mailto://u:p@example.com"]\n'
