@@ -19,6 +19,11 @@ host_buckets = 256                 # Dagster partitions are 256 hash buckets of 
 [dagster]
 keep_runs_days = 30                # delete Dagster runs (and their events) older than this
 
+[notify]
+urls = ["json://127.0.0.1:8080/hook"]   # Apprise URLs: each batch of changes goes to each
+url_classes = ["product"]          # optional: only changes of pages of these classes
+fields = ["price"]                 # optional: only changes that moved one of these fields
+
 [planning]
 objective = "capture"              # or "freshness" (the default), see below
 cost = "credits"                   # or "fetches" (the default) or "bytes", see below
@@ -51,6 +56,11 @@ cycles.
 older than this from the Dagster instance, with their event logs, and compacts the instance's
 index once much of it is free space: the warehouse is the crawl's history, the instance only
 the operations log, and at one run an hour it otherwise grows without bound.
+
+``[notify]``: the notification sensor (notify.notify_changes) sends each batch of new rows of
+``changes`` to every Apprise URL; ``url_classes`` and ``fields`` narrow what it watches (both
+given: a change must match both). Each URL is parsed by Apprise when the file is read, so a
+typo fails the load naming it rather than every notification silently.
 
 Fields: every version in page_versions has the fields ``title`` and ``text``; a class's
 ``fields`` and ``json_ld`` add named values beside them, read from the page as served (a
@@ -94,10 +104,20 @@ MAX_HOST_BUCKETS = 4096
 AUTO = "auto"
 OBJECTIVES = ("freshness", "capture")
 PLANNING_KEYS = frozenset({"objective", "cost", "credits"})
+NOTIFY_KEYS = ("urls", "url_classes", "fields")
 URL_CLASS_KEYS = ("selectors", "fields", "json_ld")
 #: Fields every version has, whatever a class configures.
 DEFAULT_FIELDS = ("title", "text")
 _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class NotifyConfig:
+    """Where change notifications go and which changes they watch (empty: every change)."""
+
+    urls: tuple[str, ...] = ()
+    url_classes: tuple[str, ...] = ()
+    fields: tuple[str, ...] = ()
 
 
 class ConfigError(ValueError):
@@ -157,6 +177,7 @@ class PipelineConfig:
     objective: str = "freshness"
     cost_basis: str = "fetches"
     class_credits: Mapping[str, float] = field(default_factory=dict)
+    notify: NotifyConfig = field(default_factory=NotifyConfig)
 
     def strip_params_for(self, host: str) -> frozenset[str]:
         return TRACKING_PARAMS | frozenset(self.host_strip_params.get(host, ()))
@@ -204,7 +225,7 @@ def load_config(home: Path) -> PipelineConfig:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from exc
-    unknown = set(data) - {"hosts", "url_classes", "partitioning", "planning", "dagster"}
+    unknown = set(data) - {"hosts", "url_classes", "partitioning", "planning", "dagster", "notify"}
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {sorted(unknown)}")
     hosts: dict[str, tuple[str, ...]] = {}
@@ -234,7 +255,37 @@ def load_config(home: Path) -> PipelineConfig:
         objective=_choice(planning, "objective", OBJECTIVES, path),
         cost_basis=_choice(planning, "cost", COST_BASES, path),
         class_credits=_credits(planning.get("credits", {}), path),
+        notify=_notify(data.get("notify"), path),
     )
+
+
+def _notify(section: object, path: Path) -> NotifyConfig:
+    if section is None:
+        return NotifyConfig()
+    if not isinstance(section, dict) or set(section) - set(NOTIFY_KEYS):
+        unknown = sorted(set(section) - set(NOTIFY_KEYS)) if isinstance(section, dict) else []
+        raise ConfigError(
+            f"{path}: [notify] takes only {', '.join(NOTIFY_KEYS)}"
+            + (f", not {', '.join(unknown)}" if unknown else "")
+        )
+    urls = _strings(section.get("urls", []), f"{path}: notify.urls")
+    if not urls:
+        raise ConfigError(f"{path}: notify.urls must name at least one Apprise URL")
+    # imported here: only a home that notifies pays for Apprise's plugin discovery
+    import apprise
+
+    for i, url in enumerate(urls):
+        if apprise.Apprise.instantiate(url) is None:
+            raise ConfigError(
+                f"{path}: notify.urls[{i}]: Apprise cannot parse {url!r} (unknown scheme or "
+                "malformed URL; see https://github.com/caronc/apprise/wiki)"
+            )
+    fields = _strings(section.get("fields", []), f"{path}: notify.fields")
+    for name in fields:
+        if not _FIELD_NAME.fullmatch(name):
+            raise ConfigError(f"{path}: notify.fields: {name!r} is not a field name")
+    url_classes = _strings(section.get("url_classes", []), f"{path}: notify.url_classes")
+    return NotifyConfig(urls=urls, url_classes=url_classes, fields=fields)
 
 
 def _extraction(settings: object, path: Path, url_class: str) -> Extraction:

@@ -16,7 +16,7 @@ from freshness_pipeline.graph import build_resources, cycle_graph
 from freshness_pipeline.jobs import freshness_cycle_job
 from freshness_pipeline.partitions import Partitioning, choose_partitioning, location_partitioning
 from freshness_pipeline.schedules import build_cycle_schedule
-from freshness_pipeline.sensors import new_hosts_sensor
+from freshness_pipeline.sensors import change_notifications_sensor, new_hosts_sensor
 
 
 def build_definitions(partitioning: Partitioning | int = 0) -> dg.Definitions:
@@ -30,7 +30,9 @@ def build_definitions(partitioning: Partitioning | int = 0) -> dg.Definitions:
         asset_checks=checks,
         jobs=[freshness_cycle_job],
         schedules=[build_cycle_schedule(n)],
-        sensors=[] if n else [new_hosts_sensor],
+        sensors=[change_notifications_sensor]
+        if n
+        else [new_hosts_sensor, change_notifications_sensor],
         resources=build_resources(),
         executor=dg.in_process_executor,
         metadata={"partitioning": partitioning.describe()},

@@ -1,12 +1,14 @@
 """Registers hosts that appear in the seeds (from `freshness seed` or discovered redirects)
 as partitions, and starts their first cycle. Only in a location partitioned per host: buckets
-need no registration."""
+need no registration. And the change notifications, in any location."""
 
 from datetime import UTC, datetime
 
 import dagster as dg
 
+from freshness_pipeline.config import CONFIG_FILE, ConfigError, load_config
 from freshness_pipeline.jobs import freshness_cycle_job
+from freshness_pipeline.notify import notify_changes
 from freshness_pipeline.partitions import hosts_partitions, range_tags, registered_hosts
 from freshness_pipeline.schedules import cycle_run_config, stale_definitions
 from freshness_pipeline.storage import Warehouse
@@ -49,3 +51,30 @@ def new_hosts_sensor(context: dg.SensorEvaluationContext):
         ],
         dynamic_partitions_requests=[hosts_partitions.build_add_request(new)],
     )
+
+
+@dg.sensor(
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.STOPPED,
+    description="Sends each batch of new changes to the Apprise URLs of [notify] in "
+    "freshness.toml; a failing target is retried at the next evaluation.",
+)
+def change_notifications_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+    """A sensor rather than a step of the cycle: a notifier that is down or slow then delays
+    only its own messages, never a cycle, and its cursor (in the instance) survives restarts.
+    It starts no runs; every tick says in its skip reason what it sent or why not."""
+    warehouse = Warehouse()
+    try:
+        config = load_config(warehouse.home)
+    except ConfigError as exc:
+        return dg.SensorResult(skip_reason=dg.SkipReason(f"notifications not sent: {exc}"))
+    if not config.notify.urls:
+        return dg.SensorResult(
+            skip_reason=dg.SkipReason(
+                f"nothing to do: no [notify] urls in {warehouse.home / CONFIG_FILE}"
+            )
+        )
+    outcome = notify_changes(warehouse, config.notify, context.cursor)
+    for name, why in outcome.failures:
+        context.log.warning(f"notification to {name} failed: {why}")
+    return dg.SensorResult(skip_reason=dg.SkipReason(outcome.reason), cursor=outcome.cursor)
