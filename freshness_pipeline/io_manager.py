@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import dagster as dg
 import polars as pl
 
-from freshness_pipeline.assets.common import partition_hosts
+from freshness_pipeline.assets.common import COLUMNS_KEY, partition_hosts
 from freshness_pipeline.storage import Warehouse
 
 
@@ -53,4 +53,5 @@ class WarehouseIOManager(dg.ConfigurableIOManager):
             wh,
             *_run(context),
         )
-        return wh.read(table, hosts)
+        columns = (context.definition_metadata or {}).get(COLUMNS_KEY)
+        return wh.read(table, hosts, columns=columns)

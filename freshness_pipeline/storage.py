@@ -363,15 +363,28 @@ class Warehouse:
             files.extend(folder / name for name in names)
         return files
 
-    def read(self, table: str, hosts: Iterable[str] | None = None) -> pl.DataFrame:
-        """The rows of ``table`` for ``hosts`` (all hosts when None), in the table's schema."""
-        return self._read_files(table, self._files(table, hosts))
+    def read(
+        self,
+        table: str,
+        hosts: Iterable[str] | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> pl.DataFrame:
+        """The rows of ``table`` for ``hosts`` (all hosts when None), in the table's schema, or
+        only its ``columns`` (read off the files, not the whole table and then dropped)."""
+        return self._read_files(table, self._files(table, hosts), columns)
 
-    def _read_files(self, table: str, files: list[Path]) -> pl.DataFrame:
+    def _read_files(
+        self, table: str, files: list[Path], columns: Sequence[str] | None = None
+    ) -> pl.DataFrame:
         """One multi-file scan in the table's schema: files from older releases may lack a
         column (inserted as null) or carry one since dropped (ignored)."""
+        if columns is not None:
+            unknown = sorted(set(columns) - set(tables.SCHEMAS[table]))
+            if unknown:
+                raise KeyError(f"{table} has no column(s) {unknown}")
         if not files:
-            return tables.empty(table)
+            empty = tables.empty(table)
+            return empty if columns is None else empty.select(columns)
         scan = pl.scan_parquet(
             files,
             schema=tables.SCHEMAS[table],
@@ -379,7 +392,7 @@ class Warehouse:
             extra_columns="ignore",
             hive_partitioning=False,
         )
-        return scan.collect()
+        return (scan if columns is None else scan.select(columns)).collect()
 
     def hosts_in(self, table: str) -> list[str]:
         """Every host with a file in ``table``, read off the folder names: a sensor or a bucket

@@ -100,7 +100,8 @@ def test_bucketed_definitions_have_one_partition_per_bucket_and_no_sensor():
         checks = defs.resolve_asset_graph().asset_check_keys
     assert job.partitions_def is not None
     assert job.partitions_def.get_partition_keys() == bucket_keys(BUCKETS)
-    assert not list(defs.sensors or [])
+    # buckets need no registration: no new-hosts sensor (the notifications sensor stays)
+    assert [s.name for s in defs.sensors or []] == ["change_notifications_sensor"]
     assert len(checks) == len(ALL_CHECKS)
 
 
@@ -262,7 +263,10 @@ def test_a_home_past_the_limit_loads_as_buckets_and_a_stale_location_says_reload
         small.get_assets_def("url_state").partitions_def, dg.DynamicPartitionsDefinition
     )
     assert len(registered_hosts(instance)) == AUTO_HOST_LIMIT
-    assert [s.name for s in small.sensors or []] == ["new_hosts_sensor"]
+    assert [s.name for s in small.sensors or []] == [
+        "new_hosts_sensor",
+        "change_notifications_sensor",
+    ]
 
     extra = [f"https://late{i}.example/" for i in range(2)]
     crossing = load_seeds(wh.home, ("\n".join(extra) + "\n").encode(), added_at=T0)
@@ -287,7 +291,7 @@ def test_a_home_past_the_limit_loads_as_buckets_and_a_stale_location_says_reload
     assert url_state.partitions_def.get_partition_keys() == bucket_keys(AUTO_HOST_BUCKETS)
     shown = url_state.specs_by_key[dg.AssetKey("url_state")].metadata["partitioning"]
     assert f"{AUTO_HOST_LIMIT + 2} hosts, more than {AUTO_HOST_LIMIT}" in str(shown)
-    assert not list(large.sensors or [])
+    assert [s.name for s in large.sensors or []] == ["change_notifications_sensor"]
     repo = large.get_repository_def()
     with dg.build_schedule_context(
         instance=instance, scheduled_execution_time=tick, repository_def=repo

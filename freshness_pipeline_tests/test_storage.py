@@ -230,3 +230,34 @@ def test_retention_prunes_only_old_fetch_log_cycles(tmp_path):
     assert wh.prune_fetch_log(NOW.replace(day=10)) == 1
     kept = wh.read("fetch_log")["fetched_at"].dt.day().sort().to_list()
     assert kept == [10, 20]
+
+
+def test_a_read_of_some_columns_reads_only_those(tmp_path):
+    """The state update loads eight of the plan's thirty-one columns: read off the files, in
+    the table's types, empty or not; a column the table does not have is an error, not a
+    silently missing figure."""
+    import polars as pl
+    import pytest
+
+    from freshness_pipeline import tables
+    from freshness_pipeline.assets.state import PLAN_COLUMNS, url_state
+    from freshness_pipeline.storage import Warehouse
+
+    wh = Warehouse(tmp_path)
+    assert wh.read("revisit_plan", ["a.example"], columns=PLAN_COLUMNS).columns == list(
+        PLAN_COLUMNS
+    )
+    plan = tables.conform(
+        "revisit_plan",
+        pl.DataFrame({"url": ["https://a.example/1"], "host": ["a.example"], "cost": [2.0]}),
+    )
+    wh.write_partitions("revisit_plan", ["a.example"], plan)
+    got = wh.read("revisit_plan", ["a.example"], columns=PLAN_COLUMNS)
+    assert got.columns == list(PLAN_COLUMNS) and got["cost"].to_list() == [2.0]
+    assert got.schema["selected"] == tables.SCHEMAS["revisit_plan"]["selected"]
+    with pytest.raises(KeyError, match="no column"):
+        wh.read("revisit_plan", columns=["url", "nope"])
+    # the asset asks its IO manager for exactly those columns
+    columns = {d.name: (d.metadata or {}).get("columns") for d in url_state.node_def.input_defs}
+    assert columns["revisit_plan"] == list(PLAN_COLUMNS)
+    assert columns["fetch_results"] is None  # the rest are read whole

@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from freshness_pipeline import tables
-from freshness_pipeline.assets.common import cycle_asset, run_hosts
+from freshness_pipeline.assets.common import cycle_asset, reads_columns, run_hosts
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.plots import state_plots
 from freshness_pipeline.resources import CycleResource, WarehouseResource
@@ -346,15 +346,14 @@ def sitemap_dating(plan: pl.DataFrame) -> pl.DataFrame:
     """Per planned URL: ``_sm_dates`` (its host's sitemap lastmod may date changes) and
     ``_sm_age`` (the quiet days it gives, null if none); a plan written before the plan carried
     them conforms to nulls."""
-    return (
-        tables.conform("revisit_plan", plan)
-        .select(
-            "url",
-            pl.col("lastmod_dates").alias("_sm_dates"),
-            pl.col("lastmod_age_days").alias("_sm_age"),
-        )
-        .unique("url", keep="first")
-    )
+    schema = tables.SCHEMAS["revisit_plan"]
+    return plan.select(
+        "url",
+        *(
+            (pl.col(c) if c in plan.columns else pl.lit(None, dtype=schema[c])).alias(alias)
+            for c, alias in (("lastmod_dates", "_sm_dates"), ("lastmod_age_days", "_sm_age"))
+        ),
+    ).unique("url", keep="first")
 
 
 def content_duplicates() -> pl.Expr:
@@ -400,7 +399,23 @@ def updated_evidence(previous: pl.DataFrame, grades: pl.DataFrame, now: datetime
     return pl.concat([kept, tables.conform("lastmod_evidence", grades)])
 
 
+#: what the state update reads of the plan and of the candidates (update_state); the rest of
+#: those tables is not loaded
+PLAN_COLUMNS = (
+    "url",
+    "selected",
+    "reason",
+    "status",
+    "priority",
+    "cost",
+    "lastmod_dates",
+    "lastmod_age_days",
+)
+CANDIDATE_COLUMNS = ("url", "host", "value", "url_class", "first_seen_at", "allowed", "lastmod")
+
+
 @cycle_asset
+@reads_columns(revisit_plan=PLAN_COLUMNS, url_candidates=CANDIDATE_COLUMNS)
 def url_state(
     context: dg.AssetExecutionContext,
     url_candidates: pl.DataFrame,
