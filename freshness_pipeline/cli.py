@@ -240,6 +240,63 @@ def _latest(views: Views) -> datetime:
 
 
 @app.command()
+def hosts(
+    home: HomeOption = None,
+    retire: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--retire",
+            help="Remove this host from the crawl: its rows in every table and its Dagster "
+            "partition (the WARC archive keeps its records). Repeatable.",
+        ),
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Retire without asking.", metavar="")] = False,
+) -> None:
+    """The seeded hosts: URLs by status, Dagster partition and newest cycle; --retire removes
+    one."""
+    from rich.table import Table
+
+    from freshness_pipeline.runner import UnknownHosts, host_summary, retire_host
+    from freshness_pipeline.storage import HomeBusy, Warehouse
+
+    if not Warehouse(home).root.exists():
+        errors.print(f"[red]error:[/] no warehouse in {Warehouse(home).home}: run `freshness seed`")
+        raise typer.Exit(2)
+    summary = host_summary(home)
+    if retire:
+        known = set(summary["host"].to_list())
+        unknown = sorted({h.lower() for h in retire} - known)
+        if unknown:
+            errors.print(f"[red]error:[/] unknown host(s): {', '.join(unknown)}")
+            raise typer.Exit(2)
+        if not yes:
+            if not console.is_terminal:
+                errors.print("[red]error:[/] retiring deletes the hosts' tables: pass --yes")
+                raise typer.Exit(2)
+            if not typer.confirm(f"Retire {', '.join(retire)} and delete their tables?"):
+                raise typer.Exit(1)
+        for host in retire:
+            try:
+                removed = retire_host(home, host)
+            except HomeBusy as exc:
+                errors.print(f"[red]retire refused:[/] {exc}")
+                raise typer.Exit(BUSY_EXIT) from exc
+            except UnknownHosts as exc:
+                errors.print(f"[red]error:[/] {exc}")
+                raise typer.Exit(2) from exc
+            except OSError as exc:
+                raise _unwritable(exc, "retire") from exc
+            console.print(f"retired {host.lower()}: {len(removed)} tables' files removed")
+        return
+    table = Table(title=f"{summary.height} hosts")
+    for name in summary.columns:
+        table.add_column(name, justify="left" if name in ("host", "partition") else "right")
+    for row in summary.iter_rows():
+        table.add_row(*["" if v is None else str(v) for v in row])
+    wide.print(table)
+
+
+@app.command()
 def report(home: HomeOption = None, now: NowOption = None) -> None:
     """Metrics per host and per URL class: 304 share, unchanged-body share, requests per
     detected change, expected age (freshness lag), errors."""

@@ -26,7 +26,9 @@ from freshness_pipeline.assets.common import HELD_BACK
 from freshness_pipeline.config import ConfigError, PipelineConfig, load_config
 from freshness_pipeline.jobs import CYCLE_TAG
 from freshness_pipeline.partitions import (
+    HOSTS_PARTITIONS_NAME,
     Partitioning,
+    bucket_index,
     bucket_keys,
     buckets_of_hosts,
     choose_partitioning,
@@ -496,3 +498,53 @@ def warm_normalization_cache(
             how="vertical_relaxed",
         )
     warehouse.write_partitions("url_canonical", hosts, tables.conform("url_canonical", fresh))
+
+
+def host_summary(home: str | Path | None) -> pl.DataFrame:
+    """One row per seeded host: its URLs by status, its Dagster partition (its own, or its
+    bucket) and its newest cycle; what `freshness hosts` lists."""
+    warehouse = Warehouse(home)
+    seeded = warehouse.hosts_in("seeds")
+    partitioning = home_partitioning(warehouse, seeded)
+    n = partitioning.host_buckets
+    seeds = warehouse.read("seeds", seeded, columns=["host"]).group_by("host").len("seeds")
+    state = (
+        warehouse.read("url_state", seeded, columns=["host", "status"])
+        .group_by("host")
+        .agg(
+            pl.len().alias("urls"),
+            (pl.col("status") == "active").sum().alias("active"),
+            (pl.col("status") == "gone").sum().alias("gone"),
+        )
+    )
+    newest = warehouse.newest_cycles()
+    frame = pl.DataFrame({"host": seeded}, schema={"host": pl.String})
+    return (
+        frame.join(seeds, on="host", how="left")
+        .join(state, on="host", how="left")
+        .with_columns(
+            pl.col("urls", "active", "gone").fill_null(0),
+            partition=pl.Series(
+                [bucket_keys(n)[bucket_index(h, n)] if n else h for h in seeded],
+                dtype=pl.String,
+            ),
+            newest_cycle=pl.Series([newest.get(h) for h in seeded], dtype=tables.UTC_TIME),
+        )
+    )
+
+
+def retire_host(home: str | Path | None, host: str) -> list[str]:
+    """Remove a host from the crawl: every table's files for it, and its Dagster partition
+    when the home is partitioned per host (a bucket simply no longer holds it). Raises
+    UnknownHosts for a host that is not seeded, HomeBusy when a cycle holds the home."""
+    warehouse = Warehouse(home)
+    key = host.lower()
+    with warehouse.exclusive(f"retire {key}"):
+        if key not in warehouse.hosts_in("seeds"):
+            raise UnknownHosts(f"unknown host: {host} (`freshness hosts` lists them)")
+        removed = warehouse.remove_host(key)
+        instance = open_instance(warehouse.home)
+        if key in registered_hosts(instance):
+            instance.delete_dynamic_partition(HOSTS_PARTITIONS_NAME, key)
+    warehouse.ensure_views()
+    return removed

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -490,6 +491,27 @@ class Warehouse:
             json.dumps({h: t.isoformat() for h, t in sorted(newest.items())}), encoding="utf-8"
         )
         os.replace(tmp, self._cycles_file)
+
+    def remove_host(self, host: str) -> list[str]:
+        """Delete every table's files of ``host`` (a host the user retires) and its cycle
+        record; returns the tables it had files in. Only under ``exclusive``. The WARC
+        archive keeps its records: an archive is not rewritten for a host that left."""
+        removed: list[str] = []
+        for table in tables.SCHEMAS:
+            folder = self.partition_dir(table, host)
+            if folder.is_dir():
+                shutil.rmtree(folder)
+                removed.append(table)
+        newest = self.newest_cycles()
+        if host in newest:
+            del newest[host]
+            tmp = self._cycles_file.with_name(f"_cycles.json.tmp-{uuid.uuid4().hex}")
+            tmp.write_text(
+                json.dumps({h: t.isoformat() for h, t in sorted(newest.items())}),
+                encoding="utf-8",
+            )
+            os.replace(tmp, self._cycles_file)
+        return removed
 
     def ensure_views(self, *, force: bool = False) -> str | None:
         """(Re)create the views when the schema changed; return a note instead of failing on a lock.
