@@ -12,6 +12,14 @@ json_ld = true                     # schema.org JSON-LD name, offers.price, offe
 price = ".price"                   # selector, the text of its first match (null without one)
 stock = "#stock .label"
 
+[url_classes.product.retention]     # what the crawled copy keeps of a class (default: all)
+versions_days = 90                 # page_versions and changes rows older than this go
+exclude_fields = ["email"]         # configured fields never written to page_versions/changes
+keep_history = false               # only each URL's newest version; no changes rows
+
+[retention]
+archive_days = 180                 # whole WARC files of cycles older than this are pruned
+
 [partitioning]
 host_buckets = 256                 # Dagster partitions are 256 hash buckets of hosts; 0: one
                                    # per host; "auto" (the default): see below
@@ -71,6 +79,20 @@ identifiers (letters, digits, ``_``) so that SQL reads them as ``'$.name'``; ``t
 compiled when the file is read: a bad one fails the cycle naming it, not every fetch of its
 class.
 
+Retention (``[url_classes.C.retention]`` per class, ``[retention]`` home-wide; every default
+keeps everything): the crawled copy is a copy of other people's pages, so a home can bound
+what it keeps. ``exclude_fields`` names fields of the class (its ``fields`` or, with
+``json_ld``, name/price/availability) that never reach disk: they are dropped from
+page_versions.fields and from changes' changed_fields and old and new values when the rows
+are built, yet still count in the fingerprint (a changed excluded field is still a change;
+the page's body stays in the WARC archive unless ``archive_days`` prunes it).
+``keep_history = false`` keeps only each URL's newest version in page_versions and writes no
+changes rows for the class; ``versions_days`` drops the class's page_versions and changes
+rows observed more than that many days before a cycle's ``now``. ``archive_days`` removes
+whole WARC files of cycles older than that, carrying over the originals that kept revisit
+records refer to (archive.prune). Rows are expired by retention.prune_history after every
+successful cycle, as of the cycle's ``now``; a row's class is its URL's class in url_state.
+
 Selectors, fields and json_ld change what a fingerprint means (configured fields are hashed
 with the content), so each class's combination of them gets its own fingerprint version:
 changing any of them makes the next fetch of those pages an unconditional one and a
@@ -105,7 +127,9 @@ AUTO = "auto"
 OBJECTIVES = ("freshness", "capture")
 PLANNING_KEYS = frozenset({"objective", "cost", "credits"})
 NOTIFY_KEYS = ("urls", "url_classes", "fields")
-URL_CLASS_KEYS = ("selectors", "fields", "json_ld")
+URL_CLASS_KEYS = ("selectors", "fields", "json_ld", "retention")
+CLASS_RETENTION_KEYS = ("versions_days", "exclude_fields", "keep_history")
+RETENTION_KEYS = ("archive_days",)
 #: Fields every version has, whatever a class configures.
 DEFAULT_FIELDS = ("title", "text")
 _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -168,6 +192,23 @@ DEFAULT_EXTRACTION = Extraction()
 
 
 @dataclass(frozen=True)
+class ClassRetention:
+    """What the crawled copy keeps of one URL class's pages (the defaults: everything)."""
+
+    #: None: versions and changes rows never expire
+    versions_days: float | None = None
+    exclude_fields: tuple[str, ...] = ()
+    keep_history: bool = True
+
+    @property
+    def keeps_everything(self) -> bool:
+        return self == KEEP_EVERYTHING
+
+
+KEEP_EVERYTHING = ClassRetention()
+
+
+@dataclass(frozen=True)
 class PipelineConfig:
     host_strip_params: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     class_extraction: Mapping[str, Extraction] = field(default_factory=dict)
@@ -178,6 +219,12 @@ class PipelineConfig:
     cost_basis: str = "fetches"
     class_credits: Mapping[str, float] = field(default_factory=dict)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
+    class_retention: Mapping[str, ClassRetention] = field(default_factory=dict)
+    #: None: WARC files never expire
+    archive_days: float | None = None
+
+    def retention_for(self, url_class: str | None) -> ClassRetention:
+        return self.class_retention.get(url_class or "", KEEP_EVERYTHING)
 
     def strip_params_for(self, host: str) -> frozenset[str]:
         return TRACKING_PARAMS | frozenset(self.host_strip_params.get(host, ()))
@@ -225,7 +272,16 @@ def load_config(home: Path) -> PipelineConfig:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from exc
-    unknown = set(data) - {"hosts", "url_classes", "partitioning", "planning", "dagster", "notify"}
+    sections = {
+        "hosts",
+        "url_classes",
+        "partitioning",
+        "planning",
+        "dagster",
+        "notify",
+        "retention",
+    }
+    unknown = set(data) - sections
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {sorted(unknown)}")
     hosts: dict[str, tuple[str, ...]] = {}
@@ -242,6 +298,11 @@ def load_config(home: Path) -> PipelineConfig:
         url_class: _extraction(settings, path, url_class)
         for url_class, settings in url_classes.items()
     }
+    retention = {
+        url_class: _class_retention(settings.get("retention"), path, url_class, classes[url_class])
+        for url_class, settings in url_classes.items()
+        if isinstance(settings, dict) and "retention" in settings
+    }
     planning = data.get("planning")
     if planning is None:
         planning = {}
@@ -256,6 +317,8 @@ def load_config(home: Path) -> PipelineConfig:
         cost_basis=_choice(planning, "cost", COST_BASES, path),
         class_credits=_credits(planning.get("credits", {}), path),
         notify=_notify(data.get("notify"), path),
+        class_retention={c: r for c, r in retention.items() if not r.keeps_everything},
+        archive_days=_archive_days(data.get("retention"), path),
     )
 
 
@@ -306,6 +369,58 @@ def _extraction(settings: object, path: Path, url_class: str) -> Extraction:
         raise ConfigError(f"{where}.json_ld must be true or false, not {json_ld!r}")
     fields = _fields(settings.get("fields", {}), where, json_ld)
     return Extraction(selectors, fields or None, json_ld)
+
+
+def _days(value: object, where: str) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{where} must be a positive number of days, not {value!r}")
+    return float(value)
+
+
+def _class_retention(
+    section: object, path: Path, url_class: str, extraction: Extraction
+) -> ClassRetention:
+    where = f"{path}: url_classes.{url_class}.retention"
+    if not isinstance(section, dict) or set(section) - set(CLASS_RETENTION_KEYS):
+        unknown = (
+            sorted(set(section) - set(CLASS_RETENTION_KEYS)) if isinstance(section, dict) else []
+        )
+        raise ConfigError(
+            f"{path}: [url_classes.{url_class}.retention] takes only "
+            f"{', '.join(CLASS_RETENTION_KEYS)}"
+            + (f", not {', '.join(unknown)}" if unknown else "")
+        )
+    days = section.get("versions_days")
+    versions_days = None if days is None else _days(days, f"{where}.versions_days")
+    keep_history = section.get("keep_history", True)
+    if not isinstance(keep_history, bool):
+        raise ConfigError(f"{where}.keep_history must be true or false, not {keep_history!r}")
+    excluded = _strings(section.get("exclude_fields", []), f"{where}.exclude_fields")
+    # Only a field the class extracts can be left out: a typo would otherwise keep writing
+    # the very value it was meant to keep off disk, silently.
+    known = set(extraction.fields or ()) | (set(JSON_LD_FIELDS) if extraction.json_ld else set())
+    for name in excluded:
+        if name in DEFAULT_FIELDS:
+            raise ConfigError(
+                f"{where}.exclude_fields: {name!r} is every version's own column and cannot "
+                "be excluded"
+            )
+        if name not in known:
+            raise ConfigError(
+                f"{where}.exclude_fields: {name!r} is not a field of the class (its fields: "
+                f"{', '.join(sorted(known)) or 'none configured'})"
+            )
+    return ClassRetention(versions_days, tuple(dict.fromkeys(excluded)), keep_history)
+
+
+def _archive_days(section: object, path: Path) -> float | None:
+    if section is None:
+        return None
+    if not isinstance(section, dict) or set(section) - set(RETENTION_KEYS):
+        raise ConfigError(f"{path}: [retention] takes only {', '.join(RETENTION_KEYS)}")
+    days = section.get("archive_days")
+    return None if days is None else _days(days, f"{path}: retention.archive_days")
 
 
 def _fields(table: object, where: str, json_ld: bool) -> dict[str, str]:
