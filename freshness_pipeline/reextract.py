@@ -34,6 +34,7 @@ from freshness_pipeline.archive import (
     ArchiveReader,
     archive_dir_for,
 )
+from freshness_pipeline.assets.versions import drop_excluded_fields
 from freshness_pipeline.config import ConfigError, Extraction, load_config
 from freshness_pipeline.science.fingerprint import class_record, content_kind
 from freshness_pipeline.storage import Warehouse
@@ -120,7 +121,9 @@ def reextract(
                 else:
                     rows.append(version)
             if rows:
-                versions = pl.DataFrame(rows, schema=tables.PAGE_VERSIONS)
+                versions = drop_excluded_fields(
+                    pl.DataFrame(rows, schema=tables.PAGE_VERSIONS), config
+                )
                 _write(wh, state, versions)
                 pages += versions.height
                 hosts += versions["host"].n_unique()

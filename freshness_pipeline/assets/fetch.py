@@ -346,7 +346,7 @@ def _fetch_hosts(
     raw = raw_results(results)
     frame = dated_by_host(results_frame(plan, raw, now, config), trust)
     versions = version_rows(raw, plan, now, config)
-    changes = change_rows(wh, versions, plan)
+    changes = change_rows(wh, versions, plan, config)
     sent = frame.filter(pl.col("sent"))
     by_host = sent.partition_by("host", as_dict=True)
     for host in hosts:

@@ -9,6 +9,7 @@ and earlier cycle that its changed pages last changed in, never the whole histor
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 import polars as pl
@@ -18,7 +19,7 @@ from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.science.changes import version_change
 from freshness_pipeline.storage import Warehouse
 
-__all__ = ["change_rows", "previous_versions", "version_rows"]
+__all__ = ["change_rows", "drop_excluded_fields", "previous_versions", "version_rows"]
 
 _KEPT = ("new", "changed")
 
@@ -44,6 +45,7 @@ def version_rows(
     rows = raw.filter(
         pl.col("sent") & pl.col("outcome").is_in(_KEPT) & pl.col("fingerprint").is_not_null()
     ).join(planned, on="url", how="left")
+    rows = drop_excluded_fields(rows, config)
     return tables.conform(
         "page_versions",
         rows.with_columns(
@@ -53,6 +55,49 @@ def version_rows(
             .otherwise("outcome"),
             fingerprint_version=config.version_expr(),
         ),
+    )
+
+
+def drop_excluded_fields(
+    df: pl.DataFrame, config: PipelineConfig, column: str = "fields"
+) -> pl.DataFrame:
+    """``df`` with each row's ``column`` (a JSON object of fields) less the fields its
+    url_class excludes (``exclude_fields``): the one place such values are taken out before
+    anything is written, so they never reach disk. The fingerprint was taken before, so an
+    excluded field still counts in it.
+
+    Polars has no expression that removes a key from a JSON object, so the affected rows'
+    objects are decoded and encoded again, as the fetcher encodes them (sorted keys)."""
+    excluded = {c: list(r.exclude_fields) for c, r in config.class_retention.items()}
+    excluded = {c: names for c, names in excluded.items() if names}
+    if not excluded or df.is_empty() or column not in df.columns:
+        return df
+    affected = pl.col("url_class").is_in(list(excluded)).fill_null(False)
+    rows = df.with_row_index("_row").filter(affected)
+    if rows.is_empty():
+        return df
+
+    def without(text: str | None, names: list[str]) -> str | None:
+        if text is None:
+            return None
+        fields = json.loads(text)
+        for name in names:
+            fields.pop(name, None)
+        return json.dumps(fields, ensure_ascii=False, sort_keys=True)
+
+    # A loop over the affected rows only: the other classes' objects are not decoded.
+    cleaned = [
+        without(text, excluded[url_class])
+        for text, url_class in zip(rows[column], rows["url_class"], strict=True)
+    ]
+    replaced = pl.DataFrame({"_row": rows["_row"], "_clean": pl.Series(cleaned, dtype=pl.String)})
+    return (
+        df.with_row_index("_row")
+        .join(replaced, on="_row", how="left")
+        .with_columns(
+            pl.when(affected).then(pl.col("_clean")).otherwise(pl.col(column)).alias(column)
+        )
+        .drop("_row", "_clean")
     )
 
 
@@ -80,18 +125,35 @@ def previous_versions(wh: Warehouse, wanted: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(parts).unique(subset="url", keep="last")
 
 
-def change_rows(wh: Warehouse, versions: pl.DataFrame, plan: pl.DataFrame) -> pl.DataFrame:
+def change_rows(
+    wh: Warehouse,
+    versions: pl.DataFrame,
+    plan: pl.DataFrame,
+    config: PipelineConfig | None = None,
+) -> pl.DataFrame:
     """changes rows: for each changed version of ``versions`` (this cycle's page_versions), what
     differs from the page's version before (fields, old and new values, text lines added and
-    removed). Where the version before is no longer kept, only when it was is known."""
+    removed). Where the version before is no longer kept, only when it was is known.
+
+    A class with ``keep_history = false`` has none. A class's excluded fields are already out
+    of ``versions``; they are taken out of the version before too, which may have been
+    written before the field was excluded, so that no old value of one is written again."""
     changed = versions.filter(pl.col("outcome") == "changed")
+    if config is not None:
+        unkept = [c for c, r in config.class_retention.items() if not r.keep_history]
+        if unkept:
+            changed = changed.filter(~pl.col("url_class").is_in(unkept).fill_null(False))
     if changed.is_empty():
         return tables.empty("changes")
-    before = plan.select(
-        "url", pl.col("version_observed_at").alias("previous_observed_at")
-    ).unique(subset="url", keep="last")
+    before = plan.select("url", pl.col("version_observed_at").alias("previous_observed_at")).unique(
+        subset="url", keep="last"
+    )
     changed = changed.join(before, on="url", how="left")
     previous = previous_versions(wh, changed.select("url", "host", "previous_observed_at"))
+    if config is not None:
+        classes = changed.select("url", "url_class").unique(subset="url")
+        previous = drop_excluded_fields(previous.join(classes, on="url", how="left"), config)
+        previous = previous.drop("url_class")
     paired = changed.join(
         previous.rename({"title": "old_title", "text": "old_text", "fields": "old_fields"}),
         on="url",
