@@ -85,7 +85,8 @@ what it keeps. ``exclude_fields`` names fields of the class (its ``fields`` or, 
 ``json_ld``, name/price/availability) that never reach disk: they are dropped from
 page_versions.fields and from changes' changed_fields and old and new values when the rows
 are built, yet still count in the fingerprint (a changed excluded field is still a change;
-the page's body stays in the WARC archive unless ``archive_days`` prunes it).
+a field's value that also shows in the page's text stays in the ``text`` column, and the
+body in the WARC archive until ``archive_days`` prunes it).
 ``keep_history = false`` keeps only each URL's newest version in page_versions and writes no
 changes rows for the class; ``versions_days`` drops the class's page_versions and changes
 rows observed more than that many days before a cycle's ``now``. ``archive_days`` removes

@@ -39,6 +39,7 @@ from freshness_pipeline.partitions import (
     register_hosts,
     registered_hosts,
 )
+from freshness_pipeline.retention import prune_history
 from freshness_pipeline.seeds import SeedParse, merge_seeds, parse_seeds
 from freshness_pipeline.storage import DEFAULT_RETENTION_DAYS, Warehouse
 
@@ -157,7 +158,8 @@ def run_cycle(
         warehouse.sweep_temp_files()
         instance = instance or open_instance(warehouse.home)
         try:
-            pruned_runs = prune_instance(instance, load_config(warehouse.home).keep_runs_days)
+            config = load_config(warehouse.home)
+            pruned_runs = prune_instance(instance, config.keep_runs_days)
         except ConfigError as exc:
             raise CycleFailed(str(exc)) from exc
         outcome = _run_cycle_locked(
@@ -177,6 +179,11 @@ def run_cycle(
                 outcome.notes.append(
                     f"pruned {pruned} fetch_log files older than {retention_days:g} days"
                 )
+        if not dry_run:
+            # after the cycle's own writes, so its rows are expired by the same rules
+            note = prune_history(warehouse, config, now).note()
+            if note:
+                outcome.notes.append(note)
         if pruned_runs:
             outcome.notes.append(pruned_runs)
         return outcome

@@ -1,0 +1,288 @@
+"""Retention of the crawled copy: what ``[url_classes.C.retention]`` and ``[retention]`` in
+freshness.toml (config.py) let a home forget, applied once per cycle by the runner.
+
+The excluded fields never reach disk (assets.versions drops them when the rows are built);
+this module expires what was written: page_versions and changes rows of a class older than its
+``versions_days``, every version but each URL's newest (and every changes row) of a class with
+``keep_history = false``, and whole WARC files older than ``archive_days``. A row's class is its
+URL's class in url_state (a page_versions row of a URL url_state no longer has keeps its own),
+so a page moved to another class is kept as its new class says.
+
+Every file is replaced whole or not at all (Warehouse's atomic writes), one host at a time, and
+the archive in archive.prune's two steps around the table rewrites that move rows off the
+expired WARC files: a kill anywhere leaves a consistent home that the next cycle prunes again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+
+from freshness_pipeline import tables
+from freshness_pipeline.archive import (
+    ArchivedOriginal,
+    PrunePlan,
+    archive_dir_for,
+    commit_prune,
+    prepare_prune,
+)
+from freshness_pipeline.config import PipelineConfig
+from freshness_pipeline.storage import Warehouse
+
+__all__ = ["RetentionSummary", "prune_history"]
+
+_LOCATION = ("warc_filename", "warc_offset", "warc_length")
+
+
+@dataclass
+class RetentionSummary:
+    """What one prune removed, for the cycle's notes."""
+
+    version_rows: int = 0
+    change_rows: int = 0
+    files_rewritten: int = 0
+    files_removed: int = 0
+    warc_files_removed: int = 0
+    originals_carried: int = 0
+
+    def note(self) -> str | None:
+        parts = []
+        if self.version_rows:
+            parts.append(f"{self.version_rows} page_versions rows")
+        if self.change_rows:
+            parts.append(f"{self.change_rows} changes rows")
+        if self.warc_files_removed:
+            carried = (
+                f" (carrying {self.originals_carried} originals kept revisits refer to)"
+                if self.originals_carried
+                else ""
+            )
+            parts.append(f"{self.warc_files_removed} WARC files{carried}")
+        if not parts:
+            return None
+        files = ""
+        if self.files_rewritten or self.files_removed:
+            files = (
+                f"; {self.files_rewritten} history files rewritten, {self.files_removed} removed"
+            )
+        return f"retention removed {', '.join(parts)}{files}"
+
+
+def prune_history(wh: Warehouse, config: PipelineConfig, now: datetime) -> RetentionSummary:
+    """Expire what the home's retention settings no longer keep, as of the cycle's ``now``
+    (never the wall clock: a home on a simulated clock expires on its own time). Only under
+    the home's exclusive lock: it rewrites files a cycle writes."""
+    summary = RetentionSummary()
+    plan = _prepare_archive(wh.home, config, now)
+    relocating = plan is not None and bool(plan.expired)
+    expiring = any(
+        r.versions_days is not None or not r.keep_history for r in config.class_retention.values()
+    )
+    if expiring or relocating:
+        hosts = sorted(set(wh.hosts_in("page_versions")) | set(wh.hosts_in("changes")))
+        for host in hosts:
+            _prune_host(wh, config, now, host, plan if relocating else None, summary)
+    if relocating:
+        assert plan is not None
+        for host in wh.hosts_in("fetch_log"):
+            _relocate_history(wh, "fetch_log", host, plan, summary)
+        for host in wh.hosts_in("url_state"):
+            _relocate_state(wh, host, plan)
+        summary.warc_files_removed = len(commit_prune(plan))
+        summary.originals_carried = len(plan.relocated)
+    return summary
+
+
+def _prepare_archive(home: Path, config: PipelineConfig, now: datetime) -> PrunePlan | None:
+    if config.archive_days is None:
+        return None
+    archive_dir = archive_dir_for(home)
+    if not archive_dir.is_dir():
+        return None
+    return prepare_prune(archive_dir, expire_before=now - timedelta(days=config.archive_days))
+
+
+def _classes(wh: Warehouse, host: str) -> pl.DataFrame:
+    return (
+        wh.read("url_state", [host], columns=["url", "url_class"])
+        .rename({"url_class": "_class"})
+        .unique(subset="url", keep="last")
+    )
+
+
+def _expired(config: PipelineConfig, now: datetime, at: str, class_col: str = "_class") -> pl.Expr:
+    """Rows observed more than their class's ``versions_days`` before ``now``."""
+    days = {
+        c: r.versions_days for c, r in config.class_retention.items() if r.versions_days is not None
+    }
+    if not days:
+        return pl.lit(False)
+    cutoff = pl.lit(now).cast(tables.UTC_TIME) - pl.duration(
+        seconds=pl.col(class_col).replace_strict(
+            {c: d * 86_400 for c, d in days.items()}, default=None, return_dtype=pl.Float64
+        )
+    )
+    return (pl.col(at) < cutoff).fill_null(False)
+
+
+def _prune_host(
+    wh: Warehouse,
+    config: PipelineConfig,
+    now: datetime,
+    host: str,
+    plan: PrunePlan | None,
+    summary: RetentionSummary,
+) -> None:
+    classes = _classes(wh, host)
+    unkept = [c for c, r in config.class_retention.items() if not r.keep_history]
+    jobs: list[tuple[pl.DataFrame, Path]] = []
+    empty: list[Path] = []
+
+    version_files = wh.files("page_versions", [host])
+    newest = None
+    if unkept and version_files:
+        # each URL's newest version is known only across the host's files
+        newest = (
+            pl.scan_parquet(version_files, schema=tables.SCHEMAS["page_versions"])
+            .select("url", "observed_at")
+            .group_by("url")
+            .agg(pl.col("observed_at").max().alias("_newest"))
+            .collect()
+        )
+    for path in version_files:
+        rows = tables.conform("page_versions", pl.read_parquet(path))
+        rows = rows.join(classes, on="url", how="left").with_columns(
+            pl.col("_class").fill_null(pl.col("url_class"))
+        )
+        drop = _expired(config, now, "observed_at")
+        if newest is not None:
+            rows = rows.join(newest, on="url", how="left")
+            drop = drop | (
+                pl.col("_class").is_in(unkept).fill_null(False)
+                & (pl.col("observed_at") < pl.col("_newest")).fill_null(False)
+            )
+        kept = rows.filter(~drop)
+        moved = 0
+        if plan is not None:
+            kept, moved = _relocated_rows(kept, plan)
+        dropped = rows.height - kept.height
+        summary.version_rows += dropped
+        _collect(path, tables.conform("page_versions", kept), dropped + moved, jobs, empty)
+
+    for path in wh.files("changes", [host]):
+        rows = tables.conform("changes", pl.read_parquet(path)).join(classes, on="url", how="left")
+        drop = _expired(config, now, "changed_at")
+        if unkept:
+            drop = drop | pl.col("_class").is_in(unkept).fill_null(False)
+        kept = rows.filter(~drop)
+        dropped = rows.height - kept.height
+        summary.change_rows += dropped
+        _collect(path, tables.conform("changes", kept), dropped, jobs, empty)
+    _apply(wh, jobs, empty, summary)
+
+
+def _collect(
+    path: Path,
+    kept: pl.DataFrame,
+    changed: int,
+    jobs: list[tuple[pl.DataFrame, Path]],
+    empty: list[Path],
+) -> None:
+    if not changed:
+        return
+    if kept.is_empty():
+        empty.append(path)
+    else:
+        jobs.append((kept, path))
+
+
+def _apply(
+    wh: Warehouse,
+    jobs: list[tuple[pl.DataFrame, Path]],
+    empty: list[Path],
+    summary: RetentionSummary,
+) -> None:
+    wh._atomic_write_many(jobs)
+    for path in empty:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    summary.files_rewritten += len(jobs)
+    summary.files_removed += len(empty)
+
+
+def _relocated_rows(rows: pl.DataFrame, plan: PrunePlan) -> tuple[pl.DataFrame, int]:
+    """``rows`` with the archive locations of records in expired files moved to where the
+    prune carried them, or cleared: a row must never point at a file about to go."""
+    if rows.is_empty() or "warc_filename" not in rows.columns:
+        return rows, 0
+    hit = pl.col("warc_filename").is_in(list(plan.expired)).fill_null(False)
+    n = rows.select(hit.sum()).item()
+    if not n:
+        return rows, 0
+    moves = pl.DataFrame(
+        {
+            "warc_filename": [old for old, _ in plan.relocated],
+            "warc_offset": [offset for _, offset in plan.relocated],
+            "_file": [loc.warc_filename for loc in plan.relocated.values()],
+            "_offset": [loc.warc_offset for loc in plan.relocated.values()],
+            "_length": [loc.warc_length for loc in plan.relocated.values()],
+        },
+        schema={
+            "warc_filename": pl.String,
+            "warc_offset": pl.Int64,
+            "_file": pl.String,
+            "_offset": pl.Int64,
+            "_length": pl.Int64,
+        },
+    )
+    out = (
+        rows.join(moves, on=["warc_filename", "warc_offset"], how="left")
+        .with_columns(
+            pl.when(hit).then(pl.col("_file")).otherwise("warc_filename").alias("warc_filename"),
+            pl.when(hit).then(pl.col("_offset")).otherwise("warc_offset").alias("warc_offset"),
+            pl.when(hit).then(pl.col("_length")).otherwise("warc_length").alias("warc_length"),
+        )
+        .drop("_file", "_offset", "_length")
+    )
+    return out, n
+
+
+def _relocate_history(
+    wh: Warehouse, table: str, host: str, plan: PrunePlan, summary: RetentionSummary
+) -> None:
+    jobs: list[tuple[pl.DataFrame, Path]] = []
+    for path in wh.files(table, [host]):
+        rows = tables.conform(table, pl.read_parquet(path))
+        moved_rows, moved = _relocated_rows(rows, plan)
+        if moved:
+            jobs.append((tables.conform(table, moved_rows), path))
+    wh._atomic_write_many(jobs)
+
+
+def _relocate_state(wh: Warehouse, host: str, plan: PrunePlan) -> None:
+    """url_state's kept original of each URL after the prune: the next 304 of a URL whose
+    original went is archived as a full response again (PrunePlan.relocate)."""
+    state = wh.read("url_state", [host])
+    if state.is_empty():
+        return
+    expired = tuple(f'"file":"{name}"' for name in plan.expired)
+    if not state.select(
+        pl.any_horizontal(pl.col("archived").str.contains(e, literal=True) for e in expired)
+        .fill_null(False)
+        .any()
+    ).item():
+        return
+
+    def moved(text: str | None) -> str | None:
+        if text is None:
+            return None
+        kept = plan.relocate(ArchivedOriginal.from_json(text))
+        return None if kept is None else kept.to_json()
+
+    # a loop over the host's URLs only when one of its originals is in an expired file
+    archived = pl.Series([moved(t) for t in state["archived"]], dtype=pl.String)
+    wh.write_partition("url_state", host, state.with_columns(archived=archived))
