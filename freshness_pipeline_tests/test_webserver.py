@@ -273,9 +273,10 @@ def test_dagster_dev_serves_the_code_location_and_runs_one_host(tmp_path):
             assert schedule["name"] == "freshness_cycle_schedule"
             assert schedule["cronSchedule"] == "0 * * * *"
             assert schedule["scheduleState"]["status"] == "STOPPED"  # turned on by the user
-            (sensor,) = repository["sensors"]
-            assert sensor["name"] == "new_hosts_sensor"
-            assert sensor["sensorState"]["status"] == "STOPPED"
+            sensors = {s["name"]: s for s in repository["sensors"]}
+            assert set(sensors) == {"new_hosts_sensor", "change_notifications_sensor"}
+            for sensor in sensors.values():  # both turned on by the user
+                assert sensor["sensorState"]["status"] == "STOPPED", sensor["name"]
 
             # -- the five assets on the `hosts` partitions, with their checks
             nodes = {n["assetKey"]["path"][-1]: n for n in dagit.graphql(ASSET_NODES)["assetNodes"]}
