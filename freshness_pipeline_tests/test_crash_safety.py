@@ -32,13 +32,23 @@ SITES = [
 ]
 # 18 named points plus two kills landing in the middle of the fetches (the polite host alone
 # needs over two seconds of crawl-delays).
-# The default run kills at every asset's start, between each table's temp file and its rename,
-# and in the middle of the fetches; the kills just after each rename (the next step's start
-# covers most of the same window) and the later mid-fetch kill run with `pytest -m slow`.
+# The default run kills where the state is at stake: at the fetch and state steps' start,
+# between url_state's, fetch_results' and robots' temp files and their renames, after a
+# fetch_log append, in the middle of the fetches and in the middle of the archive; every other
+# point (the other assets' starts and temp files, every after-rename kill, a later mid-fetch
+# kill) runs with `pytest -m slow`.
+DEFAULT_POINTS = {
+    "asset:fetch_results:start",
+    "asset:url_state:start",
+    "write:url_state:temp_written",
+    "write:fetch_results:temp_written",
+    "write:robots:temp_written",
+    "write:fetch_log:replaced",
+    "archive:record_written",
+    "archive:renamed",
+}
 SCENARIOS = [
-    pytest.param(point, marks=pytest.mark.slow)
-    if point.endswith(":replaced") and point != "write:fetch_log:replaced"
-    else point
+    point if point in DEFAULT_POINTS else pytest.param(point, marks=pytest.mark.slow)
     for point in POINTS
 ] + [
     "asset:fetch_results:start@0.3",
