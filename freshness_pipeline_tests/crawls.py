@@ -6,8 +6,11 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import numpy as np
+
 from freshness_pipeline.runner import load_seeds, run_cycle
 from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb
+from freshness_pipeline.synthweb.world import Page
 
 
 def crawl(
@@ -23,3 +26,30 @@ def crawl(
         web.set_now(now)
         run_cycle(home, now, budget=budget)
         yield now
+
+
+def hand_page(
+    pid: int,
+    path: str,
+    url_class: str,
+    changes: tuple[int, ...] = (),
+    *,
+    site: str = "shop",
+) -> Page:
+    """A page of a hand-built World: alive long before DEFAULT_START and for good, its content
+    changing ``changes`` hours after DEFAULT_START (the tests that need pages to move at known
+    cycles: prices, edits, re-extraction)."""
+    ts = DEFAULT_START.timestamp()
+    return Page(
+        page_id=pid,
+        site=site,
+        path=path,
+        url_class=url_class,
+        value=1.0,
+        rate=0.5,
+        change_times=np.array([ts + h * 3600 for h in changes], dtype=float),
+        born_at=ts - 90 * 86_400,
+        dies_at=float("inf"),
+        death_status=410,
+        disallowed=False,
+    )

@@ -11,7 +11,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import duckdb
-import numpy as np
 import polars as pl
 import pytest
 
@@ -19,7 +18,8 @@ from freshness_pipeline.config import extractor_version
 from freshness_pipeline.runner import load_seeds, run_cycle
 from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION
 from freshness_pipeline.storage import Warehouse
-from freshness_pipeline.synthweb import DEFAULT_START, Page, SiteSpec, SyntheticWeb, World
+from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
+from freshness_pipeline_tests.crawls import hand_page
 from freshness_pipeline_tests.support import readme_sql_blocks
 
 S = DEFAULT_START
@@ -38,29 +38,12 @@ LATE = '\n[url_classes.item.fields]\nprice = ".price"\n'
 SEEDED_CLASS = {"/products/chair": "offer", "/products/desk": "item"}
 
 
-def _page(pid: int, path: str, url_class: str, changes: tuple[int, ...] = ()) -> Page:
-    ts = S.timestamp()
-    return Page(
-        page_id=pid,
-        site="shop",
-        path=path,
-        url_class=url_class,
-        value=1.0,
-        rate=0.5,
-        change_times=np.array([ts + h * 3600 for h in changes], dtype=float),
-        born_at=ts - 90 * 86_400,
-        dies_at=float("inf"),
-        death_status=410,
-        disallowed=False,
-    )
-
-
 def _world() -> World:
     pages = [
-        _page(0, "/products/lamp", "product", changes=(3, 9)),  # a new price at T1 and at T2
-        _page(1, "/products/chair", "product", changes=(3,)),  # seeded as "offer": JSON-LD
-        _page(2, "/products/desk", "product", changes=(15,)),  # seeded as "item": new at T3
-        _page(3, "/about", "article"),
+        hand_page(0, "/products/lamp", "product", changes=(3, 9)),  # a new price at T1 and at T2
+        hand_page(1, "/products/chair", "product", changes=(3,)),  # seeded as "offer": JSON-LD
+        hand_page(2, "/products/desk", "product", changes=(15,)),  # seeded as "item": new at T3
+        hand_page(3, "/about", "article"),
     ]
     # honest: ETags and 304s, so a page is re-extracted only if the plan asks for its body
     sites = [SiteSpec("shop", "honest", len(pages))]

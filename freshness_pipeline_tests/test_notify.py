@@ -15,7 +15,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import dagster as dg
-import numpy as np
 import polars as pl
 import pytest
 
@@ -24,7 +23,8 @@ from freshness_pipeline.notify import MAX_BODY_CHARS, build_message, notify_chan
 from freshness_pipeline.runner import load_seeds, run_cycle
 from freshness_pipeline.sensors import change_notifications_sensor
 from freshness_pipeline.storage import Warehouse
-from freshness_pipeline.synthweb import DEFAULT_START, Page, SiteSpec, SyntheticWeb, World
+from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
+from freshness_pipeline_tests.crawls import hand_page
 
 S = DEFAULT_START
 HOUR = timedelta(hours=1)
@@ -32,29 +32,12 @@ T0, T1, T2 = S, S + 6 * HOUR, S + 12 * HOUR
 FIELDS = '[url_classes.product.fields]\nprice = ".price"\n'
 
 
-def _page(pid: int, site: str, path: str, url_class: str, changes: tuple[int, ...]) -> Page:
-    ts = S.timestamp()
-    return Page(
-        page_id=pid,
-        site=site,
-        path=path,
-        url_class=url_class,
-        value=1.0,
-        rate=0.5,
-        change_times=np.array([ts + h * 3600 for h in changes], dtype=float),
-        born_at=ts - 90 * 86_400,
-        dies_at=float("inf"),
-        death_status=410,
-        disallowed=False,
-    )
-
-
 def _world() -> World:
     pages = [
-        _page(0, "shop", "/products/lamp", "product", (3, 9)),  # new price at T1 and at T2
-        _page(1, "shop", "/products/desk", "product", (3,)),  # new price at T1
-        _page(2, "news", "/articles/storm", "article", (3,)),  # edited at T1
-        _page(3, "news", "/about", "article", ()),
+        hand_page(0, "/products/lamp", "product", (3, 9), site="shop"),  # new price at T1 and at T2
+        hand_page(1, "/products/desk", "product", (3,), site="shop"),  # new price at T1
+        hand_page(2, "/articles/storm", "article", (3,), site="news"),  # edited at T1
+        hand_page(3, "/about", "article", (), site="news"),
     ]
     sites = [SiteSpec("shop", "honest", 2), SiteSpec("news", "honest", 2)]
     return World(seed=5, start=S, horizon_days=1.0, sites=sites, pages=pages)

@@ -11,7 +11,6 @@ import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pytest
 
@@ -19,7 +18,8 @@ from freshness_pipeline.config import load_config
 from freshness_pipeline.runner import load_seeds, run_cycle
 from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION, class_record
 from freshness_pipeline.storage import Warehouse
-from freshness_pipeline.synthweb import DEFAULT_START, Page, SiteSpec, SyntheticWeb, World
+from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
+from freshness_pipeline_tests.crawls import hand_page
 from freshness_pipeline_tests.support import run_freshness
 
 S = DEFAULT_START
@@ -39,23 +39,6 @@ selectors = ["h1"]
 CLASSES = {"/products/lamp": "product", "/products/desk": "product", "/about": "article"}
 
 
-def _page(pid: int, path: str, url_class: str) -> Page:
-    ts = S.timestamp()
-    return Page(
-        page_id=pid,
-        site="shop",
-        path=path,
-        url_class=url_class,
-        value=1.0,
-        rate=0.5,
-        change_times=np.array([], dtype=float),  # nothing changes: every change is false
-        born_at=ts - 90 * 86_400,
-        dies_at=float("inf"),
-        death_status=410,
-        disallowed=False,
-    )
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """Two cycles under the default extractor, the web left running (at T1) for the tests
@@ -63,7 +46,7 @@ def built(tmp_path_factory):
     os.environ.setdefault("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
     workdir = tmp_path_factory.mktemp("reextract")
     home = workdir / "home"
-    pages = [_page(i, path, cls) for i, (path, cls) in enumerate(CLASSES.items())]
+    pages = [hand_page(i, path, cls) for i, (path, cls) in enumerate(CLASSES.items())]
     world = World(
         seed=7,
         start=S,

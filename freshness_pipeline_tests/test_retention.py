@@ -9,7 +9,6 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pytest
 
@@ -24,7 +23,8 @@ from freshness_pipeline.archive import (
 from freshness_pipeline.config import ClassRetention, ConfigError, load_config
 from freshness_pipeline.runner import load_seeds, run_cycle
 from freshness_pipeline.storage import Warehouse
-from freshness_pipeline.synthweb import DEFAULT_START, Page, SiteSpec, SyntheticWeb, World
+from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
+from freshness_pipeline_tests.crawls import hand_page
 
 RETAINED = """\
 [url_classes.product.fields]
@@ -141,30 +141,13 @@ archive_days = 0.4
 SEEDED_CLASS = {"/products/chair": "offer", "/products/desk": "offer"}
 
 
-def _page(pid: int, path: str, url_class: str, changes: tuple[int, ...] = ()) -> Page:
-    ts = S.timestamp()
-    return Page(
-        page_id=pid,
-        site="shop",
-        path=path,
-        url_class=url_class,
-        value=1.0,
-        rate=0.5,
-        change_times=np.array([ts + h * 3600 for h in changes], dtype=float),
-        born_at=ts - 90 * 86_400,
-        dies_at=float("inf"),
-        death_status=410,
-        disallowed=False,
-    )
-
-
 def _world() -> World:
     pages = [
-        _page(0, "/products/lamp", "product", changes=(3, 9)),  # new prices at T1 and T2
-        _page(1, "/products/chair", "product", changes=(3, 9)),  # seeded "offer"
-        _page(2, "/products/desk", "product"),  # seeded "offer", never changes
-        _page(3, "/about", "article"),  # never changes: 304s, revisits
-        _page(4, "/news", "article", changes=(9,)),  # changed at T2
+        hand_page(0, "/products/lamp", "product", changes=(3, 9)),  # new prices at T1 and T2
+        hand_page(1, "/products/chair", "product", changes=(3, 9)),  # seeded "offer"
+        hand_page(2, "/products/desk", "product"),  # seeded "offer", never changes
+        hand_page(3, "/about", "article"),  # never changes: 304s, revisits
+        hand_page(4, "/news", "article", changes=(9,)),  # changed at T2
     ]
     return World(
         seed=5,
