@@ -373,8 +373,12 @@ def _extraction(settings: object, path: Path, url_class: str) -> Extraction:
 
 
 def _days(value: object, where: str) -> float:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or not math.isfinite(value) or value <= 0:
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
         raise ConfigError(f"{where} must be a positive number of days, not {value!r}")
     return float(value)
 

@@ -224,7 +224,8 @@ def _describe(row: Mapping[str, object]) -> str:
     at = row["changed_at"]
     when = at.isoformat() if isinstance(at, datetime) else str(at)
     lines = [str(row["url"]), f"  changed at {when}"]
-    for name in row["changed_fields"] or []:  # type: ignore[union-attr]
+    changed: list[str] = row["changed_fields"] or []
+    for name in changed:
         if name == "text":
             continue  # the text is told as lines below, not quoted
         lines.append(f"  {name}: {_short(old.get(name))} -> {_short(new.get(name))}")

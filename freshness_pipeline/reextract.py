@@ -122,7 +122,7 @@ def reextract(
                     rows.append(version)
             if rows:
                 versions = drop_excluded_fields(
-                    pl.DataFrame(rows, schema=tables.PAGE_VERSIONS), config
+                    pl.DataFrame(rows, schema=tables.SCHEMAS["page_versions"]), config
                 )
                 _write(wh, state, versions)
                 pages += versions.height

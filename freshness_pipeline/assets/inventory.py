@@ -153,9 +153,9 @@ def log_discovery(log: dg.DagsterLogManager, found: list[HostDiscovery]) -> None
         rest = lines[MAX_HOST_LINES:]
         if rest:
             counts: dict[str, int] = {}
-            for kind, _ in rest:
-                counts[kind] = counts.get(kind, 0) + 1
-            summary = "; ".join(f"{kind}: {n:,}" for kind, n in sorted(counts.items()))
+            for label, _ in rest:
+                counts[label] = counts.get(label, 0) + 1
+            summary = "; ".join(f"{label}: {n:,}" for label, n in sorted(counts.items()))
             emit(f"... and {len(rest):,} more host lines like these ({summary})")
 
 

@@ -459,13 +459,13 @@ def url_state(
             # so mostly their class prior) and the pages fetched at least twice, the figure
             # the report's and the metric views' median_rate_per_day gives.
             "median_change_rate_per_day_all_active": dg.MetadataValue.float(
-                float(live["change_rate"].median() or 0.0)
+                float(live.select(pl.col("change_rate").median()).item() or 0.0)
             ),
             "median_change_rate_per_day_fetched_twice": dg.MetadataValue.float(
                 float(
-                    live.filter(pl.col("obs_interval_days").list.len().fill_null(0) > 0)[
-                        "change_rate"
-                    ].median()
+                    live.filter(pl.col("obs_interval_days").list.len().fill_null(0) > 0)
+                    .select(pl.col("change_rate").median())
+                    .item()
                     or 0.0
                 )
             ),
