@@ -43,3 +43,29 @@ def test_host_files_written_over_threads_are_every_hosts_and_refuse_strangers(tm
     log = rows.select("url", "host", pl.lit(fetched).alias("fetched_at"))
     assert wh.write_partitions("fetch_log", hosts, log) == len(hosts) - 1
     assert sorted(wh.read("fetch_log")["url"].to_list()) == sorted(rows["url"].to_list())
+
+
+def test_replacing_many_host_files_frees_the_old_ones_and_leaves_no_temp_names(tmp_path):
+    """The old files of a many-host replace are freed behind the writer: after the wait, each
+    host holds only its new file; a kill's leftover old name is swept as a temp file."""
+    import polars as pl
+
+    from freshness_pipeline.storage import WRITERS, Warehouse, wait_for_freed_files
+
+    wh = Warehouse(tmp_path)
+    hosts = [f"h{i:03d}.example" for i in range(3 * WRITERS)]
+
+    def rows(tag: str) -> pl.DataFrame:
+        return pl.DataFrame({"url": [f"https://{h}/{tag}" for h in hosts], "host": hosts})
+
+    wh.write_partitions("seeds", hosts, rows("old"))
+    wh.write_partitions("seeds", hosts, rows("new"))
+    assert sorted(wh.read("seeds")["url"]) == sorted(rows("new")["url"])
+    wait_for_freed_files()
+    names = sorted(p.name for p in (tmp_path / "warehouse" / "seeds").glob("host=*/*"))
+    assert names == ["data.parquet"] * len(hosts)
+    # what a kill between the second name and the free leaves: swept, the table untouched
+    folder = wh.partition_file("seeds", hosts[0]).parent
+    (folder / "data.parquet.tmp-old-deadbeef").write_bytes(b"stale")
+    assert wh.sweep_temp_files() == 1
+    assert sorted(wh.read("seeds")["url"]) == sorted(rows("new")["url"])
