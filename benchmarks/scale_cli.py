@@ -243,9 +243,13 @@ def run_command(
         )
     done = threading.Event()
 
+    samples: list[tuple[float, int]] = []
+
     def sample() -> None:
         while not done.wait(0.05):
-            peak[0] = max(peak[0], tree_rss_kb(process.pid))
+            rss = tree_rss_kb(process.pid)
+            peak[0] = max(peak[0], rss)
+            samples.append((time.time(), rss))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -270,6 +274,8 @@ def run_command(
         "cpu": usage.ru_utime + usage.ru_stime,
         "peak_rss_mb": max(peak[0], usage.ru_maxrss) / 1024,
         "stdout": stdout.strip(),
+        # (epoch seconds, tree RSS kB) every 50 ms: which step the peak falls in (step_peaks)
+        "rss_samples": samples,
     }
     if dagster_dir:
         after = instance_rows(dagster_dir)
@@ -293,14 +299,15 @@ print(frame.height, t1 - t0, t2 - t1)
 """
 
 
-def step_seconds(dagster_dir: Path, python: str, env: dict[str, str]) -> dict[str, float]:
-    """Wall seconds of each step of the newest run, from the instance's step stats (in a
-    separate interpreter: the benchmark's own process stays free of dagster's imports)."""
+def step_times(dagster_dir: Path, python: str, env: dict[str, str]) -> dict[str, list[float]]:
+    """[start, end] epoch seconds of each step of the newest run, from the instance's step
+    stats (in a separate interpreter: the benchmark's own process stays free of dagster's
+    imports)."""
     code = (
         "import json, sys, dagster as dg\n"
         "i = dg.DagsterInstance.from_config(sys.argv[1])\n"
         "run = i.get_runs(limit=1)[0]\n"
-        "print(json.dumps({s.step_key: s.end_time - s.start_time\n"
+        "print(json.dumps({s.step_key: [s.start_time, s.end_time]\n"
         "    for s in i.get_run_step_stats(run.run_id) if s.end_time and s.start_time}))\n"
     )
     done = subprocess.run(
@@ -312,6 +319,24 @@ def step_seconds(dagster_dir: Path, python: str, env: dict[str, str]) -> dict[st
         cwd=tempfile.gettempdir(),
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def step_peaks(result: dict, times: dict[str, list[float]]) -> dict[str, float]:
+    """Peak tree RSS (MB) sampled while each step ran."""
+    peaks: dict[str, float] = {}
+    for name, (start, end) in times.items():
+        inside = [kb for at, kb in result.get("rss_samples", []) if start <= at <= end]
+        if inside:
+            peaks[name] = max(inside) / 1024
+    return peaks
+
+
+def timed_steps(result: dict, dagster_dir: Path, python: str, env: dict[str, str]) -> None:
+    """Add each step's wall seconds and peak RSS to a phase's result."""
+    times = step_times(dagster_dir, python, env)
+    result["steps"] = {name: end - start for name, (start, end) in times.items()}
+    result["step_peak_mb"] = step_peaks(result, times)
+    result.pop("rss_samples", None)
 
 
 # ---- the benchmark ------------------------------------------------------------------------------
@@ -384,11 +409,11 @@ def benchmark(args: argparse.Namespace) -> dict:
                 raise SystemExit(f"the floor read {rows} URLs, not {n_urls}")
             cycle = [*cli, "cycle", "--budget", str(budget), *home_args]
             dry = step("dry run", [*cycle, "--dry-run", "--now", NOW.isoformat()])
-            dry["steps"] = step_seconds(dagster_dir, python, env)
+            timed_steps(dry, dagster_dir, python, env)
             for i in range(args.real_cycles):
                 label = f"cycle {i + 1}"
                 real = step(label, [*cycle, "--now", (NOW + i * CYCLE).isoformat()])
-                real["steps"] = step_seconds(dagster_dir, python, env)
+                timed_steps(real, dagster_dir, python, env)
                 real["fetch_step_s"] = real["steps"].get("fetch_results", 0.0)
             if args.keep:
                 shutil.copytree(home, args.keep)
@@ -407,7 +432,7 @@ def benchmark(args: argparse.Namespace) -> dict:
         "budget": budget,
         "code": where,
         "config": args.config,
-        "phases": phases,
+        "phases": [{k: v for k, v in p.items() if k != "rss_samples"} for p in phases],
         "load": [list(load0), list(os.getloadavg())],
         "started": datetime.now(UTC).isoformat(timespec="minutes"),
     }
@@ -473,6 +498,22 @@ def report(saved: dict) -> str:
             + " | ".join(f"{p['seconds'] - sum(p['steps'].values()):.1f}" for p in timed)
             + " |"
         )
+        if any(p.get("step_peak_mb") for p in timed):
+            lines += [
+                "",
+                "Peak RSS (MB) of the command's process tree while each step ran (sampled every "
+                "50 ms):",
+                "",
+                "| step | " + " | ".join(p["name"] for p in timed) + " |",
+                "|---|" + "---:|" * len(timed),
+            ]
+            for name in names:
+                peaks = [p.get("step_peak_mb", {}).get(name) for p in timed]
+                lines.append(
+                    f"| {name} | "
+                    + " | ".join("" if v is None else f"{v:,.0f}" for v in peaks)
+                    + " |"
+                )
     lines += [
         "",
         f"- floor: a fresh interpreter's `scan_parquet` of the {floor['rows']:,} seeded URLs "
