@@ -220,10 +220,11 @@ LASTMOD_EVIDENCE = {
     "changed": pl.Boolean,
 }
 
-# The empirical-Bayes change prior url_state fits each cycle (science.eb.refit_change_prior):
-# per host and url_class (plus "__global__"), one row per fit: the model's components in order
-# (kind and rate) and their weights, with the host's pages with a history in that class (what it
-# weighs when runs mix hosts). The newest fit and the one before it are kept.
+# The empirical-Bayes change prior url_state fits each cycle
+# (science.prior.table.refit_change_prior): per host and url_class (plus "__global__"), one row
+# per fit: the model's components in order (kind and rate) and their weights, with the host's
+# pages with a history in that class (what it weighs when runs mix hosts). The newest fit and the
+# one before it are kept.
 CHANGE_PRIOR = {
     "host": pl.String,
     "url_class": pl.String,

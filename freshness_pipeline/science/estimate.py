@@ -8,7 +8,7 @@ P(unchanged) = e^{−λΔ}, P(changed) = 1 − e^{−λΔ}.
 
 url_state does not report this estimate: its ``change_rate`` is the posterior mean (and
 ``change_rate_median`` the median) under the change prior it refits each cycle
-(science.eb.posterior_rates). The fixed class prior here
+(science.prior.table.posterior_rates). The fixed class prior here
 sat far below the populations the pages came from (a change a week for a page without a class),
 its cap for a page changed at every visit is the sampling rate however fast the page, and it
 reads a clock page's content ages as Poisson ages, about twice the clock's rate: on webs of
