@@ -50,7 +50,8 @@ def plan_threshold(plan: pl.DataFrame) -> float:
     not_bought = plan.filter(~pl.col("selected") & (pl.col("status") != "blocked"))
     if bought.is_empty() or not_bought.is_empty():
         return 0.0
-    return float(bought["priority"].min())
+    lowest = bought["priority"].min()
+    return float(lowest) if isinstance(lowest, int | float) else 0.0  # None: no priority bought
 
 
 def _days(expr: pl.Expr) -> pl.Expr:

@@ -380,7 +380,8 @@ def _solve_censored(
     """
     n = alpha.shape[0]
     slope_const = beta + s_unchanged
-    lam = (alpha + n_changes) / (beta + s_unchanged + s_changed)  # exposure estimate <= root
+    # the exposure estimate, <= the root
+    lam: np.ndarray = (alpha + n_changes) / (beta + s_unchanged + s_changed)
     active = (n_changes > 0) & (lam < stop_at)
     # Rows without a changed interval have a linear equation: solved exactly, no iteration.
     no_change = n_changes == 0
@@ -461,7 +462,8 @@ def _forgetting_weights(state: pl.DataFrame, row: np.ndarray, d: np.ndarray) -> 
     within = cs - (cs[first] - d[first])
     total = np.bincount(row, weights=d, minlength=state.height)
     age = total[row] - within
-    return np.exp2(-age / h[row])
+    weight: np.ndarray = np.exp2(-age / h[row])
+    return weight
 
 
 _ESTIMATE_COLUMNS = ("change_rate", "n_obs", "n_changes", "rate_is_lower_bound")

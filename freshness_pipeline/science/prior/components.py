@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 import polars as pl
@@ -16,6 +17,7 @@ from freshness_pipeline.science.estimate import DEFAULT_CLASS
 
 __all__ = [
     "DEFAULT_PERIODS",
+    "Classes",
     "GLOBAL",
     "MISMATCH",
     "PERIODIC_START",
@@ -26,6 +28,9 @@ __all__ = [
 
 #: Key of the weights fit on every page, used for classes without their own weights.
 GLOBAL = "__global__"
+
+#: One URL class per row (url_class: null or empty is DEFAULT_CLASS), or None for all default.
+Classes: TypeAlias = Sequence[str | None] | np.ndarray | pl.Series | None
 
 
 @dataclass(frozen=True)
@@ -91,10 +96,13 @@ def initial_weights(
     if not 0.0 < periodic_start < 1.0:
         raise ValueError("periodic_start must be in (0, 1)")
     j = len(periods)
-    return np.r_[np.full(g, (1.0 - periodic_start) / g), np.full(j, periodic_start / j)]
+    start: np.ndarray = np.r_[
+        np.full(g, (1.0 - periodic_start) / g), np.full(j, periodic_start / j)
+    ]
+    return start
 
 
-def _class_keys(classes: Sequence | np.ndarray | pl.Series | None, n: int) -> pl.Series:
+def _class_keys(classes: Classes, n: int) -> pl.Series:
     """Normalized class key per row: stripped, lower-case; null or empty -> DEFAULT_CLASS."""
     if classes is None:
         return pl.repeat(DEFAULT_CLASS, n, eager=True, dtype=pl.String).alias("c")
@@ -125,7 +133,8 @@ def _check_weights(w: np.ndarray, c: int, name: str) -> np.ndarray:
     w = np.asarray(w, dtype=np.float64)
     if w.shape != (c,) or not np.all(np.isfinite(w)) or w.min() < 0 or w.sum() <= 0:
         raise ValueError(f"weights for {name!r} must be {c} finite non-negative numbers")
-    return w / w.sum()
+    normalized: np.ndarray = w / w.sum()
+    return normalized
 
 
 def _check_mismatch(mismatch: float) -> tuple[float, float]:

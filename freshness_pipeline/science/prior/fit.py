@@ -13,6 +13,7 @@ from freshness_pipeline.science.prior.components import (
     GLOBAL,
     MISMATCH,
     PERIODIC_START,
+    Classes,
     Period,
     _check_grid,
     _class_keys,
@@ -42,7 +43,7 @@ CACHE_CELLS = 1 << 24
 
 def fit_grid_prior(
     histories: Histories | pl.DataFrame,
-    classes: Sequence | np.ndarray | pl.Series | None = None,
+    classes: Classes = None,
     *,
     grid: np.ndarray | None = None,
     periods: Sequence[Period] = (),

@@ -5,6 +5,7 @@ than row by row is what keeps a cycle over a million pages tractable."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -15,11 +16,22 @@ from freshness_pipeline.science.timecols import utc_column
 
 __all__ = [
     "Histories",
+    "ObservationTimes",
     "flatten_histories",
     "histories_from_arrays",
 ]
 
 _DAY_US = 86_400_000_000.0
+
+
+class ObservationTimes(NamedTuple):
+    """The arrays of :class:`Histories` that exist together or not at all (see there)."""
+
+    row: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    changed: np.ndarray
+    timed: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -62,6 +74,22 @@ class Histories:
     @property
     def has_times(self) -> bool:
         return self.obs_row is not None
+
+    def times(self) -> ObservationTimes:
+        """The observations' times, which the clocks need; ValueError when they are unknown
+        (:attr:`has_times`). One accessor for the arrays that come together, so that code using
+        them checks once instead of each optional field."""
+        if (
+            self.obs_row is None
+            or self.obs_start is None
+            or self.obs_end is None
+            or self.obs_changed is None
+            or self.timed is None
+        ):
+            raise ValueError("these histories hold no observation times")
+        return ObservationTimes(
+            self.obs_row, self.obs_start, self.obs_end, self.obs_changed, self.timed
+        )
 
 
 def histories_from_arrays(
@@ -221,24 +249,25 @@ def flatten_histories(
         row, d, c, known = row[valid], d[valid], c[valid], known[valid]
         age = None if age is None else age[valid]
     half = _half_lives(state)
-    back = None
+    end: np.ndarray | None = None
+    weight: np.ndarray | None = None
     if anchor is not None or half is not None:
         # days from each observation's end to the end of its row's newest one: the row's
         # running total at its last observation minus the running total at this one
         back = np.cumsum(np.bincount(row, weights=d, minlength=state.height), dtype=float)[row]
         back -= np.cumsum(d)
-    end = None
-    if anchor is not None:
-        epoch_days = (
-            state.select(utc_column(state, anchor).dt.epoch("us").cast(pl.Float64) / _DAY_US)
-            .to_series()
-            .fill_null(np.nan)
-            .to_numpy()
-        )
-        end = epoch_days[row]
-        end -= back
-    weight = None if half is None else np.exp2(-back / half[row])
-    del back
+        if anchor is not None:
+            epoch_days = (
+                state.select(utc_column(state, anchor).dt.epoch("us").cast(pl.Float64) / _DAY_US)
+                .to_series()
+                .fill_null(np.nan)
+                .to_numpy()
+            )
+            end = epoch_days[row]
+            end -= back
+        if half is not None:
+            weight = np.exp2(-back / half[row])
+        del back
     if not known.all():
         row, d, c = row[known], d[known], c[known]
         end = None if end is None else end[known]
@@ -261,15 +290,16 @@ def _take(h: Histories, rows: np.ndarray) -> Histories:
         "changed_age": None if h.changed_age is None else h.changed_age[keep_c],
     }
     if h.has_times:
-        keep_o = new[h.obs_row] >= 0
+        t = h.times()
+        keep_o = new[t.row] >= 0
         parts.update(
-            obs_row=new[h.obs_row][keep_o],
-            obs_start=h.obs_start[keep_o],
-            obs_end=h.obs_end[keep_o],
-            obs_changed=h.obs_changed[keep_o],
+            obs_row=new[t.row][keep_o],
+            obs_start=t.start[keep_o],
+            obs_end=t.end[keep_o],
+            obs_changed=t.changed[keep_o],
             obs_weight=None if h.obs_weight is None else h.obs_weight[keep_o],
             obs_age=None if h.obs_age is None else h.obs_age[keep_o],
-            timed=h.timed[rows],
+            timed=t.timed[rows],
         )
     return Histories(
         h.n_obs[rows],

@@ -45,7 +45,9 @@ def _chunks(h: Histories, cells: np.ndarray, chunk_cells: int) -> Iterator[tuple
         r0 = r1
 
 
-def _log_likelihood(h: Histories, grid: np.ndarray, r0: int, r1: int, c_start: np.ndarray):
+def _log_likelihood(
+    h: Histories, grid: np.ndarray, r0: int, r1: int, c_start: np.ndarray
+) -> np.ndarray:
     """Poisson log L(λ_g) for rows r0..r1-1: −λ S_unchanged + Σ_changed log(1 − e^{−λΔ}), where
     a changed interval of known content age a scores the density log λ − λa (per day)."""
     ll = -np.outer(h.s_unchanged[r0:r1], grid)
@@ -104,8 +106,9 @@ def _phase_log_likelihood(
     agree, disagree = logs
     n = r1 - r0
     a, b = int(o_start[r0]), int(o_start[r1])
-    rows = h.obs_row[a:b] - r0
-    s, e, c = h.obs_start[a:b], h.obs_end[a:b], h.obs_changed[a:b]
+    t = h.times()
+    rows = t.row[a:b] - r0
+    s, e, c = t.start[a:b], t.end[a:b], t.changed[a:b]
     w = np.ones(b - a) if h.obs_weight is None else h.obs_weight[a:b]
     inside = np.where(c, agree, disagree) * w  # the score where the run predicts a change
     outside = np.where(c, disagree, agree) * w
@@ -165,7 +168,8 @@ def _phase_log_likelihood(
 
 def _logmeanexp(x: np.ndarray) -> np.ndarray:
     m = x.max(axis=1, keepdims=True)
-    return (m + np.log(np.exp(x - m).mean(axis=1, keepdims=True)))[:, 0]
+    out: np.ndarray = (m + np.log(np.exp(x - m).mean(axis=1, keepdims=True)))[:, 0]
+    return out
 
 
 @dataclass
@@ -192,7 +196,7 @@ class _Likelihood:
         self.logs = _check_mismatch(mismatch)
         self.c_start = np.searchsorted(h.changed_row, np.arange(h.n_rows + 1), side="left")
         self.o_start = (
-            np.searchsorted(h.obs_row, np.arange(h.n_rows + 1), side="left")
+            np.searchsorted(h.times().row, np.arange(h.n_rows + 1), side="left")
             if h.has_times
             else None
         )
@@ -207,10 +211,10 @@ class _Likelihood:
         if not self.periods:
             return _Chunk(poisson, [])
         n = r1 - r0
-        if self.h.has_times:
+        if self.o_start is not None:  # the histories have times
             phases = _phase_log_likelihood(self.h, self.periods, self.logs, r0, r1, self.o_start)
             # a row with observations of unknown time cannot be judged by a clock
-            ruled_out = ~self.h.timed[r0:r1] & (self.h.n_obs[r0:r1] > 0)
+            ruled_out = ~self.h.times().timed[r0:r1] & (self.h.n_obs[r0:r1] > 0)
         else:
             phases = [np.zeros((n, p.bins)) for p in self.periods]
             ruled_out = self.h.n_obs[r0:r1] > 0
@@ -221,7 +225,7 @@ class _Likelihood:
 
 def _posterior(ll: np.ndarray, log_prior: np.ndarray) -> np.ndarray:
     """Row-normalized exp(ll + log_prior), stable in log space."""
-    z = ll + log_prior
+    z: np.ndarray = ll + log_prior
     z -= z.max(axis=1, keepdims=True)
     np.exp(z, out=z)
     z /= z.sum(axis=1, keepdims=True)
@@ -230,4 +234,5 @@ def _posterior(ll: np.ndarray, log_prior: np.ndarray) -> np.ndarray:
 
 def _log(w: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore"):
-        return np.log(w)
+        out: np.ndarray = np.log(w)
+    return out

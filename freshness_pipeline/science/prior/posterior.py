@@ -12,6 +12,7 @@ import polars as pl
 from freshness_pipeline.science.prior.components import (
     MISMATCH,
     PERIODIC_START,
+    Classes,
     Period,
     _check_grid,
     _class_keys,
@@ -40,7 +41,7 @@ __all__ = [
 def grid_posterior(
     histories: Histories | pl.DataFrame,
     weights: Mapping[str, np.ndarray] | np.ndarray | None,
-    classes: Sequence | np.ndarray | pl.Series | None = None,
+    classes: Classes = None,
     *,
     grid: np.ndarray | None = None,
     periods: Sequence[Period] = (),
@@ -74,7 +75,7 @@ def _g(r: np.ndarray) -> np.ndarray:
     One exp per cell: this runs on whole N × G matrices.
     """
     r = np.minimum(r, 700.0)
-    out = np.exp(-r)
+    out: np.ndarray = np.exp(-r)
     out *= 1.0 + r
     np.subtract(1.0, out, out=out)
     small = r < 1e-3
@@ -84,7 +85,9 @@ def _g(r: np.ndarray) -> np.ndarray:
     return out
 
 
-def _broadcast(posterior: np.ndarray, age_days: np.ndarray | float):
+def _broadcast(
+    posterior: np.ndarray, age_days: np.ndarray | float
+) -> tuple[np.ndarray, np.ndarray]:
     """(posterior R × G, ages): one posterior row with many ages, or one per age."""
     post = np.atleast_2d(np.asarray(posterior, dtype=np.float64))
     a = np.asarray(age_days, dtype=np.float64)
@@ -176,7 +179,8 @@ class _MedianRule:
         with np.errstate(invalid="ignore", divide="ignore"):
             within = np.where(p[rows, k] > 0, (0.5 - below) / p[rows, k], 0.5)
         half = self.half[k]
-        return np.exp(self.log_rates[k] - half + 2.0 * half * np.clip(within, 0.0, 1.0))
+        rate: np.ndarray = np.exp(self.log_rates[k] - half + 2.0 * half * np.clip(within, 0.0, 1.0))
+        return rate
 
 
 def _only_bounded_below(h: Histories) -> np.ndarray:
@@ -187,7 +191,8 @@ def _only_bounded_below(h: Histories) -> np.ndarray:
         aged = np.bincount(h.changed_row[np.isfinite(h.changed_age)], minlength=h.n_rows).astype(
             np.int64
         )
-    return (h.n_obs > 0) & (h.n_changes == h.n_obs) & (aged == 0)
+    bounded: np.ndarray = (h.n_obs > 0) & (h.n_changes == h.n_obs) & (aged == 0)
+    return bounded
 
 
 def _summary_arrays(
@@ -224,6 +229,7 @@ def _summary_arrays(
             w_idx = expected_index(post[:, :g], grid, a)
             w_cap = expected_capture(post[:, :g], grid, a)
             for j, (period, phase_ll) in enumerate(zip(periods, chunk.phases, strict=True)):
+                assert now_days is not None, "posterior_summary checks it for periodic gains"
                 days, stale = _periodic_gains(phase_ll, period, float(now_days), a)
                 w_idx = w_idx + post[:, g + j] * np.where(a > 0, days, 0.0)
                 w_cap = w_cap + post[:, g + j] * np.where(a > 0, stale, 0.0)
@@ -235,7 +241,7 @@ def _summary_arrays(
 def posterior_summary(
     histories: Histories | pl.DataFrame,
     weights: Mapping[str, np.ndarray] | np.ndarray | None,
-    classes: Sequence | np.ndarray | pl.Series | None = None,
+    classes: Classes = None,
     *,
     grid: np.ndarray | None = None,
     periods: Sequence[Period] = (),

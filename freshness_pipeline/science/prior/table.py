@@ -265,7 +265,8 @@ def _matching(
 def _with_periodic_floor(w: np.ndarray, model: ChangeModel) -> np.ndarray:
     start = initial_weights(model.grid_array, model.periods, model.periodic_start)
     g = len(model.grid)
-    return np.r_[w * (1.0 - start[g:].sum()), start[g:]]
+    floored: np.ndarray = np.r_[w * (1.0 - start[g:].sum()), start[g:]]
+    return floored
 
 
 #: the column of :func:`posterior_gains` each planning objective ranks by
