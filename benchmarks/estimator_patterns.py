@@ -40,19 +40,19 @@ from scheduling import CYCLE, Web, _encode, fmt_table, moment  # noqa: E402
 from freshness_pipeline import tables  # noqa: E402
 from freshness_pipeline.assets.plan import plan_inputs, with_lastmod_hints  # noqa: E402
 from freshness_pipeline.assets.state import update_state  # noqa: E402
-from freshness_pipeline.science.eb import (  # noqa: E402
-    GLOBAL,
-    ChangeModel,
-    latest_fit_before,
-    posterior_gains,
-    prior_weights,
-)
 from freshness_pipeline.science.estimate import (  # noqa: E402
     aligned_ages,
     clean_ages,
     estimate_rates,
     prior_columns,
     prior_mean,
+)
+from freshness_pipeline.science.prior.components import GLOBAL  # noqa: E402
+from freshness_pipeline.science.prior.table import (  # noqa: E402
+    ChangeModel,
+    latest_fit_before,
+    posterior_gains,
+    prior_weights,
 )
 from freshness_pipeline.science.schedule import PlanConfig, build_plan  # noqa: E402
 
@@ -856,7 +856,7 @@ truth) and of its absolute value (**abs error**), over the pages with at least 3
 5 observations."""
 
 MAIN_TEXT = """`change_rate` is the posterior mean of the page's rate under the change prior url_state
-refits each cycle (`science.eb.posterior_rates`): the population the page belongs to (48
+refits each cycle (`science.prior.table.posterior_rates`): the population the page belongs to (48
 Poisson rates and the clocks of 3, 4, 6, 8 and 12 hours, a day and a week, their weights
 fit on every page's history) is what a thinly observed page is judged against. The mean is what
 the column promises (an expected number of changes over a span is the rate times the span);

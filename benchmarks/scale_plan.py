@@ -251,7 +251,7 @@ def previous_prior(state):
     before a cycle next to the cycle's own, so two fits (12 h and 6 h before now), the second
     warm-started from the first as url_state does. Untimed: made once, in the generate phase."""
     from freshness_pipeline import tables
-    from freshness_pipeline.science.eb import refit_change_prior
+    from freshness_pipeline.science.prior.table import refit_change_prior
 
     older = refit_change_prior(state, None, now=NOW - 2 * PLAN_AFTER)
     return tables.conform("change_prior", refit_change_prior(state, older, now=NOW - PLAN_AFTER))
@@ -260,7 +260,7 @@ def previous_prior(state):
 def refit_prior(state, previous):
     """What url_state does after the estimate: refit the change prior on the updated state,
     warm-started from the newest stored fit before now (the steady state of a running home)."""
-    from freshness_pipeline.science.eb import refit_change_prior
+    from freshness_pipeline.science.prior.table import refit_change_prior
 
     return refit_change_prior(state, previous, now=NOW)
 
@@ -298,7 +298,7 @@ def plan_inputs(state, seed: int):
 def with_gains(inputs, prior):
     """What revisit_plan does before build_plan: each candidate's expected gain at the next
     cycle's now under the change prior this cycle fit."""
-    from freshness_pipeline.science.eb import expected_gains
+    from freshness_pipeline.science.prior.table import expected_gains
     from freshness_pipeline.science.schedule import PlanConfig
 
     objective = PlanConfig().objective
@@ -629,7 +629,7 @@ def main() -> None:
                     sys.executable,
                     "-c",
                     "import polars, numpy, duckdb, freshness_pipeline.storage, "
-                    "freshness_pipeline.science.schedule, freshness_pipeline.science.eb;"
+                    "freshness_pipeline.science.schedule, freshness_pipeline.science.prior.table;"
                     f"exec(open({__file__!r}).read().split('# ---- the synthetic')[0]);"
                     "print(peak_rss_mb())",
                 ],

@@ -45,18 +45,6 @@ if str(ROOT) not in sys.path:
 from freshness_pipeline import tables  # noqa: E402
 from freshness_pipeline.assets.plan import with_lastmod_hints  # noqa: E402
 from freshness_pipeline.assets.state import updated_evidence  # noqa: E402
-from freshness_pipeline.science.eb import (  # noqa: E402
-    GLOBAL,
-    ChangeModel,
-    component_table,
-    expected_gains,
-    expected_index,
-    fit_grid_prior,
-    flatten_histories,
-    posterior_summary,
-    rate_grid,
-    refit_change_prior,
-)
 from freshness_pipeline.science.estimate import (  # noqa: E402
     DEFAULT_CLASS,
     append_observations,
@@ -68,6 +56,16 @@ from freshness_pipeline.science.estimate import (  # noqa: E402
 )
 from freshness_pipeline.science.hints import hint_evidence  # noqa: E402
 from freshness_pipeline.science.oracle import optimal_frequencies  # noqa: E402
+from freshness_pipeline.science.prior.components import GLOBAL, rate_grid  # noqa: E402
+from freshness_pipeline.science.prior.fit import fit_grid_prior  # noqa: E402
+from freshness_pipeline.science.prior.histories import flatten_histories  # noqa: E402
+from freshness_pipeline.science.prior.posterior import expected_index, posterior_summary  # noqa: E402
+from freshness_pipeline.science.prior.table import (  # noqa: E402
+    ChangeModel,
+    component_table,
+    expected_gains,
+    refit_change_prior,
+)
 from freshness_pipeline.science.schedule import PlanConfig, build_plan  # noqa: E402
 from freshness_pipeline.synthweb.world import CHO2000_BANDS  # noqa: E402
 

@@ -224,7 +224,8 @@ def _describe(row: Mapping[str, object]) -> str:
     at = row["changed_at"]
     when = at.isoformat() if isinstance(at, datetime) else str(at)
     lines = [str(row["url"]), f"  changed at {when}"]
-    changed: list[str] = row["changed_fields"] or []
+    fields = row["changed_fields"]  # a list of names, or null
+    changed: list[str] = fields if isinstance(fields, list) else []
     for name in changed:
         if name == "text":
             continue  # the text is told as lines below, not quoted

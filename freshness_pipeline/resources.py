@@ -49,7 +49,8 @@ class CycleResource(dg.ConfigurableResource):
     ) -> datetime:
         if self.now:
             return parse_now(self.now)
-        record = context.instance.get_run_record_by_id(context.run_id)
+        # context.run: an asset check's context has no run_id of its own
+        record = context.instance.get_run_record_by_id(context.run.run_id)
         if record is None or record.create_timestamp is None:
             raise dg.Failure("the cycle has no `now`: pass resources.cycle.config.now")
         created = record.create_timestamp

@@ -8,11 +8,18 @@ types for everyone after it.
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import polars as pl
+
+#: A column's type as the schemas write it: a polars type class (pl.String) or an instance
+#: (pl.List(pl.String)); polars takes either wherever a schema goes.
+ColumnType: TypeAlias = pl.DataType | type[pl.DataType]
+Schema: TypeAlias = dict[str, ColumnType]
 
 UTC_TIME = pl.Datetime("us", "UTC")
 
-SEEDS = {
+SEEDS: Schema = {
     "url": pl.String,
     "host": pl.String,
     "value": pl.Float64,
@@ -21,7 +28,7 @@ SEEDS = {
     "added_at": UTC_TIME,
 }
 
-ROBOTS = {
+ROBOTS: Schema = {
     "host": pl.String,
     "robots_url": pl.String,
     "http_status": pl.Int64,
@@ -47,7 +54,7 @@ ROBOTS = {
     "sitemaps_read_entries": pl.Int64,
 }
 
-URL_INVENTORY = {
+URL_INVENTORY: Schema = {
     "url": pl.String,
     "host": pl.String,
     "source": pl.String,
@@ -58,7 +65,7 @@ URL_INVENTORY = {
     "last_seen_at": UTC_TIME,
 }
 
-URL_CANDIDATES = {
+URL_CANDIDATES: Schema = {
     "url": pl.String,
     "host": pl.String,
     "value": pl.Float64,
@@ -73,7 +80,7 @@ URL_CANDIDATES = {
     "blocked_reason": pl.String,
 }
 
-REVISIT_PLAN = {
+REVISIT_PLAN: Schema = {
     "url": pl.String,
     "host": pl.String,
     "planned_at": UTC_TIME,
@@ -113,7 +120,7 @@ REVISIT_PLAN = {
     "version_observed_at": UTC_TIME,
 }
 
-FETCH_RESULTS = {
+FETCH_RESULTS: Schema = {
     "url": pl.String,
     "host": pl.String,
     "fetched_at": UTC_TIME,
@@ -147,7 +154,7 @@ FETCH_RESULTS = {
     "archived": pl.String,
 }
 
-FETCH_LOG = {
+FETCH_LOG: Schema = {
     "url": pl.String,
     "host": pl.String,
     "fetched_at": UTC_TIME,
@@ -174,7 +181,7 @@ FETCH_LOG = {
     "payload_digest": pl.String,
 }
 
-URL_STATE = {
+URL_STATE: Schema = {
     "url": pl.String,
     "host": pl.String,
     "status": pl.String,
@@ -213,18 +220,19 @@ URL_STATE = {
 }
 
 # One row per fetch that graded a sitemap lastmod (did it say "changed" when the page had?).
-LASTMOD_EVIDENCE = {
+LASTMOD_EVIDENCE: Schema = {
     "host": pl.String,
     "observed_at": UTC_TIME,
     "hint_changed": pl.Boolean,
     "changed": pl.Boolean,
 }
 
-# The empirical-Bayes change prior url_state fits each cycle (science.eb.refit_change_prior):
-# per host and url_class (plus "__global__"), one row per fit: the model's components in order
-# (kind and rate) and their weights, with the host's pages with a history in that class (what it
-# weighs when runs mix hosts). The newest fit and the one before it are kept.
-CHANGE_PRIOR = {
+# The empirical-Bayes change prior url_state fits each cycle
+# (science.prior.table.refit_change_prior): per host and url_class (plus "__global__"), one row
+# per fit: the model's components in order (kind and rate) and their weights, with the host's
+# pages with a history in that class (what it weighs when runs mix hosts). The newest fit and the
+# one before it are kept.
+CHANGE_PRIOR: Schema = {
     "host": pl.String,
     "url_class": pl.String,
     "fitted_at": UTC_TIME,
@@ -238,7 +246,7 @@ CHANGE_PRIOR = {
 # that no cycle re-reads a month of fetch_log to judge them: per cycle, the counts of its
 # requests (validators.COUNT_COLUMNS), kept for VALIDATOR_HISTORY; and per URL the last request
 # and the last body, which the next request is judged against.
-VALIDATOR_EVIDENCE = {
+VALIDATOR_EVIDENCE: Schema = {
     "host": pl.String,
     "cycle_at": UTC_TIME,
     "n_fetches": pl.Int64,
@@ -250,7 +258,7 @@ VALIDATOR_EVIDENCE = {
     },
 }
 
-VALIDATOR_LATEST = {
+VALIDATOR_LATEST: Schema = {
     "url": pl.String,
     "host": pl.String,
     "fetched_at": UTC_TIME,
@@ -268,7 +276,7 @@ VALIDATOR_LATEST = {
 # whole history: the metric views and pricing by bytes sum these instead of opening every
 # fetch_log file. ``cycles``: how many cycles a row sums (1, or a month's once older than
 # fetch_totals.CYCLE_DETAIL).
-FETCH_TOTALS = {
+FETCH_TOTALS: Schema = {
     "host": pl.String,
     "cycle_at": UTC_TIME,
     "url_class": pl.String,
@@ -290,7 +298,7 @@ FETCH_TOTALS = {
 
 # Each inventory URL's canonical form (assets.candidates.normalize_with_cache), so that a cycle
 # normalizes only the URLs it has not seen under the same rules.
-URL_CANONICAL = {
+URL_CANONICAL: Schema = {
     "host": pl.String,
     "url": pl.String,
     "canonical": pl.String,
@@ -302,7 +310,7 @@ URL_CANONICAL = {
 # What each host accepts (science.capacity), one row per host, replaced each cycle it fetched:
 # the learned pace the next plan caps the host by and the next fetch starts from, and what the
 # last cycle planned, sent and deferred there.
-HOST_CAPACITY = {
+HOST_CAPACITY: Schema = {
     "host": pl.String,
     "updated_at": UTC_TIME,
     "gap_s": pl.Float64,
@@ -324,7 +332,7 @@ HOST_CAPACITY = {
 
 # The crawled copy. One row per observed version of a page (a fetch whose content was new or
 # changed, or a re-extraction), with what it said; one file per cycle and host.
-PAGE_VERSIONS = {
+PAGE_VERSIONS: Schema = {
     "url": pl.String,
     "host": pl.String,
     "observed_at": UTC_TIME,
@@ -343,7 +351,7 @@ PAGE_VERSIONS = {
 }
 
 # One row per detected change: what differs between a version and the one before it.
-CHANGES = {
+CHANGES: Schema = {
     "url": pl.String,
     "host": pl.String,
     "changed_at": UTC_TIME,
@@ -359,7 +367,7 @@ CHANGES = {
 # that holds the cycle's time; the others are replaced per host each cycle.
 HISTORY_TABLES = {"fetch_log": "fetched_at", "page_versions": "observed_at", "changes": "changed_at"}
 
-SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+SCHEMAS: dict[str, Schema] = {
     "seeds": SEEDS,
     "robots": ROBOTS,
     "url_inventory": URL_INVENTORY,

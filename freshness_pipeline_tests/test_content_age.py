@@ -9,25 +9,16 @@ import numpy as np
 import polars as pl
 import pytest
 
-from freshness_pipeline.science.eb import (
-    DEFAULT_PERIODS,
-    MISMATCH,
-    ChangeModel,
-    Period,
-    expected_gains,
-    flatten_histories,
-    grid_posterior,
-    histories_from_arrays,
-    posterior_summary,
-    rate_grid,
-    refit_change_prior,
-)
-from freshness_pipeline.science.eb import _Likelihood as _Likelihood  # the likelihood itself
 from freshness_pipeline.science.estimate import (
     AGE_COLUMN,
     append_observations,
     estimate_rates,
 )
+from freshness_pipeline.science.prior.components import DEFAULT_PERIODS, MISMATCH, Period, rate_grid
+from freshness_pipeline.science.prior.histories import flatten_histories, histories_from_arrays
+from freshness_pipeline.science.prior.likelihood import _Likelihood  # the likelihood itself
+from freshness_pipeline.science.prior.posterior import grid_posterior, posterior_summary
+from freshness_pipeline.science.prior.table import ChangeModel, expected_gains, refit_change_prior
 from freshness_pipeline_tests.histories import LIST_F
 from freshness_pipeline_tests.histories import history_frame as _state
 

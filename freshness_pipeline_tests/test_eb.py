@@ -6,29 +6,29 @@ import polars as pl
 import pytest
 
 from freshness_pipeline import tables
-from freshness_pipeline.science.eb import (
+from freshness_pipeline.science.prior.components import GLOBAL, Period, initial_weights, rate_grid
+from freshness_pipeline.science.prior.fit import fit_grid_prior
+from freshness_pipeline.science.prior.histories import flatten_histories, histories_from_arrays
+from freshness_pipeline.science.prior.likelihood import (
     CHUNK_CELLS,
-    GLOBAL,
-    ChangeModel,
-    Period,
+    _Likelihood,  # the likelihood itself
+)
+from freshness_pipeline.science.prior.posterior import (
     expected_capture,
-    expected_gains,
     expected_index,
-    fit_grid_prior,
-    flatten_histories,
     grid_posterior,
-    histories_from_arrays,
-    initial_weights,
+    posterior_summary,
+)
+from freshness_pipeline.science.prior.table import (
+    ChangeModel,
+    expected_gains,
     latest_fit_before,
     posterior_gains,
-    posterior_summary,
     prior_weights,
-    rate_grid,
     refit_change_prior,
     weights_frame,
     weights_from_frame,
 )
-from freshness_pipeline.science.eb import _Likelihood as _Likelihood  # the likelihood itself
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
 
 GRID = rate_grid()
@@ -737,7 +737,7 @@ def test_classes_whose_prior_has_no_clocks_are_scored_without_them(
 ) -> None:
     """Below CLOCK_FLOOR of prior mass on the clocks a class skips the phase likelihoods (half
     the scoring cost); what it scores must not move beyond what that mass could explain."""
-    import freshness_pipeline.science.eb as eb_module
+    import freshness_pipeline.science.prior.posterior as eb_module
 
     model = ChangeModel(periods=(DAY,), iterations=10)
     state = _url_state()

@@ -13,17 +13,14 @@ import pytest
 
 from freshness_pipeline import tables
 from freshness_pipeline.assets.state import update_state
-from freshness_pipeline.science.eb import (
-    DEFAULT_PERIODS,
-    GLOBAL,
+from freshness_pipeline.science.prior.components import DEFAULT_PERIODS, GLOBAL, rate_grid
+from freshness_pipeline.science.prior.histories import histories_from_arrays
+from freshness_pipeline.science.prior.posterior import _MedianRule, posterior_summary
+from freshness_pipeline.science.prior.table import (
     ChangeModel,
-    _MedianRule,
-    histories_from_arrays,
     latest_fit_before,
     posterior_rates,
-    posterior_summary,
     prior_weights,
-    rate_grid,
 )
 
 T0 = datetime(2026, 11, 2, tzinfo=UTC)

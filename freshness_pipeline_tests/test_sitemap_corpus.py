@@ -36,7 +36,8 @@ from freshness_pipeline.web.discovery import (
     HostDiscovery,
     discover_hosts,
 )
-from freshness_pipeline.web.sitemaps import PROBLEM_LABELS, ParsedSitemap, read_sitemap
+from freshness_pipeline.web.sitemaps.entries import PROBLEM_LABELS, ParsedSitemap
+from freshness_pipeline.web.sitemaps.read import read_sitemap
 from freshness_pipeline_tests.support import LoopThread
 from freshness_pipeline_tests.test_sitemaps import LOOPBACK
 
@@ -340,7 +341,7 @@ def test_a_text_sitemap_keeps_its_url_lines() -> None:
 
 
 def test_a_feed_is_read_up_to_its_own_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    from freshness_pipeline.web import sitemaps
+    from freshness_pipeline.web.sitemaps import read as sitemaps
 
     monkeypatch.setattr(sitemaps, "MAX_FEED_BYTES", 400)
     body = fixture("rss_bare_ampersands.xml")
@@ -644,7 +645,7 @@ def test_discovery_lines_are_capped_per_cycle_and_the_rest_counted():
     Dagster event): MAX_HOST_LINES per severity, then one line that counts the rest by kind."""
     from freshness_pipeline.assets.inventory import MAX_HOST_LINES, log_discovery
     from freshness_pipeline.web.discovery import HostDiscovery
-    from freshness_pipeline.web.sitemaps import SitemapProblem
+    from freshness_pipeline.web.sitemaps.entries import SitemapProblem
 
     class Lines:
         def __init__(self) -> None:

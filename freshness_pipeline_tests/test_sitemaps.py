@@ -15,13 +15,13 @@ import pytest
 from aiohttp import web
 
 from freshness_pipeline.web.client import FetchSettings, open_session
-from freshness_pipeline.web.sitemaps import (
+from freshness_pipeline.web.sitemaps.entries import (
     MAX_URLS_PER_FILE,
     SitemapEntry,
-    fetch_sitemap_entries,
-    parse_sitemap,
     parse_w3c_datetime,
 )
+from freshness_pipeline.web.sitemaps.read import parse_sitemap
+from freshness_pipeline.web.sitemaps.walk import fetch_sitemap_entries
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
 UA = FetchSettings().user_agent

@@ -11,7 +11,8 @@ import pytest
 from freshness_pipeline import tables
 from freshness_pipeline.assets.plan import plan_inputs
 from freshness_pipeline.assets.state import EMPTY_FINGERPRINT, update_state
-from freshness_pipeline.science.eb import GLOBAL, expected_gains
+from freshness_pipeline.science.prior.components import GLOBAL
+from freshness_pipeline.science.prior.table import expected_gains
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)

@@ -32,7 +32,7 @@ from freshness_pipeline.web.discovery import (
     HostDiscovery,
     discover_hosts,
 )
-from freshness_pipeline.web.sitemaps import PROBLEM_LABELS, ProblemKind, SitemapProblem
+from freshness_pipeline.web.sitemaps.entries import PROBLEM_LABELS, ProblemKind, SitemapProblem
 
 _KEY = ["url", "source"]
 

@@ -1,7 +1,7 @@
 """revisit_plan: every candidate scored, and the best buys selected within budget and capacity.
 
 The scoring is the pure planner in science.schedule, with each page's gain taken from the change
-prior url_state fit last cycle (science.eb); this asset only joins what it needs (the previous
+prior url_state fit last cycle (science.prior); this asset only joins what it needs (the previous
 url_state, the change prior, robots crawl-delays and Retry-After holds, last cycle's host
 health and each host's learned pace, science.capacity) and passes the cycle's now. Each row
 carries its host's capacity and pace, which the fetch stage fetches with.
@@ -20,8 +20,8 @@ from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.resources import CycleResource, WarehouseResource
 from freshness_pipeline.science.capacity import START_CONCURRENCY, paced_capacity
 from freshness_pipeline.science.cost import BYTES_HISTORY, bytes_cost, credits_cost
-from freshness_pipeline.science.eb import GAIN_COLUMN, posterior_gains
 from freshness_pipeline.science.hints import host_trust, lastmod_hints
+from freshness_pipeline.science.prior.table import GAIN_COLUMN, posterior_gains
 from freshness_pipeline.science.retry_after import held_hosts
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
 
@@ -98,7 +98,7 @@ def plan_inputs(
         "change_rate",
         "n_obs",
         "n_changes",
-        # the history the change prior scores each page on (science.eb.posterior_gains)
+        # the history the change prior scores each page on (science.prior.table.posterior_gains)
         "obs_interval_days",
         "obs_changed",
         "obs_age_days",

@@ -5,7 +5,7 @@ Each successful fetch adds one interval-censored observation ("changed or not si
 time we saw the page"); an observation is added only when the fetch is newer than the last one
 recorded, so re-running a cycle never counts the same fetch twice. No URL ever leaves the table:
 pages that vanish are marked gone, with their history kept. Each cycle also refits the change
-prior (table ``change_prior``, science.eb) from these histories: ``change_rate`` is each page's
+prior (table ``change_prior``, science.prior) from these histories: ``change_rate`` is each page's
 posterior mean under it (``change_rate_median`` its median), and the next plan scores every
 page under it.
 """
@@ -23,18 +23,18 @@ from freshness_pipeline.assets.common import cycle_asset, reads_columns, run_hos
 from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.plots import state_plots
 from freshness_pipeline.resources import CycleResource, WarehouseResource
-from freshness_pipeline.science.eb import (
-    GLOBAL,
+from freshness_pipeline.science.estimate import AGE_COLUMN, append_observations
+from freshness_pipeline.science.fingerprint import content_fingerprint
+from freshness_pipeline.science.hints import hint_evidence
+from freshness_pipeline.science.intervals import due_age_days
+from freshness_pipeline.science.prior.components import GLOBAL
+from freshness_pipeline.science.prior.table import (
     RATE_COLUMNS,
     ChangeModel,
     posterior_rates,
     prior_weights,
     refit_change_prior,
 )
-from freshness_pipeline.science.estimate import AGE_COLUMN, append_observations
-from freshness_pipeline.science.fingerprint import content_fingerprint
-from freshness_pipeline.science.hints import hint_evidence
-from freshness_pipeline.science.intervals import due_age_days
 from freshness_pipeline.science.schedule import PlanConfig
 
 SUCCESS = ["not_modified", "unchanged", "changed", "new"]
@@ -50,7 +50,8 @@ def plan_threshold(plan: pl.DataFrame) -> float:
     not_bought = plan.filter(~pl.col("selected") & (pl.col("status") != "blocked"))
     if bought.is_empty() or not_bought.is_empty():
         return 0.0
-    return float(bought["priority"].min())
+    lowest = bought["priority"].min()
+    return float(lowest) if isinstance(lowest, int | float) else 0.0  # None: no priority bought
 
 
 def _days(expr: pl.Expr) -> pl.Expr:
@@ -213,7 +214,7 @@ def update_state(
     next checks; also returns this cycle's grading of sitemap lastmod hints.
 
     ``change_rate`` is the posterior mean (``change_rate_median`` the median) under the prior
-    this cycle fits (science.eb.posterior_rates): the population the page belongs to, not a
+    this cycle fits (science.prior.table.posterior_rates): the population the page belongs to, not a
     fixed class prior, is what a thinly observed page is judged against. Only rows whose
     history, class or ages moved are re-scored, and rows without a history (their class
     prior's, one number per class); the others keep the estimate of the fit they were last scored under, which

@@ -8,7 +8,7 @@ P(unchanged) = e^{−λΔ}, P(changed) = 1 − e^{−λΔ}.
 
 url_state does not report this estimate: its ``change_rate`` is the posterior mean (and
 ``change_rate_median`` the median) under the change prior it refits each cycle
-(science.eb.posterior_rates). The fixed class prior here
+(science.prior.table.posterior_rates). The fixed class prior here
 sat far below the populations the pages came from (a change a week for a page without a class),
 its cap for a page changed at every visit is the sampling rate however fast the page, and it
 reads a clock page's content ages as Poisson ages, about twice the clock's rate: on webs of
@@ -380,7 +380,8 @@ def _solve_censored(
     """
     n = alpha.shape[0]
     slope_const = beta + s_unchanged
-    lam = (alpha + n_changes) / (beta + s_unchanged + s_changed)  # exposure estimate <= root
+    # the exposure estimate, <= the root
+    lam: np.ndarray = (alpha + n_changes) / (beta + s_unchanged + s_changed)
     active = (n_changes > 0) & (lam < stop_at)
     # Rows without a changed interval have a linear equation: solved exactly, no iteration.
     no_change = n_changes == 0
@@ -461,7 +462,8 @@ def _forgetting_weights(state: pl.DataFrame, row: np.ndarray, d: np.ndarray) -> 
     within = cs - (cs[first] - d[first])
     total = np.bincount(row, weights=d, minlength=state.height)
     age = total[row] - within
-    return np.exp2(-age / h[row])
+    weight: np.ndarray = np.exp2(-age / h[row])
+    return weight
 
 
 _ESTIMATE_COLUMNS = ("change_rate", "n_obs", "n_changes", "rate_is_lower_bound")

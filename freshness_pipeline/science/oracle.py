@@ -57,7 +57,8 @@ def _g(r: np.ndarray) -> np.ndarray:
         series = (series + coef) * small
     series *= small
     direct = 1.0 - (1.0 + r) * np.exp(-np.minimum(r, 700.0))
-    return np.where(r < 0.05, series, direct)
+    g: np.ndarray = np.where(r < 0.05, series, direct)
+    return g
 
 
 def g_inverse(y: ArrayLike, *, iterations: int = 80) -> np.ndarray:
@@ -103,7 +104,8 @@ def _freqs_for(mu: float, lam: np.ndarray, w: np.ndarray, cap: np.ndarray) -> np
     with np.errstate(divide="ignore"):
         f = np.where(r > 0, lam / r, np.inf)
     f = np.where(y >= 1.0, 0.0, f)
-    return np.minimum(f, cap)
+    capped: np.ndarray = np.minimum(f, cap)
+    return capped
 
 
 def optimal_frequencies(

@@ -383,7 +383,7 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
         else posterior_capture_gain(pl.col("_rate"), age_eff, pl.col("_shape"))
     )
     if "expected_gain_override" in cols:
-        # A gain computed elsewhere (science.eb: the index averaged over an empirical-Bayes
+        # A gain computed elsewhere (science.prior: the index averaged over an empirical-Bayes
         # posterior) replaces the Gamma/point gain wherever it is a usable number.
         override = pl.col("_gain_override")
         gain = pl.when(override.is_finite() & (override >= 0)).then(override).otherwise(gain)
@@ -465,7 +465,8 @@ def build_plan(
     rate_shape (how sure the rate is: see :func:`posterior_freshness_index`) and hinted_change
     (a trusted sitemap hint from :func:`freshness_pipeline.science.hints.lastmod_hints`);
     optional expected_gain_override: a precomputed expected gain for the configured objective
-    at ``now`` (e.g. ``expected_index`` from :func:`freshness_pipeline.science.eb.posterior_summary`)
+    at ``now`` (e.g. ``expected_index`` from
+    :func:`freshness_pipeline.science.prior.posterior.posterior_summary`)
     that replaces the computed one where it is finite and >= 0 (null/NaN/negative: computed as
     without the column); a hint of "unchanged" still zeroes it, and for a hint of "changed" the
     caller should pass the gain at infinite age. ``host_capacity``:

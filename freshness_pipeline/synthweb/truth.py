@@ -168,7 +168,7 @@ class Truth:
     # ------------------------------------------------------------------ freshness
     def _fetch_index(self, fetches: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         urls, times = _fetch_arrays(fetches)
-        cache: dict[str, int] = {}
+        cache: dict[str | None, int] = {}  # a fetch without a URL is cached as -1 too
         idx = np.empty(len(urls), dtype=np.int64)
         for k, u in enumerate(urls):
             i = cache.get(u)

@@ -34,13 +34,8 @@ from freshness_pipeline.web.robots import (
     record_ttl,
     robots_policy,
 )
-from freshness_pipeline.web.sitemaps import (
-    PROBLEM_KINDS,
-    SitemapEntry,
-    SitemapProblem,
-    SitemapWalk,
-    fetch_sitemap_entries,
-)
+from freshness_pipeline.web.sitemaps.entries import PROBLEM_KINDS, SitemapEntry, SitemapProblem
+from freshness_pipeline.web.sitemaps.walk import SitemapWalk, fetch_sitemap_entries
 
 HOSTS_AT_ONCE = 8
 GUESSED_SITEMAP_PATH = "/sitemap.xml"

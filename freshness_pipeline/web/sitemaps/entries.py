@@ -1,0 +1,171 @@
+"""What reading a sitemap or feed yields (entries, problems, the file's format), the limits
+every reader keeps, and the dates the files carry: shared by the parsers, the walk and the
+inventory that reports problems, none of which needs the others to speak of them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, timezone
+from email.utils import parsedate_to_datetime
+from typing import Literal, get_args
+
+__all__ = [
+    "MAX_FEED_BYTES",
+    "MAX_SITEMAP_BYTES",
+    "MAX_URLS_PER_FILE",
+    "PROBLEM_KINDS",
+    "PROBLEM_LABELS",
+    "ParsedSitemap",
+    "ProblemKind",
+    "SitemapEntry",
+    "SitemapFormat",
+    "SitemapProblem",
+    "parse_w3c_datetime",
+]
+
+MAX_URLS_PER_FILE = 50_000  # the sitemaps.org limit per file
+MAX_SITEMAP_BYTES = 50 * 1024 * 1024  # the sitemaps.org limit, uncompressed
+# Feeds list recent items, not a site; feedparser builds a dict per element, so a feed gets a
+# tighter cap than a sitemap and is read up to it.
+MAX_FEED_BYTES = 8 * 1024 * 1024
+
+
+ProblemKind = Literal[
+    "http", "gzip", "size_cap", "not_sitemap", "entities", "malformed", "url_cap", "file_cap"
+]
+# What each kind of problem means, for logs and run metadata.
+PROBLEM_LABELS: dict[ProblemKind, str] = {
+    "http": "sitemap not fetched (HTTP status, network, redirects)",
+    "gzip": "compressed sitemap corrupt, truncated or in an unknown coding",
+    "size_cap": f"sitemap over the size cap (sitemaps {MAX_SITEMAP_BYTES} bytes, feeds "
+    f"{MAX_FEED_BYTES}), read up to it",
+    "not_sitemap": "not a sitemap or feed (HTML, JSON, garbage, empty)",
+    "entities": "sitemap declares XML entities, refused",
+    "malformed": "malformed sitemap XML, entries recovered",
+    "url_cap": "URL limit reached, the rest not read",
+    "file_cap": "sitemap file limit reached, the rest not read",
+}
+PROBLEM_KINDS: tuple[ProblemKind, ...] = get_args(ProblemKind)
+
+SitemapFormat = Literal["urlset", "sitemapindex", "rss", "rdf", "atom", "text"]
+_ROOT_FORMATS: dict[str, SitemapFormat] = {
+    "urlset": "urlset",
+    "sitemapindex": "sitemapindex",
+    "rss": "rss",
+    "rdf": "rdf",
+    "feed": "atom",
+}
+_FEEDS: frozenset[SitemapFormat] = frozenset({"rss", "rdf", "atom"})
+# The element each format lists one URL in.
+_RECORD_TAG: dict[SitemapFormat, str] = {
+    "urlset": "url",
+    "sitemapindex": "sitemap",
+    "rss": "item",
+    "rdf": "item",
+    "atom": "entry",
+}
+
+
+_W3C = re.compile(
+    r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2})"
+    r"(?:[Tt ](\d{1,2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?\s*(Z|z|UTC|GMT|[+-]\d{2}(?::?\d{2})?)?)?"
+    r")?)?$"
+)
+
+
+@dataclass
+class SitemapEntry:
+    """One URL a sitemap or feed announced, with its claimed last modification (UTC)."""
+
+    loc: str
+    lastmod: datetime | None
+    source_url: str
+
+
+@dataclass(frozen=True)
+class SitemapProblem:
+    """One thing wrong with one sitemap file (``sitemap_url``), or with the walk (None)."""
+
+    kind: ProblemKind
+    detail: str
+    sitemap_url: str | None = None
+    http_status: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.sitemap_url}: {self.detail}" if self.sitemap_url else self.detail
+
+
+@dataclass
+class ParsedSitemap:
+    """What one file held. ``recovered``: the file was malformed and its entries came through
+    recovery. ``complete``: every record the file holds was read, so a URL not in ``entries``
+    is not in the file (a repaired ampersand or a stray namespace prefix loses nothing; a
+    cut, a cap or a recovery libxml2 had to guess at does)."""
+
+    format: SitemapFormat | None  # None: not a sitemap, or refused
+    entries: list[SitemapEntry] = field(default_factory=list)
+    children: list[str] = field(default_factory=list)
+    problems: list[SitemapProblem] = field(default_factory=list)
+    recovered: bool = False
+    complete: bool = False
+
+
+def parse_w3c_datetime(text: str | None) -> datetime | None:
+    """A sitemap/feed date as an aware UTC datetime, or None when it is not a date.
+
+    Accepts the W3C profile of ISO 8601 (``2024``, ``2024-05``, ``2024-05-01``, with time, with or
+    without seconds, fraction and zone; no zone means UTC), RFC 3339 (Atom) and RFC 822 (RSS
+    ``pubDate``). A date that cannot be placed on the UTC line (year 9999 minus a zone) is None.
+    """
+    if not text:
+        return None
+    value = text.strip()
+    if not value:
+        return None
+    m = _W3C.match(value)
+    when: datetime | None
+    if m:
+        year, month, day, hour, minute, second, frac, zone = m.groups()
+        try:
+            micro = int((frac or "0")[:6].ljust(6, "0"))
+            when = datetime(
+                int(year),
+                int(month or 1),
+                int(day or 1),
+                int(hour or 0),
+                int(minute or 0),
+                int(second or 0),
+                micro,
+                tzinfo=_zone(zone),
+            )
+        except ValueError:
+            return None
+    else:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            when = None
+        if when is None:
+            try:
+                when = datetime.fromisoformat(value)
+            except ValueError:
+                return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+    try:
+        return when.astimezone(UTC)
+    except (OverflowError, ValueError):
+        return None
+
+
+def _zone(zone: str | None) -> timezone:
+    if zone is None or zone.upper() in ("Z", "UTC", "GMT"):
+        return UTC
+    sign = -1 if zone[0] == "-" else 1
+    digits = zone[1:].replace(":", "")
+    hours = int(digits[:2])
+    minutes = int(digits[2:4] or 0)
+    if hours > 23 or minutes > 59:
+        raise ValueError("bad zone")
+    return timezone(sign * timedelta(hours=hours, minutes=minutes))

@@ -1,0 +1,86 @@
+"""The records of a sitemap or feed (a ``<url>``, ``<sitemap>``, ``<item>`` or ``<entry>``)
+turned into entries and child sitemaps, one finished element at a time and up to the URL
+cap: the step the XML reader and the feed reader share."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urljoin
+
+from freshness_pipeline.web.netguard import check_url_scheme
+from freshness_pipeline.web.sitemaps.entries import (
+    _RECORD_TAG,
+    SitemapEntry,
+    SitemapFormat,
+    parse_w3c_datetime,
+)
+
+
+def _local(tag: object) -> str:
+    """An element's name without namespace or prefix: sitemaps in the 0.84 namespace, in none
+    or in a misspelt one, and prefixes nobody declared, all name the same elements."""
+    if not isinstance(tag, str):  # comments, processing instructions, entity references
+        return ""
+    return tag.rsplit("}", 1)[-1].rsplit(":", 1)[-1].lower()
+
+
+def _child_text(elem: Any, name: str) -> str | None:
+    # lxml's {*} finds the name in any namespace or none; only an undeclared prefix or an
+    # odd case needs the look at every child.
+    found = list(elem.iterchildren(f"{{*}}{name}")) or [
+        child for child in elem if _local(child.tag) == name
+    ]
+    for child in found:
+        text = "".join(child.itertext()).strip()
+        if text:
+            return text
+    return None
+
+
+def _absolute(loc: str | None, base: str) -> str | None:
+    if not loc:
+        return None
+    loc = loc.strip()
+    try:
+        # Nearly every loc is absolute already: joining it would parse the base once more.
+        url = loc if loc[:8].lower().startswith(("http://", "https://")) else urljoin(base, loc)
+        check_url_scheme(url)
+    except ValueError:
+        return None
+    return url
+
+
+class _Records:
+    """Turns the records lxml finishes into entries and child sitemaps, up to the cap."""
+
+    def __init__(self, fmt: SitemapFormat, source_url: str, max_urls: int) -> None:
+        self.fmt = fmt
+        self.record = _RECORD_TAG[fmt]
+        self.source_url = source_url
+        self.max_urls = max_urls
+        self.entries: list[SitemapEntry] = []
+        self.children: list[str] = []
+        self.capped = False
+
+    def take(self, elem: Any) -> bool:
+        """Use a finished element if it is a record; False once the cap stops the file."""
+        if _local(elem.tag) != self.record:
+            return True
+        if len(self.entries) + len(self.children) >= self.max_urls:
+            self.capped = True
+            return False
+        url = _absolute(_child_text(elem, "loc"), self.source_url)
+        if url is not None:
+            if self.fmt == "sitemapindex":
+                self.children.append(url)
+            else:
+                lastmod = parse_w3c_datetime(_child_text(elem, "lastmod"))
+                self.entries.append(SitemapEntry(url, lastmod, self.source_url))
+        # Keep memory flat on 50,000-record files: drop the record and what came before it,
+        # unless a recovery nested it in a record not yet finished (whose <loc> that would be).
+        elem.clear()
+        parent = elem.getparent()
+        if parent is not None and parent.getparent() is None:
+            while elem.getprevious() is not None:
+                del parent[0]
+        return True
