@@ -21,7 +21,14 @@ _TABLES = (
     "fetch_results",
     "url_state",
 )
-_ASSETS = ("url_inventory", "url_candidates", "revisit_plan", "fetch_results", "url_state")
+_ASSETS = (
+    "url_inventory",
+    "url_candidates",
+    "revisit_plan",
+    "fetch_results",
+    "url_state",
+    "retention",
+)
 POINTS = (
     *(f"asset:{a}:start" for a in _ASSETS),
     *(f"write:{t}:{stage}" for t in _TABLES for stage in ("temp_written", "replaced")),
