@@ -9,9 +9,15 @@ this module expires what was written: page_versions and changes rows of a class 
 URL's class in url_state (a page_versions row of a URL url_state no longer has keeps its own),
 so a page moved to another class is kept as its new class says.
 
-Every file is replaced whole or not at all (Warehouse's atomic writes), one host at a time, and
+Every file is replaced whole or not at all (Warehouse's atomic writes), one file at a time, and
 the archive in archive.prune's two steps around the table rewrites that move rows off the
-expired WARC files: a kill anywhere leaves a consistent home that the next cycle prunes again.
+expired WARC files. The order is what keeps every pointer whole: first the originals kept
+revisits need are copied into a kept file (nothing deleted), then every table row is moved
+off the expired files (page_versions and changes host by host, then fetch_log and url_state),
+and only then are the expired files deleted, each index before its WARC. A kill anywhere
+(crashpoints.PRUNE_POINTS) therefore leaves rows that point into files still there or into
+the kept copy, never into a deleted one, and the next cycle's prune finds what is left to do
+and does it.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from freshness_pipeline.archive import (
     prepare_prune,
 )
 from freshness_pipeline.config import PipelineConfig
+from freshness_pipeline.crashpoints import crash_point
 from freshness_pipeline.storage import HomeBusy, Warehouse
 
 __all__ = ["RetentionSummary", "prune_history", "prune_home"]
@@ -152,6 +159,8 @@ def prune_history(wh: Warehouse, config: PipelineConfig, now: datetime) -> Reten
     summary = RetentionSummary()
     plan = _prepare_archive(wh.home, config, now)
     relocating = plan is not None and bool(plan.expired)
+    if relocating:
+        crash_point("prune:archive_prepared")
     expiring = any(
         r.versions_days is not None or not r.keep_history for r in config.class_retention.values()
     )
@@ -165,6 +174,8 @@ def prune_history(wh: Warehouse, config: PipelineConfig, now: datetime) -> Reten
             _relocate_history(wh, "fetch_log", host, plan, summary)
         for host in wh.hosts_in("url_state"):
             _relocate_state(wh, host, plan)
+        # no row points into an expired file any more: only now may they go
+        crash_point("prune:tables_moved")
         summary.warc_files_removed = len(commit_prune(plan))
         summary.originals_carried = len(plan.relocated)
     return summary
@@ -281,12 +292,17 @@ def _apply(
     empty: list[Path],
     summary: RetentionSummary,
 ) -> None:
-    wh._atomic_write_many(jobs)
+    # One file at a time, each whole: a kill between two leaves some of a host's files
+    # pruned and the others as they were, all of them pointing into files that still exist.
+    for job in jobs:
+        wh._atomic_write_many([job])
+        summary.files_rewritten += 1
+        crash_point("prune:history_rewritten")
     for path in empty:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-    summary.files_rewritten += len(jobs)
-    summary.files_removed += len(empty)
+        summary.files_removed += 1
+        crash_point("prune:history_rewritten")
 
 
 def _relocated_rows(rows: pl.DataFrame, plan: PrunePlan) -> tuple[pl.DataFrame, int]:
