@@ -186,7 +186,8 @@ def page_versions(wh: Warehouse, url: str) -> tuple[str, list[Version]]:
         rows = con.execute(
             "SELECT url, observed_at, outcome, title, text, fields, fingerprint"
             " FROM read_parquet($files, union_by_name = true)"
-            " WHERE url IN ($raw, $stored) ORDER BY observed_at",
+            # a re-extraction after the row it re-read where an older home dated both alike
+            " WHERE url IN ($raw, $stored) ORDER BY observed_at, outcome = 'reextracted'",
             {"files": files, "raw": url.strip(), "stored": stored},
         ).fetchall()
     # a URL stored exactly as typed wins over its normalized form
