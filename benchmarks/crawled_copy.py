@@ -430,11 +430,13 @@ def _vm_hwm_kb(pid: int) -> int:
     return 0
 
 
-def measure(command: list[str], env: dict[str, str]) -> dict[str, Any]:
+def measure(command: list[str], env: dict[str, str], cwd: Path | None = None) -> dict[str, Any]:
     """Wall, CPU (from wait4) and peak RSS (VmHWM, sampled) of one child. Only wait4 reaps it
     (Popen.poll would, and take its resource usage with it)."""
     started = time.perf_counter()
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     peak = 0
     while True:
         pid, status, usage = os.wait4(process.pid, os.WNOHANG)
@@ -486,15 +488,16 @@ def export_runs(
         cli = [sys.executable, "-m", "freshness_pipeline.cli", "export", "--home", str(home)]
         empty = (START + timedelta(days=365)).isoformat()
         for label, code in codes:
+            # in the checkout's folder: `python -m` puts the working folder first on sys.path
             code_env = {**env, "PYTHONPATH": str(code)}
             startup = measure(
-                [*cli, "--since", empty, "--out", str(work / "empty.jsonl")], code_env
+                [*cli, "--since", empty, "--out", str(work / "empty.jsonl")], code_env, code
             )
             runs.append({**built, "code": label, "format": "startup", **startup, "out_bytes": 0})
             for fmt in EXPORT_FORMATS:
                 out = work / f"export-{size}.{fmt}"
                 done = measure(
-                    [*cli, "--since", since, "--format", fmt, "--out", str(out)], code_env
+                    [*cli, "--since", since, "--format", fmt, "--out", str(out)], code_env, code
                 )
                 size_out = out.stat().st_size if out.exists() else 0
                 runs.append({**built, "code": label, "format": fmt, **done, "out_bytes": size_out})
