@@ -3,13 +3,14 @@ diff``), and, for a downstream consumer, the newest version of every page that c
 appeared in a time window plus a tombstone for every page that went away in it (``freshness
 export``).
 
-Both read the Parquet files themselves, in a private in-memory DuckDB, rather than the views
-file: a user's session or a cycle holding ``freshness.duckdb`` must not stop a read, a diff
-needs only the files of its page's host, and an export only the page_versions files of its
+Both read the Parquet files themselves rather than the views file: a user's session or a cycle
+holding ``freshness.duckdb`` must not stop a read, a diff needs only the files of its page's
+host (a private in-memory DuckDB reads them), and an export only the page_versions files of its
 window's cycles (history files are named after their cycle). Nothing here collects a table into
-Python: a diff holds one page's versions, an export streams Arrow batches (JSON lines, CSV) or
-lets DuckDB write the Parquet file, with DuckDB's memory capped so that a large window spills
-to disk instead of growing the process.
+Python: a diff holds one page's versions; an export is a polars streaming query from those
+files to the output file, holding a narrow key per URL of the window and the page text a
+batch at a time (DuckDB over thousands of small files held hundreds of megabytes for their
+schemas alone: docs/crawled_copy.md).
 """
 
 from __future__ import annotations
@@ -25,14 +26,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO, Literal, NamedTuple, cast
+from typing import Any, BinaryIO, Literal, NamedTuple, cast
 
 import duckdb
-import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.csv as pa_csv  # type: ignore[import-untyped]
+import polars as pl
 from rich.console import Console
 from rich.text import Text
 
+from freshness_pipeline import tables
 from freshness_pipeline.config import ConfigError, load_config
 from freshness_pipeline.science.changes import TEXT_FIELD
 from freshness_pipeline.science.normalize import InvalidURL, normalize_url, url_authority
@@ -80,25 +81,16 @@ class TargetError(CopyError):
 
 
 class QueryError(RuntimeError):
-    """DuckDB failed on the warehouse's files (a damaged file, a full disk): not the user's
-    input; ``str(exc)`` is DuckDB's first line, which names the file."""
+    """Reading the warehouse's files failed (a damaged file, a full disk): not the user's
+    input; ``str(exc)`` is the first line of DuckDB's or polars' error."""
 
 
 def iso_utc(moment: datetime) -> str:
     """ISO 8601 in UTC with a ``Z``, to the second unless the time has a fraction: the form
-    every time the copy hands out takes, here and in :data:`_ISO_SQL`."""
+    every time the copy hands out takes, here and in an export (``_Window._iso``)."""
     moment = moment.astimezone(UTC) if moment.tzinfo else moment
     spec = "microseconds" if moment.microsecond else "seconds"
     return moment.replace(tzinfo=None).isoformat(timespec=spec) + "Z"
-
-
-# The same form in DuckDB, for a timestamp column ({0}).
-_ISO_SQL = (
-    "CASE WHEN {0} IS NULL THEN NULL"
-    " WHEN microsecond({0} AT TIME ZONE 'UTC') % 1000000 = 0"
-    " THEN strftime({0} AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%SZ')"
-    " ELSE strftime({0} AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S.%fZ') END"
-)
 
 
 @contextlib.contextmanager
@@ -186,7 +178,8 @@ def page_versions(wh: Warehouse, url: str) -> tuple[str, list[Version]]:
         rows = con.execute(
             "SELECT url, observed_at, outcome, title, text, fields, fingerprint"
             " FROM read_parquet($files, union_by_name = true)"
-            " WHERE url IN ($raw, $stored) ORDER BY observed_at",
+            # a re-extraction after the row it re-read where an older home dated both alike
+            " WHERE url IN ($raw, $stored) ORDER BY observed_at, outcome = 'reextracted'",
             {"files": files, "raw": url.strip(), "stored": stored},
         ).fetchall()
     # a URL stored exactly as typed wins over its normalized form
@@ -340,69 +333,16 @@ class ExportSummary:
         return self.versions + self.gone
 
 
-_VERSION_COLUMNS = {
-    "url": "VARCHAR",
-    "observed_at": "TIMESTAMPTZ",
-    "outcome": "VARCHAR",
-    "title": "VARCHAR",
-    "text": "VARCHAR",
-    "fields": "VARCHAR",
-    "fingerprint": "VARCHAR",
-}
-_STATE_COLUMNS = {"url": "VARCHAR", "status": "VARCHAR", "gone_at": "TIMESTAMPTZ"}
-# An export's columns, in every format.
+# An export's columns, in every format: a version's, then a tombstone's.
+_VERSION_COLUMNS = ("url", "observed_at", "outcome", "title", "text", "fields", "fingerprint")
 _EXPORT_COLUMNS = (*_VERSION_COLUMNS, "status", "gone_at")
-
-
-def _source(param: str, files: list[str], columns: dict[str, str]) -> str:
-    """The rows of ``files`` (a query parameter), or none with the same columns: DuckDB fails
-    on a read of no files, and a home may have no versions yet."""
-    if files:
-        names = ", ".join(columns)
-        return f"(SELECT {names} FROM read_parquet(${param}, union_by_name = true))"  # noqa: S608
-    typed = ", ".join(f"NULL::{kind} AS {name}" for name, kind in columns.items())
-    return f"(SELECT {typed} WHERE false)"
-
-
-def _window(column: str, until: datetime | None) -> str:
-    return f"{column} >= $since" + (f" AND {column} < $until" if until is not None else "")
-
-
-def _export_sql(fmt: Format, versions: list[str], state: list[str], until: datetime | None) -> str:
-    """The newest version in the window of each URL with one there, unless the URL went gone
-    in the window (then only its tombstone: it is the URL's last word), in no set order."""
-    pages = _source("versions", versions, _VERSION_COLUMNS)
-    known = _source("state", state, _STATE_COLUMNS)
-    rows = f"""
-        WITH newest AS (
-            SELECT url, max(observed_at) AS observed_at FROM {pages}
-            WHERE {_window("observed_at", until)} GROUP BY url
-        ),
-        gone AS (
-            SELECT url, min(gone_at) AS gone_at FROM {known}
-            WHERE status = 'gone' AND {_window("gone_at", until)} GROUP BY url
-        ),
-        copy AS (
-            SELECT v.url, v.observed_at, v.outcome, v.title, v.text,
-                coalesce(v.fields, '{{}}') AS fields, v.fingerprint,
-                NULL::VARCHAR AS status, NULL::TIMESTAMPTZ AS gone_at
-            FROM {pages} AS v
-            JOIN newest AS n ON v.url = n.url AND v.observed_at = n.observed_at
-            ANTI JOIN gone AS g ON v.url = g.url
-            WHERE {_window("v.observed_at", until)}
-            UNION ALL
-            SELECT url, NULL, NULL, NULL, NULL, NULL, NULL, 'gone', gone_at FROM gone
-        )
-    """  # noqa: S608 (fixed SQL; values are parameters)
-    if fmt in ("jsonl", "csv"):
-        # times as text for both: JSON has no time type, and CSV readers guess at them
-        select = (
-            f"url, {_ISO_SQL.format('observed_at')} AS observed_at, outcome, title, text, fields,"
-            f" fingerprint, status, {_ISO_SQL.format('gone_at')} AS gone_at"
-        )
-    else:
-        select = "url, observed_at, outcome, title, text, fields, fingerprint, status, gone_at"
-    return f"{rows} SELECT {select} FROM copy"  # noqa: S608 (fixed SQL)
+# Rows per batch from the query to the output, and so per Parquet row group: a few MB of page
+# text (polars' default row group of 512 Ki rows would hold half a gigabyte of it; fewer rows
+# a batch held less, at no cost in time).
+EXPORT_ROW_GROUP = 2048
+# page_versions bytes on disk of the hosts whose newest-version keys are held at once: the
+# export's memory, besides a batch of rows, whatever the window's size (see _Window).
+EXPORT_BATCH_BYTES = 16 * 1024 * 1024
 
 
 def check_target(out: Path) -> None:
@@ -445,7 +385,7 @@ def export(
 ) -> ExportSummary:
     """Write the window's copy (``since`` inclusive, ``until`` exclusive, None: open) to
     ``out`` (atomically) or else to ``stream``. Raises :class:`CopyError` for bad input before
-    writing anything."""
+    writing anything, :class:`QueryError` when the warehouse's files cannot be read."""
     if fmt not in FORMATS:
         raise CopyError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
     if until is not None and until < since:
@@ -458,97 +398,225 @@ def export(
     elif stream is None:
         raise ValueError("export needs an output file or a stream")
     _require_warehouse(wh)
-    versions = [str(f) for f in wh.files("page_versions", since=since, until=until)]
-    state = [str(f) for f in wh.files("url_state")]
-    sql = _export_sql(cast(Format, fmt), versions, state, until)
-    params: dict[str, object] = {"since": since}
-    if until is not None:
-        params["until"] = until
-    if versions:
-        params["versions"] = versions
-    if state:
-        params["state"] = state
-    settings: dict[str, str | bool | int | float | list[str]] = {
-        "memory_limit": EXPORT_MEMORY_LIMIT,
-        # no order is promised, and keeping the scan's order would buffer rows
-        "preserve_insertion_order": False,
-    }
-    with (
-        tempfile.TemporaryDirectory(prefix="freshness-export-") as spill,
-        _duckdb(settings | {"temp_directory": spill}) as con,
-    ):
+    try:
+        window = _Window(wh, since, until)
         if out is not None:
-            with _atomic_file(out) as tmp:
-                return _write(con, fmt, sql, params, tmp, None)
+            with _atomic_file(out) as tmp, tmp.open("wb") as sink:
+                return window.write(cast(Format, fmt), sink)
         assert stream is not None
-        return _write(con, fmt, sql, params, Path(spill) / "export.parquet", stream)
-
-
-def _write(
-    con: duckdb.DuckDBPyConnection,
-    fmt: str,
-    sql: str,
-    params: dict[str, object],
-    path: Path,
-    stream: BinaryIO | None,
-) -> ExportSummary:
-    """Write to ``path``, or to ``stream`` when given (Parquet, whose footer comes last, goes
-    through ``path`` first and is then copied)."""
-    if fmt == "parquet":
-        target = str(path).replace("'", "''")
-        con.execute(f"COPY ({sql}) TO '{target}' (FORMAT parquet, COMPRESSION zstd)", params)
-        row = con.execute(
-            "SELECT count(*), count(*) FILTER (WHERE status = 'gone') FROM read_parquet($p)",
-            {"p": str(path)},
-        ).fetchone()
-        total, gone = row if row is not None else (0, 0)
-        if stream is not None:
+        if fmt != "parquet":
+            summary = window.write(cast(Format, fmt), stream)
+            stream.flush()
+            return summary
+        # a Parquet file's footer comes last: it is written whole, then copied
+        with tempfile.TemporaryDirectory(prefix="freshness-export-") as scratch:
+            path = Path(scratch) / "export.parquet"
+            with path.open("wb") as sink:
+                summary = window.write("parquet", sink)
             with path.open("rb") as fh:
                 shutil.copyfileobj(fh, stream)
             stream.flush()
-        return ExportSummary(total - gone, gone)
-    reader = con.sql(sql, params=params).to_arrow_reader(EXPORT_BATCH_ROWS)
-    with contextlib.ExitStack() as stack:
-        sink = stream if stream is not None else stack.enter_context(path.open("wb"))
-        return _stream_batches(reader, fmt, sink)
+            return summary
+    except pl.exceptions.PolarsError as exc:
+        text = str(exc).strip()
+        raise QueryError(text.splitlines()[0] if text else type(exc).__name__) from exc
 
 
-def _stream_batches(reader: pa.RecordBatchReader, fmt: str, sink: BinaryIO) -> ExportSummary:
-    total = gone = 0
-    writer = pa_csv.CSVWriter(sink, reader.schema) if fmt == "csv" else None
-    try:
-        for batch in reader:
-            status = batch.column(batch.schema.get_field_index("status"))
-            total += batch.num_rows
-            gone += batch.num_rows - status.null_count
-            if writer is not None:
-                writer.write_batch(batch)
-            elif batch.num_rows:
-                sink.write("".join(_json_lines(batch)).encode())
-    finally:
-        if writer is not None:
-            writer.close()
-    sink.flush()
-    return ExportSummary(total - gone, gone)
+class _Window:
+    """One export as polars streaming queries, a group of hosts at a time.
 
+    Each URL's row is its newest in the window (a ``freshness reextract`` row is dated after
+    the row it re-read; among rows of one time, which older homes can have, the re-extraction
+    wins), unless the URL went gone in the window: then only its tombstone. Finding the newest
+    needs a key per URL of the window (its URL and newest time); a URL's rows are all in its
+    host's files, so the keys are found and used for a group of hosts at a time (whole hosts,
+    about :data:`EXPORT_BATCH_BYTES` of page_versions files), and what is held at once is that
+    group's keys, the window's gone URLs and a batch of rows on its way to the output: the
+    same at 10 thousand versions as at a million. The rows stream through a filter on the
+    keys: a join would buffer them."""
 
-def _json_lines(batch: pa.RecordBatch) -> Iterator[str]:
-    """One JSON object per row, keys in the documented order: a version's fields as an
-    object (they are stored as JSON text), a gone URL as its tombstone alone."""
-    columns = batch.to_pydict()
-    for url, observed_at, outcome, title, text, fields, fingerprint, status, gone_at in zip(
-        *(columns[name] for name in _EXPORT_COLUMNS), strict=True
-    ):
-        if status == "gone":
-            row: dict[str, object] = {"url": url, "status": status, "gone_at": gone_at}
+    def __init__(self, wh: Warehouse, since: datetime, until: datetime | None) -> None:
+        self.in_window = self._between("observed_at", since, until)
+        self.files = wh.files("page_versions", since=since, until=until)
+        state = [str(f) for f in wh.files("url_state")]
+        # newest first by time, then a re-extraction over the row it re-read
+        self.rank = pl.col("observed_at").dt.epoch("us") * 2 + (
+            pl.col("outcome") == "reextracted"
+        ).fill_null(False).cast(pl.Int64)
+        self.gone = (
+            self._scan("url_state", state, ("url", "status", "gone_at"))
+            .filter((pl.col("status") == "gone") & self._between("gone_at", since, until))
+            .group_by("url")
+            .agg(pl.col("gone_at").min().cast(tables.UTC_TIME))
+            .collect()
+        )
+
+    @staticmethod
+    def _between(column: str, since: datetime, until: datetime | None) -> pl.Expr:
+        after = pl.col(column) >= pl.lit(since).cast(tables.UTC_TIME)
+        if until is None:
+            return after
+        return after & (pl.col(column) < pl.lit(until).cast(tables.UTC_TIME))
+
+    @staticmethod
+    def _scan(table: str, files: list[str], columns: tuple[str, ...]) -> pl.LazyFrame:
+        """The files' rows in the table's schema (a file of an older release may lack a
+        column), or none: polars cannot scan an empty list of files."""
+        schema = tables.SCHEMAS[table]
+        if not files:
+            return pl.LazyFrame(schema={c: schema[c] for c in columns})
+        return pl.scan_parquet(
+            files,
+            schema=schema,
+            missing_columns="insert",
+            extra_columns="ignore",
+            hive_partitioning=False,
+        ).select(columns)
+
+    def _host_groups(self) -> Iterator[list[str]]:
+        """The window's page_versions files, whole host folders at a time."""
+        group: list[str] = []
+        size = 0
+        folder = None
+        for path in self.files:
+            if path.parent != folder and size >= EXPORT_BATCH_BYTES:
+                yield group
+                group, size = [], 0
+            folder = path.parent
+            group.append(str(path))
+            with contextlib.suppress(FileNotFoundError):
+                size += path.stat().st_size
+        if group:
+            yield group
+
+    def _rows(self, files: list[str]) -> tuple[pl.LazyFrame, int]:
+        """The newest row in the window of each URL of ``files`` that did not go gone, and
+        how many there are."""
+
+        def key(rank: pl.Expr) -> pl.Expr:
+            return pl.concat_str([pl.col("url"), rank.cast(pl.String)], separator="\x00")
+
+        keys = (
+            self._scan("page_versions", files, ("url", "observed_at", "outcome"))
+            .filter(self.in_window)
+            .group_by("url")
+            .agg(self.rank.max().alias("_rank"))
+            .join(self.gone.lazy(), on="url", how="anti")
+            .select(key(pl.col("_rank")).alias("_key"))
+            .collect()["_key"]
+        )
+        rows = (
+            self._scan("page_versions", files, _VERSION_COLUMNS)
+            .filter(self.in_window)
+            .filter(key(self.rank).is_in(keys.implode()))
+            .with_columns(self._fields())
+        )
+        return rows, keys.len()
+
+    @staticmethod
+    def _iso(column: str) -> pl.Expr:
+        """:func:`iso_utc` as an expression: to the second, or the microsecond if it has one."""
+        moment = pl.col(column).dt.convert_time_zone("UTC")
+        return (
+            pl.when(moment.dt.microsecond() == 0)
+            .then(moment.dt.strftime("%Y-%m-%dT%H:%M:%SZ"))
+            .otherwise(moment.dt.strftime("%Y-%m-%dT%H:%M:%S%.6fZ"))
+            .alias(column)
+        )
+
+    @staticmethod
+    def _fields() -> pl.Expr:
+        """The stored fields (a JSON object as text), ``{}`` where there are none."""
+        fields = pl.col("fields")
+        ok = fields.str.starts_with("{") & fields.str.ends_with("}")
+        return pl.when(ok.fill_null(False)).then(fields).otherwise(pl.lit("{}")).alias("fields")
+
+    def _shaped(self, fmt: Format, frame: pl.LazyFrame, *, gone: bool) -> pl.LazyFrame:
+        """Versions, or tombstones (``gone``: url, status, gone_at), in the output's columns."""
+        if fmt == "jsonl":
+            return frame.select(self._json_line(gone=gone).alias("line"))
+        if gone:
+            versions = tables.empty("page_versions").lazy().select(_VERSION_COLUMNS)
+            frame = pl.concat([versions, frame], how="diagonal")
         else:
-            row = {
-                "url": url,
-                "observed_at": observed_at,
-                "outcome": outcome,
-                "title": title,
-                "text": text,
-                "fields": _fields(fields),
-                "fingerprint": fingerprint,
-            }
-        yield json.dumps(row, ensure_ascii=False) + "\n"
+            frame = frame.with_columns(
+                status=pl.lit(None, pl.String), gone_at=pl.lit(None, tables.UTC_TIME)
+            )
+        frame = frame.select(_EXPORT_COLUMNS)
+        if fmt == "csv":  # times as text: CSV readers guess at them
+            return frame.with_columns(self._iso("observed_at"), self._iso("gone_at"))
+        return frame
+
+    def _json_line(self, *, gone: bool) -> pl.Expr:
+        """One JSON object a line, keys in the documented order: a version with its fields as
+        an object (stored as JSON text, spliced in whole), a gone URL as its tombstone alone.
+        polars encodes the strings (``struct.json_encode``), so no row passes through Python."""
+        if gone:
+            return pl.struct("url", "status", self._iso("gone_at")).struct.json_encode()
+        head = pl.struct(
+            "url", self._iso("observed_at"), "outcome", "title", "text"
+        ).struct.json_encode()
+        tail = pl.struct("fingerprint").struct.json_encode()
+        return pl.concat_str(
+            [
+                head.str.head(-1),
+                pl.lit(',"fields":'),
+                pl.col("fields"),
+                pl.lit(","),
+                tail.str.tail(-1),
+            ]
+        )
+
+    def write(self, fmt: Format, sink: BinaryIO) -> ExportSummary:
+        """Every host group's rows, then the tombstones, batch by batch into ``sink``."""
+        writer = _BatchWriter(fmt, sink)
+        versions = 0
+        try:
+            for files in self._host_groups():
+                rows, n = self._rows(files)
+                versions += n
+                writer.write(self._shaped(fmt, rows, gone=False))
+            tombstones = self.gone.lazy().select("url", pl.lit("gone").alias("status"), "gone_at")
+            writer.write(self._shaped(fmt, tombstones, gone=True))
+        finally:
+            writer.close()
+        return ExportSummary(versions, self.gone.height)
+
+
+class _BatchWriter:
+    """Batches of a streaming query into one output: Parquet through pyarrow's writer (a row
+    group at a time), text through polars' CSV writer (JSON lines are one column of text)."""
+
+    def __init__(self, fmt: Format, sink: BinaryIO) -> None:
+        self.fmt = fmt
+        self.sink = sink
+        self.parquet: Any = None
+        if fmt == "csv":
+            # the header even for an empty window, as a CSV reader expects
+            empty = pl.DataFrame(schema=dict.fromkeys(_EXPORT_COLUMNS, pl.String))
+            empty.write_csv(sink)
+        elif fmt == "parquet":
+            import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+            schema = (
+                tables.empty("page_versions")
+                .select(_VERSION_COLUMNS)
+                .with_columns(status=pl.lit(None, pl.String), gone_at=pl.lit(None, tables.UTC_TIME))
+            )
+            self.schema = schema.to_arrow().schema
+            self.parquet = pq.ParquetWriter(sink, self.schema, compression="zstd")
+
+    def write(self, frame: pl.LazyFrame) -> None:
+        for batch in frame.collect_batches(chunk_size=EXPORT_ROW_GROUP, maintain_order=False):
+            if not batch.height:
+                continue
+            if self.parquet is not None:
+                self.parquet.write_table(batch.to_arrow().cast(self.schema))
+            elif self.fmt == "csv":
+                batch.write_csv(self.sink, include_header=False)
+            else:
+                batch.write_csv(self.sink, include_header=False, quote_style="never")
+
+    def close(self) -> None:
+        if self.parquet is not None:
+            self.parquet.close()

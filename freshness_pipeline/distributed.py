@@ -37,6 +37,7 @@ from pathlib import Path
 import dagster as dg
 
 from freshness_pipeline.assets.common import GROUP
+from freshness_pipeline.assets.retention import NAME as RETENTION
 from freshness_pipeline.config import load_config
 from freshness_pipeline.graph import build_resources, cycle_graph
 from freshness_pipeline.partitions import HOST_BUCKET_TAG, bucket_keys, range_tags
@@ -200,9 +201,11 @@ def build_distributed_definitions(
     n_buckets = _host_buckets(home, host_buckets)
     groups = n_groups or int(os.environ.get(GROUPS_ENV, DEFAULT_GROUPS))
     assets, checks = cycle_graph(n_buckets)
+    # Not the retention step: it prunes the whole home, and a cycle's group runs go side by
+    # side, each still writing its own hosts' files while another would rewrite them.
     job = dg.define_asset_job(
         JOB_NAME,
-        selection=dg.AssetSelection.groups(GROUP),
+        selection=dg.AssetSelection.groups(GROUP) - dg.AssetSelection.assets(RETENTION),
         description="One crawl cycle for a group of host buckets, steps on Celery workers.",
         executor_def=celery_executor_def(),
     )

@@ -10,13 +10,17 @@ from freshness_pipeline.assets.common import cycle_assets_for, step_name
 from freshness_pipeline.assets.fetch import fetch_results
 from freshness_pipeline.assets.inventory import url_inventory
 from freshness_pipeline.assets.plan import revisit_plan
+from freshness_pipeline.assets.retention import define_retention, retention
 from freshness_pipeline.assets.state import url_state
 from freshness_pipeline.checks import ALL_CHECKS, cycle_checks
 from freshness_pipeline.io_manager import WarehouseIOManager
 from freshness_pipeline.jobs import PLANNING_ASSETS, cycle_job_def
+from freshness_pipeline.partitions import partitions_for
 from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
 
-CYCLE_ASSETS = [url_inventory, url_candidates, revisit_plan, fetch_results, url_state]
+#: the steps that compute the cycle's tables, then the one that expires what retention lets go
+TABLE_ASSETS = [url_inventory, url_candidates, revisit_plan, fetch_results, url_state]
+CYCLE_ASSETS = [*TABLE_ASSETS, retention]
 
 
 def cycle_graph(
@@ -26,8 +30,10 @@ def cycle_graph(
     ``partitioning`` (why this one) is shown on each asset's definition."""
     if not host_buckets and not partitioning:
         return list(CYCLE_ASSETS), list(ALL_CHECKS)
-    names = [step_name(a) for a in CYCLE_ASSETS]
-    return cycle_assets_for(host_buckets, names, partitioning), cycle_checks(host_buckets)
+    names = [step_name(a) for a in TABLE_ASSETS]
+    assets = cycle_assets_for(host_buckets, names, partitioning)
+    assets.append(define_retention(partitions_for(host_buckets), partitioning))
+    return assets, cycle_checks(host_buckets)
 
 
 def build_resources(

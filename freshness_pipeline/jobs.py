@@ -1,4 +1,5 @@
-"""The cycle job: the five assets over the hosts partitions, in one run for many hosts."""
+"""The cycle job: the cycle's assets over the hosts partitions, in one run for many hosts, ending
+with the retention step (assets.retention), so a scheduled run prunes as a CLI cycle does."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def cycle_job_def(assets: Sequence[str] | None = None) -> dg.UnresolvedAssetJobD
     return dg.define_asset_job(
         JOB_NAME,
         selection=selection,
-        description="One crawl cycle: inventory, candidates, plan, fetch, state.",
+        description="One crawl cycle: inventory, candidates, plan, fetch, state, retention.",
         tags={CYCLE_TAG: "true"},
     )
 

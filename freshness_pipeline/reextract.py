@@ -9,11 +9,19 @@ the class's current settings (science.fingerprint.class_record, the fetcher's ow
 the fingerprint the next fetch would compute; with it stored under the current version, the
 next fetch is conditional again and compares like with like.
 
-Each re-extraction is a page_versions row with outcome 'reextracted', observed when the
-archived body was (so the text and fields a later change is diffed against are the current
-extraction's), in that cycle's file beside the versions the cycle took: it replaces only an
-earlier re-extraction of the URL there (storage.Warehouse.write_partitions ``replace_on``). It
-is no change, so it writes no ``changes`` row.
+Each re-extraction is a page_versions row of its own, with outcome 'reextracted': a new reading
+of a body the archive kept, not a new version of the page, so it writes no ``changes`` row. It
+is dated when it was derived, on the crawl's clock (every time in the tables is a cycle's
+``now``, never the wall clock): :data:`DERIVED_AFTER` after the newest cycle that fetched its
+host, so it sorts after everything the crawl had seen and before the next cycle, and never
+shares its ``observed_at`` with the row whose body it re-read. That keeps one row per URL and
+time, which the history of a URL, ``freshness diff`` (its newest row against the one before),
+``freshness export`` (the newest row per URL in the window, in the window it was derived in,
+so a consumer that already has the body's window still gets the new fields) and the
+``changes`` view (a change's ``changed_at`` and ``previous_observed_at`` each name one row)
+rely on. url_state's ``version_observed_at`` moves to it, so the next change is diffed against
+the current extraction. Another run before the next cycle dates its rows the same and replaces
+them (storage.Warehouse.write_partitions ``replace_on``): ``--force`` does not pile them up.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +48,14 @@ from freshness_pipeline.config import ConfigError, Extraction, load_config
 from freshness_pipeline.science.fingerprint import class_record, content_kind
 from freshness_pipeline.storage import Warehouse
 
-__all__ = ["BATCH_PAGES", "ReextractInputError", "Reextracted", "reextract"]
+__all__ = ["BATCH_PAGES", "DERIVED_AFTER", "ReextractInputError", "Reextracted", "reextract"]
 
 #: pages extracted before their hosts' files are written: bounds the texts held in memory at
 #: any number of URLs, while each write still covers many hosts at once.
 BATCH_PAGES = 5000
+#: a re-extraction's time past its host's newest cycle: later than every row that cycle
+#: wrote (a body fetched then has that time), earlier than any next cycle
+DERIVED_AFTER = timedelta(seconds=1)
 
 # why a page was left for its next fetch
 NOT_ARCHIVED = "not archived"
@@ -106,9 +118,15 @@ def reextract(
         if not force:
             due = due.filter(pl.col("fingerprint_version") != current)
         extractions, index = config.extractions()
-        due = due.select(
-            "url", "host", "url_class", "archived", index.alias("_x"), current.alias("_version")
-        ).sort("host", "url")
+        # the crawl's clock per host: its newest cycle (every fetch is stamped with its cycle)
+        newest = state.group_by("host").agg(pl.col("last_fetched_at").max().alias("_newest"))
+        due = (
+            due.select(
+                "url", "host", "url_class", "archived", index.alias("_x"), current.alias("_version")
+            )
+            .join(newest, on="host", how="left")
+            .sort("host", "url")
+        )
         reader = ArchiveReader(archive_dir_for(wh.home))
         left: Counter[str] = Counter()
         pages, hosts = 0, 0
@@ -199,7 +217,7 @@ def _version(
     return {
         "url": row["url"],
         "host": row["host"],
-        "observed_at": original.date,
+        "observed_at": derived_at(original.date, row["_newest"]),
         "outcome": "reextracted",
         "url_class": row["url_class"],
         "fingerprint": record.fingerprint,
@@ -215,10 +233,17 @@ def _version(
     }, ""
 
 
+def derived_at(body_observed: datetime | None, host_newest: datetime | None) -> datetime | None:
+    """When a re-extraction is dated (module docstring): just after the host's newest cycle,
+    or after the body's own time where url_state knows no fetch of the host later than it."""
+    known = [t for t in (body_observed, host_newest) if t is not None]
+    return max(known) + DERIVED_AFTER if known else None
+
+
 def _write(wh: Warehouse, state: pl.DataFrame, versions: pl.DataFrame) -> None:
     """page_versions first, then url_state, each host's file whole: a kill between them leaves
     the old fingerprint version in url_state, so the next run does the page again and its row
-    replaces the one written now."""
+    (dated the same, unless a cycle ran in between) replaces the one written now."""
     hosts = sorted(versions["host"].unique().to_list())
     wh.write_partitions("page_versions", hosts, versions, replace_on=("url", "outcome"))
     updates = versions.select(

@@ -1,5 +1,6 @@
 """Retention of the crawled copy: what ``[url_classes.C.retention]`` and ``[retention]`` in
-freshness.toml (config.py) let a home forget, applied once per cycle by the runner.
+freshness.toml (config.py) let a home forget, applied by every cycle run as its last step (the
+``retention`` asset, assets/retention.py), whether the CLI, the schedule or the UI started it.
 
 The excluded fields never reach disk (assets.versions drops them when the rows are built);
 this module expires what was written: page_versions and changes rows of a class older than its
@@ -8,15 +9,23 @@ this module expires what was written: page_versions and changes rows of a class 
 URL's class in url_state (a page_versions row of a URL url_state no longer has keeps its own),
 so a page moved to another class is kept as its new class says.
 
-Every file is replaced whole or not at all (Warehouse's atomic writes), one host at a time, and
+Every file is replaced whole or not at all (Warehouse's atomic writes), one file at a time, and
 the archive in archive.prune's two steps around the table rewrites that move rows off the
-expired WARC files: a kill anywhere leaves a consistent home that the next cycle prunes again.
+expired WARC files. The order is what keeps every pointer whole: first the originals kept
+revisits need are copied into a kept file (nothing deleted), then every table row is moved
+off the expired files (page_versions and changes host by host, then fetch_log and url_state),
+and only then are the expired files deleted, each index before its WARC. A kill anywhere
+(crashpoints.PRUNE_POINTS) therefore leaves rows that point into files still there or into
+the kept copy, never into a deleted one, and the next cycle's prune finds what is left to do
+and does it.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -31,16 +40,20 @@ from freshness_pipeline.archive import (
     prepare_prune,
 )
 from freshness_pipeline.config import PipelineConfig
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.crashpoints import crash_point
+from freshness_pipeline.storage import HomeBusy, Warehouse
 
-__all__ = ["RetentionSummary", "prune_history"]
+__all__ = ["RetentionSummary", "prune_history", "prune_home"]
 
 _LOCATION = ("warc_filename", "warc_offset", "warc_length")
 
 
 @dataclass
 class RetentionSummary:
-    """What one prune removed, for the cycle's notes."""
+    """What one prune removed, for the cycle's notes and the retention asset's metadata.
+
+    ``by_host``: page_versions and changes rows removed per host (the asset's partitions show
+    their own); ``skipped``: why nothing was pruned (another process held the home)."""
 
     version_rows: int = 0
     change_rows: int = 0
@@ -48,8 +61,45 @@ class RetentionSummary:
     files_removed: int = 0
     warc_files_removed: int = 0
     originals_carried: int = 0
+    by_host: dict[str, tuple[int, int]] = field(default_factory=dict)
+    skipped: str | None = None
+
+    #: the counts, as the run's metadata carries them (ints, read back by the CLI)
+    COUNTS = (
+        "version_rows",
+        "change_rows",
+        "files_rewritten",
+        "files_removed",
+        "warc_files_removed",
+        "originals_carried",
+    )
+
+    def counts(self) -> dict[str, int]:
+        return {name: int(getattr(self, name)) for name in self.COUNTS}
+
+    @classmethod
+    def from_counts(cls, counts: Mapping[str, int]) -> RetentionSummary:
+        """The summary a run's metadata describes (other keys ignored)."""
+        summary = cls()
+        for name in cls.COUNTS:
+            setattr(summary, name, int(counts.get(name, 0)))
+        return summary
+
+    def add(self, other: RetentionSummary) -> None:
+        """Fold another run's prune into this one (a CLI cycle can be several runs)."""
+        for name in self.COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for host, (versions, changes) in other.by_host.items():
+            self.count_host(host, versions, changes)
+        self.skipped = self.skipped or other.skipped
+
+    def count_host(self, host: str, versions: int = 0, changes: int = 0) -> None:
+        had = self.by_host.get(host, (0, 0))
+        self.by_host[host] = (had[0] + versions, had[1] + changes)
 
     def note(self) -> str | None:
+        if self.skipped:
+            return f"retention skipped ({self.skipped}); the next cycle prunes"
         parts = []
         if self.version_rows:
             parts.append(f"{self.version_rows} page_versions rows")
@@ -72,13 +122,45 @@ class RetentionSummary:
         return f"retention removed {', '.join(parts)}{files}"
 
 
+def prune_home(
+    wh: Warehouse, config: PipelineConfig, now: datetime, what: str = "retention"
+) -> RetentionSummary:
+    """:func:`prune_history` under the home's writer lock: taken here for a run the Dagster
+    daemon or the UI launched, already held by this very process for a CLI cycle (the runner
+    takes it around the run). When another process holds it (`freshness reextract`, a CLI
+    cycle beside a UI run), nothing is pruned and ``skipped`` says who has it: rewriting the
+    files it is writing would lose its rows, and the next cycle prunes instead."""
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(wh.exclusive(what))
+        except HomeBusy as busy:
+            if not _held_by_this_process(wh):
+                return RetentionSummary(skipped=str(busy))
+        summary = prune_history(wh, config, now)
+    return summary
+
+
+def _held_by_this_process(wh: Warehouse) -> bool:
+    """Whether the writer lock's holder is this process (storage.Warehouse.exclusive writes
+    "<what> (pid N)" into the lock file while it holds it). A flock cannot be asked who holds
+    it, and a second flock from the same process on a new descriptor is refused like anyone's."""
+    try:
+        holder = (wh.home / "writer.lock").read_text(errors="replace").strip()
+    except OSError:
+        return False
+    return holder.endswith(f"(pid {os.getpid()})")
+
+
 def prune_history(wh: Warehouse, config: PipelineConfig, now: datetime) -> RetentionSummary:
     """Expire what the home's retention settings no longer keep, as of the cycle's ``now``
     (never the wall clock: a home on a simulated clock expires on its own time). Only under
-    the home's exclusive lock: it rewrites files a cycle writes."""
+    the home's exclusive lock (:func:`prune_home` takes it): it rewrites files a cycle
+    writes."""
     summary = RetentionSummary()
     plan = _prepare_archive(wh.home, config, now)
     relocating = plan is not None and bool(plan.expired)
+    if relocating:
+        crash_point("prune:archive_prepared")
     expiring = any(
         r.versions_days is not None or not r.keep_history for r in config.class_retention.values()
     )
@@ -92,6 +174,8 @@ def prune_history(wh: Warehouse, config: PipelineConfig, now: datetime) -> Reten
             _relocate_history(wh, "fetch_log", host, plan, summary)
         for host in wh.hosts_in("url_state"):
             _relocate_state(wh, host, plan)
+        # no row points into an expired file any more: only now may they go
+        crash_point("prune:tables_moved")
         summary.warc_files_removed = len(commit_prune(plan))
         summary.originals_carried = len(plan.relocated)
     return summary
@@ -171,6 +255,7 @@ def _prune_host(
             kept, moved = _relocated_rows(kept, plan)
         dropped = rows.height - kept.height
         summary.version_rows += dropped
+        summary.count_host(host, versions=dropped)
         _collect(path, tables.conform("page_versions", kept), dropped + moved, jobs, empty)
 
     for path in wh.files("changes", [host]):
@@ -181,6 +266,7 @@ def _prune_host(
         kept = rows.filter(~drop)
         dropped = rows.height - kept.height
         summary.change_rows += dropped
+        summary.count_host(host, changes=dropped)
         _collect(path, tables.conform("changes", kept), dropped, jobs, empty)
     _apply(wh, jobs, empty, summary)
 
@@ -206,12 +292,17 @@ def _apply(
     empty: list[Path],
     summary: RetentionSummary,
 ) -> None:
-    wh._atomic_write_many(jobs)
+    # One file at a time, each whole: a kill between two leaves some of a host's files
+    # pruned and the others as they were, all of them pointing into files that still exist.
+    for job in jobs:
+        wh._atomic_write_many([job])
+        summary.files_rewritten += 1
+        crash_point("prune:history_rewritten")
     for path in empty:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-    summary.files_rewritten += len(jobs)
-    summary.files_removed += len(empty)
+        summary.files_removed += 1
+        crash_point("prune:history_rewritten")
 
 
 def _relocated_rows(rows: pl.DataFrame, plan: PrunePlan) -> tuple[pl.DataFrame, int]:

@@ -39,7 +39,7 @@ from freshness_pipeline.partitions import (
     register_hosts,
     registered_hosts,
 )
-from freshness_pipeline.retention import prune_history
+from freshness_pipeline.retention import RetentionSummary
 from freshness_pipeline.seeds import SeedParse, merge_seeds, parse_seeds
 from freshness_pipeline.storage import DEFAULT_RETENTION_DAYS, Warehouse
 
@@ -179,11 +179,6 @@ def run_cycle(
                 outcome.notes.append(
                     f"pruned {pruned} fetch_log files older than {retention_days:g} days"
                 )
-        if not dry_run:
-            # after the cycle's own writes, so its rows are expired by the same rules
-            note = prune_history(warehouse, config, now).note()
-            if note:
-                outcome.notes.append(note)
         if pruned_runs:
             outcome.notes.append(pruned_runs)
         return outcome
@@ -240,6 +235,8 @@ def _run_cycle_locked(
     # A bucket is Dagster's unit of work; --host narrows its run to the hosts asked for.
     narrowed = hosts_tag(wanted) if hosts and n_buckets else {}
     remaining = budget
+    # each run's last step prunes the home (assets.retention); its totals are summed here
+    retention = RetentionSummary()
     for start, end in cycle_ranges(partitioning, order, known, wanted):
         cycle = {
             "now": now.isoformat(),
@@ -280,8 +277,12 @@ def _run_cycle_locked(
                 if key.startswith("outcome_"):
                     name = key.removeprefix("outcome_")
                     outcome.outcomes[name] = outcome.outcomes.get(name, 0) + n
+            retention.add(RetentionSummary.from_counts(_run_metadata(result, "retention")))
     if not dry_run:
         warehouse.record_cycle(wanted, now)
+        note = retention.note()
+        if note:
+            outcome.notes.append(note)
     note = warehouse.ensure_views()
     if note:
         outcome.notes.append(note)

@@ -40,6 +40,7 @@ ASSETS = {
     "page_versions",
     "changes",
     "url_state",
+    "retention",
 }
 CHECKS = {
     "url_candidates": {"candidates_have_unique_urls"},

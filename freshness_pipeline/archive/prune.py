@@ -60,6 +60,7 @@ from freshness_pipeline.archive.records import (
     warc_date,
 )
 from freshness_pipeline.archive.writer import SOFTWARE
+from freshness_pipeline.crashpoints import crash_point
 
 __all__ = ["PrunePlan", "commit_prune", "file_cycle", "prepare_prune", "prune_archive"]
 
@@ -197,8 +198,13 @@ def prepare_prune(
     if not references:
         return PrunePlan(archive_dir, expire_before, expired=tuple(expired), skipped=tuple(skipped))
 
-    # The response records of the expired files, one pass over each.
+    # The response records of the expired files, one pass over each. A record can be there
+    # twice, byte for byte: in its own file and in a retained file an interrupted prune made
+    # (both expired once a later cut-off passes that one); rows may point at either copy, so
+    # every copy is moved to wherever the one carried goes.
     by_id: dict[str, RecordLocation] = {}
+    copies: dict[str, list[RecordLocation]] = {}
+    id_at: dict[tuple[str, int], str] = {}
     by_capture: dict[tuple[str, str, str | None], RecordLocation] = {}
     newest: dict[str, tuple[str, RecordLocation]] = {}
     for name in expired:
@@ -210,6 +216,8 @@ def prepare_prune(
             stamp = cdx_timestamp(record.header("WARC-Date") or "")
             if record.record_id:
                 by_id[record.record_id] = location
+                copies.setdefault(record.record_id, []).append(location)
+                id_at[(location.warc_filename, location.warc_offset)] = record.record_id
             by_capture[(key, stamp, record.header("WARC-Payload-Digest"))] = location
             if key not in newest or newest[key][0] < stamp:
                 newest[key] = (stamp, location)
@@ -256,6 +264,9 @@ def prepare_prune(
                 retained_file, new_offset, len(member)
             )
         write_index(archive_dir, retained_file, index_warc(archive_dir, retained_file, index=index))
+    for where, carried_to in list(relocated.items()):
+        for twin in copies.get(id_at.get(where, ""), ()):
+            relocated.setdefault((twin.warc_filename, twin.warc_offset), carried_to)
 
     # Kept index lines that point into expired files (304 revisits resolved to their original).
     rewritten: list[str] = []
@@ -382,6 +393,7 @@ def commit_prune(plan: PrunePlan) -> tuple[str, ...]:
         (plan.archive_dir / index_name_for(name)).unlink(missing_ok=True)
         (plan.archive_dir / name).unlink(missing_ok=True)
         removed.append(name)
+        crash_point("prune:warc_removed")
     if removed:
         fsync_dir(plan.archive_dir)
     return tuple(removed)

@@ -116,13 +116,20 @@ def previous_versions(wh: Warehouse, wanted: pl.DataFrame) -> pl.DataFrame:
             continue
         parts.append(
             pl.scan_parquet(path)
-            .select(columns)
+            .select(*columns, "outcome")
             .filter(pl.col("url").is_in(pages["url"].implode()))
             .collect()
         )
     if not parts:
         return pl.DataFrame(schema={c: pl.String for c in columns})
-    return pl.concat(parts).unique(subset="url", keep="last")
+    # One row per URL and time: a re-extraction is dated after the body it re-read. A home
+    # from before that kept both at one time; the re-extraction is then the one compared.
+    return (
+        pl.concat(parts)
+        .sort(pl.col("outcome") == "reextracted", maintain_order=True)
+        .unique(subset="url", keep="last", maintain_order=True)
+        .select(columns)
+    )
 
 
 def change_rows(

@@ -1,0 +1,118 @@
+"""`freshness export` a group of hosts at a time (crawled_copy._Window): whatever the grouping,
+the same rows come out, one per URL of the window (its newest, a re-extraction over a row of the
+same time, only a tombstone for a URL gone in the window), in every format. A hand-written home
+through the warehouse's own writer, so every answer is known."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from freshness_pipeline import crawled_copy, tables
+from freshness_pipeline.crawled_copy import export
+from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.synthweb import DEFAULT_START
+
+S = DEFAULT_START
+HOUR = timedelta(hours=1)
+HOSTS = [f"h{i}.example" for i in range(5)]
+
+
+def _home(path: Path) -> Warehouse:
+    wh = Warehouse(path)
+    rows = []
+    for h, host in enumerate(HOSTS):
+        for page in range(3):
+            url = f"https://{host}/p/{page}"
+            for k in range(3):  # observed at 0, 6 and 12 hours
+                rows.append(
+                    {
+                        "url": url,
+                        "host": host,
+                        "observed_at": S + 6 * k * HOUR,
+                        "outcome": "new" if k == 0 else "changed",
+                        "title": f"{url} v{k}",
+                        "text": f"line {k}\nof {url}",
+                        "fields": json.dumps({"title": f"{url} v{k}", "n": k}),
+                        "fingerprint": f"{h}-{page}-{k}",
+                    }
+                )
+        # an older home's re-extraction at the time of the row it re-read
+        rows.append({**rows[-1], "outcome": "reextracted", "fingerprint": f"{h}-re"})
+    versions = pl.DataFrame(rows, schema_overrides={"observed_at": tables.UTC_TIME})
+    wh.write_partitions("page_versions", HOSTS, versions)
+    state = (
+        versions.group_by("url", "host")
+        .agg(pl.col("observed_at").max().alias("last_seen_at"))
+        .with_columns(
+            gone=pl.col("url").str.ends_with("/p/0") & pl.col("host").is_in(HOSTS[:2]),
+        )
+        .with_columns(
+            status=pl.when("gone").then(pl.lit("gone")).otherwise(pl.lit("active")),
+            gone_at=pl.when("gone").then(pl.col("last_seen_at") + HOUR),
+        )
+    )
+    wh.write_partitions("url_state", HOSTS, state)
+    return wh
+
+
+def _export(wh: Warehouse, fmt: str, since=S, until=None) -> bytes:
+    sink = io.BytesIO()
+    export(wh, since, until, fmt, stream=sink)
+    return sink.getvalue()
+
+
+def _rows(data: bytes, fmt: str) -> list[dict]:
+    if fmt == "jsonl":
+        return sorted((json.loads(line) for line in data.decode().splitlines()), key=str)
+    if fmt == "csv":
+        frame = pl.read_csv(io.BytesIO(data), infer_schema=False)
+    else:
+        frame = pl.read_parquet(io.BytesIO(data)).with_columns(pl.all().cast(pl.String))
+    return sorted(frame.to_dicts(), key=str)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_every_grouping_of_hosts_exports_the_same_rows(tmp_path, monkeypatch, fmt):
+    wh = _home(tmp_path / "home")
+    whole = _rows(_export(wh, fmt), fmt)
+    monkeypatch.setattr(crawled_copy, "EXPORT_BATCH_BYTES", 1)  # every host a group of its own
+    assert _rows(_export(wh, fmt), fmt) == whole
+    monkeypatch.setattr(crawled_copy, "EXPORT_ROW_GROUP", 2)  # and a batch of two rows at a time
+    assert _rows(_export(wh, fmt), fmt) == whole
+
+
+def test_one_row_per_url_the_newest_reading_or_the_tombstone(tmp_path, monkeypatch):
+    wh = _home(tmp_path / "home")
+    monkeypatch.setattr(crawled_copy, "EXPORT_BATCH_BYTES", 1)
+    rows = _rows(_export(wh, "jsonl"), "jsonl")
+    by_url = {r["url"]: r for r in rows}
+    assert len(by_url) == len(rows) == len(HOSTS) * 3
+    for url, row in by_url.items():
+        if url.endswith("/p/0") and any(h in url for h in HOSTS[:2]):
+            assert row == {"url": url, "status": "gone", "gone_at": "2025-01-06T13:00:00Z"}
+        elif url.endswith("/p/2"):  # the re-extraction of its 12-hour row wins the tie
+            assert row["outcome"] == "reextracted" and row["observed_at"] == "2025-01-06T12:00:00Z"
+        else:
+            assert row["outcome"] == "changed" and row["observed_at"] == "2025-01-06T12:00:00Z"
+            assert row["fields"] == {"title": f"{url} v2", "n": 2}
+    # a window before the last cycle: the newest row in it, and nobody gone yet
+    earlier = _rows(_export(wh, "jsonl", until=S + 7 * HOUR), "jsonl")
+    assert {r["observed_at"] for r in earlier} == {"2025-01-06T06:00:00Z"}
+    assert len(earlier) == len(HOSTS) * 3
+
+
+def test_a_window_without_rows_writes_only_what_a_reader_expects(tmp_path):
+    wh = _home(tmp_path / "home")
+    later = S + 30 * HOUR
+    assert _export(wh, "jsonl", since=later) == b""
+    assert _export(wh, "csv", since=later).decode().splitlines() == [
+        "url,observed_at,outcome,title,text,fields,fingerprint,status,gone_at"
+    ]
+    frame = pl.read_parquet(io.BytesIO(_export(wh, "parquet", since=later)))
+    assert frame.height == 0 and frame.columns[-2:] == ["status", "gone_at"]
