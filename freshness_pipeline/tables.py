@@ -365,7 +365,11 @@ CHANGES: Schema = {
 
 # Tables kept as history, one file per cycle and host (storage.append_cycle), with the column
 # that holds the cycle's time; the others are replaced per host each cycle.
-HISTORY_TABLES = {"fetch_log": "fetched_at", "page_versions": "observed_at", "changes": "changed_at"}
+HISTORY_TABLES = {
+    "fetch_log": "fetched_at",
+    "page_versions": "observed_at",
+    "changes": "changed_at",
+}
 
 SCHEMAS: dict[str, Schema] = {
     "seeds": SEEDS,

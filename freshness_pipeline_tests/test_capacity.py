@@ -200,7 +200,9 @@ def test_budget_a_host_left_goes_to_the_reserve_of_the_others_in_the_same_cycle(
     try:
         stuck_cm, good_cm = serve({"/s": closed}), serve({"/g": text("g")})
         stuck, good = loop.run(stuck_cm.__aenter__()), loop.run(good_cm.__aenter__())
-        urls = [stuck.url(f"/s?i={i}") for i in range(4)] + [good.url(f"/g?i={i}") for i in range(6)]
+        urls = [stuck.url(f"/s?i={i}") for i in range(4)] + [
+            good.url(f"/g?i={i}") for i in range(6)
+        ]
         # 4 of the stuck host and 2 of the good one chosen; the reserve: a stuck page first
         # (it must be skipped), then the good host's other four
         plan = _stage_plan(urls, selected=0, reserve=[])

@@ -283,7 +283,10 @@ def test_a_home_past_the_limit_loads_as_buckets_and_a_stale_location_says_reload
     assert not data.run_requests and "reload the code location" in (data.skip_message or "")
     with dg.build_sensor_context(instance=instance, repository_def=repo) as context:
         skipped = new_hosts_sensor(context)
-    assert isinstance(skipped, dg.SkipReason) and f"{AUTO_HOST_BUCKETS} host buckets" in skipped.skip_message
+    assert (
+        isinstance(skipped, dg.SkipReason)
+        and f"{AUTO_HOST_BUCKETS} host buckets" in skipped.skip_message
+    )
 
     # Loaded again, the location is bucketed, says why, and its schedule asks for all buckets.
     large = build_definitions(location_partitioning())

@@ -629,9 +629,7 @@ def test_discovered_urls_go_first_and_grow_the_new_share() -> None:
     seeds worth more: the new share grows to take them, up to its cap, before the seeds."""
     seeds = [{"age": None, "status": "new", "value": 5.0} for _ in range(100)]
     found = [{"age": None, "status": "new", "value": 0.5} for _ in range(20)]
-    cands = _cands(seeds + found).with_columns(
-        discovered=pl.Series([False] * 100 + [True] * 20)
-    )
+    cands = _cands(seeds + found).with_columns(discovered=pl.Series([False] * 100 + [True] * 20))
     cfg = PlanConfig(reestimate_share=0, verify_share=0, discovery_max_share=0.3)
     plan = build_plan(cands, BIG, now=NOW, budget=30, config=cfg)
     new = plan.filter(pl.col("reason") == "new")

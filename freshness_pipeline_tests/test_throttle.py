@@ -539,7 +539,9 @@ def test_a_throttling_answer_raises_the_learned_gap_and_it_never_drops_under_it(
     assert t.delay >= 2.0  # the pause
     for i in range(20):
         t.observe("ok", now=1.0 + i, latency_s=0.001)
-    assert t.delay == pytest.approx(0.25, abs=1e-3)  # back down to the learned gap, not to the latency
+    assert t.delay == pytest.approx(
+        0.25, abs=1e-3
+    )  # back down to the learned gap, not to the latency
     t.observe("throttled", now=30.0, latency_s=0.001, gap_s=0.25)
     assert t.min_gap == pytest.approx(0.5)
     assert t.snapshot()["n_throttled"] == 2 and t.snapshot()["gap_s"] == pytest.approx(0.5)

@@ -52,7 +52,6 @@ def define_retention(
     kwargs["kinds"] = {"parquet", "warc"}
     n_buckets = n_buckets_of(partitions_def)
 
-    @dg.asset(name=NAME, deps=list(AFTER), **kwargs)
     def retention(
         context: dg.AssetExecutionContext,
         warehouse: WarehouseResource,
@@ -88,7 +87,7 @@ def define_retention(
             context.add_asset_metadata(figures, partition_key=key)
         return dg.MaterializeResult()
 
-    return retention
+    return dg.asset(name=NAME, deps=list(AFTER), **kwargs)(retention)
 
 
 retention = define_retention(hosts_partitions)

@@ -127,6 +127,7 @@ def count_p_value(forecasts: np.ndarray, hits: int) -> float:
     upper = float(pmf[hits:].sum())
     return min(1.0, 2.0 * min(lower, upper))
 
+
 def calibration(forecast: pl.Series, changed: pl.Series) -> Calibration:
     """Compare forecasts (probabilities in [0, 1]) with outcomes (booleans), row by row; rows
     where either is null or the forecast is not a probability are skipped."""

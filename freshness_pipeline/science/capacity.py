@@ -68,9 +68,7 @@ def throttled_gap(gap_s: float, observed_gap_s: float | None = None) -> float:
     """The learned gap after a throttling answer: at least doubled, at least one step longer,
     and at least twice the gap the throttled request actually came after."""
     observed = max(0.0, observed_gap_s or 0.0)
-    return min(
-        max(2.0 * gap_s, 2.0 * observed, gap_s + THROTTLE_GAP_STEP_S), MAX_LEARNED_GAP_S
-    )
+    return min(max(2.0 * gap_s, 2.0 * observed, gap_s + THROTTLE_GAP_STEP_S), MAX_LEARNED_GAP_S)
 
 
 def polite_capacity(window_s: float) -> pl.Expr:
