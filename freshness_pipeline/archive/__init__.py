@@ -54,7 +54,7 @@ exist::
     ...  # only now write the rows that carry record.warc_filename / warc_offset / warc_length
 
 ``write_exchange`` is synchronous and short (it builds and gzips two records and appends
-them with two writes; it never fsyncs), so the fetch stage calls it straight from the event
+them with one write; it never fsyncs), so the fetch stage calls it straight from the event
 loop; it is thread-safe and compresses outside its lock, so large bodies can go through
 ``asyncio.to_thread`` instead. ``close()`` fsyncs and reads the file back to index it: call
 it after the loop or in a thread. A write the file system refuses raises

@@ -22,6 +22,7 @@ Non-page fetches carry ``"kind"`` (robots, sitemap, feed).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import mmap
@@ -74,6 +75,7 @@ def url_key(url: str) -> str:
         return url
 
 
+@functools.lru_cache(maxsize=4096)  # a cycle's records share a handful of dates
 def cdx_timestamp(when: datetime | str) -> str:
     """14-digit UTC timestamp of a WARC-Date, as the CDXJ line and pywb's URLs write it."""
     value = parse_warc_date(when) if isinstance(when, str) else when

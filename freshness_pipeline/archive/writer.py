@@ -10,7 +10,7 @@ the rename leaves a temporary file no row points into (``remove_abandoned`` dele
 kill after it leaves a whole file, perhaps with no rows pointing in (harmless), perhaps with
 no index yet (``ensure_indexes`` writes it).
 
-Each exchange is built and compressed in memory first and appended with one write per record;
+Each exchange is built and compressed in memory first and appended with one write for both records;
 the file's end after the last whole exchange is remembered, so when the file system refuses a
 write (a full disk, a file size limit) the file is cut back to that end and completed with
 the exchanges before the failing one, and the error says so. Nothing half-written is ever
@@ -36,7 +36,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
-from freshness_pipeline.archive.encoding import EncodedExchange, RecordEncoder
+from freshness_pipeline.archive.encoding import (
+    DEFAULT_COMPRESS_LEVEL,
+    EncodedExchange,
+    RecordEncoder,
+)
 from freshness_pipeline.archive.files import (
     OPEN_SUFFIX,
     WARC_SUFFIX,
@@ -158,7 +162,7 @@ class ArchiveWriter:
         writer: str = "p0",
         prefix: str = "freshness",
         max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
-        compress_level: int = 6,
+        compress_level: int = DEFAULT_COMPRESS_LEVEL,
         warcinfo: Mapping[str, str] | None = None,
         on_complete: Callable[[CompletedWarc], None] | None = None,
     ) -> None:
@@ -292,8 +296,9 @@ class ArchiveWriter:
             current = self._file
             offset = current.size
             try:
-                write_all(current.fd, encoded.main)
-                write_all(current.fd, encoded.request)
+                # both records in one system call; a failure cuts the file back to its last
+                # whole exchange, so a partial write of either is never kept
+                write_all(current.fd, encoded.main + encoded.request)
             except OSError as exc:
                 raise self._fail(exc, exchange.url) from exc
             current.size += size

@@ -78,6 +78,9 @@ _BOMS = (
 )
 
 
+_BOM_PREFIXES = tuple(bom for bom, _ in _BOMS)
+
+
 def _usable_encoding(label: str | None, *, from_meta: bool = False) -> str | None:
     """Python codec for a charset label, or None when it is unknown, unsafe or not a text codec."""
     if not label:
@@ -256,6 +259,49 @@ _LABELLED_SIBLING_MAX_CHARS = 200
 # Marked content holding less than this share of the cleaned body is not the content (a
 # teaser <article> in a sidebar), and the whole body counts instead.
 _MIN_ROOT_SHARE = 0.15
+
+
+# The ASCII characters str.split() and str.splitlines() break on, other than space and
+# newline. An ASCII text (most pages' text) is folded with a few C-level searches and replaces
+# instead: splitting a page's text into words, or into lines and each line into words, only
+# to join them again made a third of a fingerprint's cost.
+_ASCII_SPACES = "".join(
+    chr(c) for c in range(128) if chr(c).isspace() and len(f"a{chr(c)}b".splitlines()) == 1
+).replace(" ", "")
+_ASCII_BREAKS = "".join(
+    chr(c) for c in range(128) if chr(c).isspace() and len(f"a{chr(c)}b".splitlines()) == 2
+).replace("\n", "")
+
+
+def _fold_spaces(text: str) -> str:
+    """``" ".join(text.split())``: whitespace runs as one space, none at the ends."""
+    if not text.isascii():
+        return " ".join(text.split())
+    for char in _ASCII_SPACES + _ASCII_BREAKS + "\n":
+        if char in text:
+            text = text.replace(char, " ")
+    while "  " in text:
+        text = text.replace("  ", " ")
+    return text.strip(" ")
+
+
+def _fold_lines(text: str) -> str:
+    """The non-empty lines of ``text`` (str.splitlines), each whitespace-folded as by
+    :func:`_fold_spaces`, joined by newlines."""
+    if not text.isascii():
+        return "\n".join(folded for line in text.splitlines() if (folded := " ".join(line.split())))
+    for char in _ASCII_SPACES:
+        if char in text:
+            text = text.replace(char, " ")
+    for char in _ASCII_BREAKS:  # "\r\n" becomes an empty line, which goes below
+        if char in text:
+            text = text.replace(char, "\n")
+    while "  " in text:
+        text = text.replace("  ", " ")
+    text = text.replace(" \n", "\n").replace("\n ", "\n")
+    while "\n\n" in text:
+        text = text.replace("\n\n", "\n")
+    return text.strip(" \n")
 
 
 def _text(node: LexborNode | None) -> str:
@@ -607,10 +653,9 @@ class _Extraction:
         for root in self.roots:
             for node in _css(root, _BLOCKS):
                 node.insert_after("\n")
-            for line in root.text(deep=True, separator="", strip=False).splitlines():
-                folded = " ".join(line.split())
-                if folded:
-                    out.append(folded)
+            folded = _fold_lines(root.text(deep=True, separator="", strip=False))
+            if folded:
+                out.append(folded)
         return "\n".join(out)
 
 
@@ -987,7 +1032,7 @@ def normalize_content(text: str) -> str:
     text = _drop_volatile(text).casefold()  # case tells random tokens from words
     if "ago" in text or "just now" in text:
         text = _RELATIVE_WORDS.sub(" ", text)
-    return " ".join(text.split())
+    return _fold_spaces(text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1036,7 +1081,7 @@ def _reads_as_utf8(body: bytes, content_type: str | None) -> bool:
     again for lexbor cost more than parsing it. Invalid UTF-8 goes the decoded way: lexbor
     replaces bad bytes differently from Python's decoder, and the fingerprint must not depend
     on which way a body went."""
-    if body.startswith(tuple(bom for bom, _ in _BOMS)):
+    if body.startswith(_BOM_PREFIXES):
         return False
     try:
         declared = _declared_encoding(body, content_type)
@@ -1044,6 +1089,8 @@ def _reads_as_utf8(body: bytes, content_type: str | None) -> bool:
         declared = None
     if declared not in (None, "utf-8"):
         return False
+    if body.isascii():  # ASCII is UTF-8, and the check costs less than a decode
+        return True
     try:
         body.decode("utf-8")  # a validity check, in C: microseconds for a page
     except UnicodeDecodeError:
@@ -1118,9 +1165,7 @@ def content_record(
         digest = xxhash.xxh3_64_hexdigest(normalize_content(text).encode("utf-8", "replace"))
         if digest == previous:
             return ContentRecord(digest)
-        lines = "\n".join(
-            folded for line in text.splitlines() if (folded := " ".join(line.split()))
-        )
+        lines = _fold_lines(text)
         return ContentRecord(digest, None, lines, {"text": lines})
     extraction = _Extraction(
         data if _reads_as_utf8(data, content_type) else decode_body(data, content_type),
