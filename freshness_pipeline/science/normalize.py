@@ -284,7 +284,8 @@ def _normalize_once(url: str, matcher: _ParamMatcher) -> tuple[str, str]:
 
 
 def _normalize_with_host(
-    url: str, strip_params: Iterable[str] | re.Pattern[str] | None = TRACKING_PARAMS
+    url: str,
+    strip_params: Iterable[str] | re.Pattern[str] | _ParamMatcher | None = TRACKING_PARAMS,
 ) -> tuple[str, str]:
     matcher = _matcher_for(strip_params)
     try:
