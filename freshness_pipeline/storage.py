@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 import duckdb
@@ -164,6 +165,23 @@ def wait_for_freed_files() -> None:
 
 def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC) if moment.tzinfo is not None else moment
+
+
+def split_by(df: pl.DataFrame, column: str) -> dict[Any, pl.DataFrame]:
+    """``df``'s rows per value of ``column``, each part gathered into arrays of its own.
+
+    Why not ``DataFrame.partition_by``: on a frame sorted by the column (the state and the
+    change prior are), polars hands out zero-copy slices, and writing a slice of a list of
+    strings converts the list's whole child array, every host's, for each part: writing 10,000
+    host files of the change prior took minutes instead of seconds. Gathered parts own their
+    rows, so writing one costs its own size.
+    """
+    if df.height == 0:
+        return {}
+    groups = (
+        df.select(column).with_row_index("_row").group_by(column, maintain_order=True).agg("_row")
+    )
+    return {key: df[rows] for key, rows in zip(groups[column], groups["_row"], strict=True)}
 
 
 class Warehouse:
@@ -328,7 +346,7 @@ class Warehouse:
         re-extraction).
         """
         df = tables.conform(table, df)
-        parts = {key[0]: part for key, part in df.partition_by("host", as_dict=True).items()}
+        parts = split_by(df, "host")
         unknown = set(parts) - set(hosts)
         if unknown:
             raise ValueError(f"{table}: rows for hosts outside the run: {sorted(unknown)[:5]}")
@@ -338,7 +356,7 @@ class Warehouse:
                 [
                     self._cycle_rows(table, host, moment, rows, replace_on)
                     for host, part in parts.items()
-                    for (moment,), rows in part.partition_by(at, as_dict=True).items()
+                    for moment, rows in split_by(part, at).items()
                 ]
             )
             return len(parts)
