@@ -1,0 +1,119 @@
+"""A planned fetch and what it came to, in the words the rest of the pipeline uses: the request
+the planner hands the client, the result the fetch stage stores, the outcomes a result can
+have, and the host key requests are queued by. The scheduler, the classification of answers and
+the fetch stage all build or read these, so they belong to none of them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit
+
+from freshness_pipeline.archive import ArchivedOriginal
+from freshness_pipeline.science.normalize import InvalidURL, url_authority
+
+__all__ = [
+    "TIME_LIMIT_REASON",
+    "FetchRequest",
+    "FetchResult",
+    "Fingerprinter",
+    "Outcome",
+    "host_key",
+]
+
+Outcome = Literal[
+    "not_modified",
+    "unchanged",
+    "changed",
+    "new",
+    "gone",
+    "error",
+    "redirect",
+    "blocked",
+    "deferred",
+]
+Fingerprinter = Callable[[bytes, str | None], str]
+
+
+#: Why a planned fetch was deferred when the cycle, not the host, ran out: every other
+#: deferral is the host's doing (its breaker, a Retry-After longer than the cycle).
+TIME_LIMIT_REASON = "cycle time limit reached"
+
+
+@dataclass
+class FetchRequest:
+    """One planned page fetch with what we remember from last time."""
+
+    url: str
+    host: str = ""  # authority key (host[:port], lower-cased); derived from url when empty
+    etag: str | None = None
+    last_modified: str | None = None  # the server's Last-Modified string, sent back verbatim
+    prev_fingerprint: str | None = None
+    crawl_delay: float | None = None  # seconds between request starts to this host
+    selectors: tuple[str, ...] = ()
+    # What earlier cycles learned of the host (science.capacity): the gap between request
+    # starts it takes without throttling, and how many requests it takes at once (None: the
+    # settings' host_concurrency).
+    min_gap_s: float | None = None
+    concurrency: int | None = None
+    # What the archive holds of the URL (its last original): a 304, or a body with the same
+    # payload digest, is then a revisit record referring to it, and an identical body needs
+    # no extraction.
+    archived: ArchivedOriginal | None = None
+    # The URL class's fields (name -> CSS selector) and whether its JSON-LD counts.
+    fields: dict[str, str] | None = None
+    json_ld: bool = False
+
+
+@dataclass
+class FetchResult:
+    """What one planned fetch came to.
+
+    ``sent`` is False when nothing went on the wire for the page (deferred, refused scheme,
+    blocked address): such rows belong in ``fetch_results`` but not in ``fetch_log``. For a 304
+    the validators and fingerprint fall back to the request's, since the stored copy is still the
+    current one.
+    """
+
+    url: str
+    host: str
+    http_status: int | None
+    outcome: Outcome
+    fingerprint: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    content_type: str | None = None
+    bytes: int = 0
+    conditional: bool = False
+    duration_ms: float = 0.0
+    location: str | None = None
+    retry_after_s: float | None = None
+    error: str | None = None
+    sent: bool = True
+    # Which conditional header went out: "etag" (If-None-Match), "last_modified"
+    # (If-Modified-Since) or None. Validator trust (science/validators.py) needs to know which
+    # validator a 200 or 304 answered.
+    validator: str | None = None
+    # Days from the body's Last-Modified to the response's Date (see content_age_days).
+    content_age_days: float | None = None
+    # Where the archive put the request's record, and the payload's digest (None: nothing
+    # archived); ``archived`` the URL's original to refer to next time (ArchivedOriginal JSON).
+    warc_filename: str | None = None
+    warc_offset: int | None = None
+    warc_length: int | None = None
+    payload_digest: str | None = None
+    archived: str | None = None
+    # A version worth keeping (new or changed content): what it says.
+    title: str | None = None
+    text: str | None = None
+    fields: str | None = None  # JSON object
+
+
+def host_key(url: str) -> str:
+    """The host partition key (lower-cased host[:port], default port dropped) of a URL; the raw
+    authority for URLs the normalizer rejects, so that a bad URL still gets a queue."""
+    try:
+        return url_authority(url)
+    except InvalidURL:
+        return urlsplit(url).netloc.rsplit("@", 1)[-1].lower()

@@ -1,0 +1,283 @@
+"""One page request made and its answer turned into a :class:`FetchResult`: the conditional
+header sent, the status classified (304; 2xx, read within its caps and fingerprinted; redirect;
+gone; throttled, with its Retry-After; error), the exchange archived, and a failure put in
+words. When a request may go out is not decided here but by the per-host scheduler."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from urllib.parse import urljoin
+
+import aiohttp
+
+from freshness_pipeline.archive import ArchiveWriteError, payload_digest
+from freshness_pipeline.science.fingerprint import ContentRecord, class_record
+from freshness_pipeline.web.archiving import archive_answer
+from freshness_pipeline.web.client.body import BodyDecodeError, BodyTooLarge, read_limited
+from freshness_pipeline.web.client.context import CURRENT_ATTEMPT, Attempt, CycleContext
+from freshness_pipeline.web.client.fetches import FetchRequest, FetchResult
+from freshness_pipeline.web.client.headers import content_age_days, parse_retry_after
+from freshness_pipeline.web.client.settings import FetchSettings
+from freshness_pipeline.web.netguard import check_url_scheme, find_blocked_error
+from freshness_pipeline.web.throttle import classify_status
+
+__all__ = ["THROTTLE_STATUSES", "default_fingerprinter", "fetch_one"]
+
+_ERROR_BODY_DRAIN = 64 * 1024  # read small error bodies so the connection can be reused
+_THREAD_FINGERPRINT_BYTES = 512 * 1024  # bigger bodies are fingerprinted off the event loop
+THROTTLE_STATUSES = frozenset({429, 503})
+_GONE_STATUSES = frozenset({404, 410})
+_REDIRECT_STATUSES = frozenset({300, 301, 302, 303, 307, 308})
+
+
+async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> FetchResult:
+    settings = ctx.settings
+    headers: dict[str, str] = {}
+    validator: str | None = None
+    if req.etag:
+        headers["If-None-Match"] = req.etag
+        validator = "etag"
+    elif req.last_modified:
+        headers["If-Modified-Since"] = req.last_modified
+        validator = "last_modified"
+    result = FetchResult(
+        url=req.url,
+        host=attempt.host.key,
+        http_status=None,
+        outcome="error",
+        conditional=bool(headers),
+        validator=validator,
+    )
+    t0 = time.perf_counter()
+    token = CURRENT_ATTEMPT.set(attempt)
+    try:
+        async with ctx.session.get(req.url, headers=headers, allow_redirects=False) as resp:
+            # Latency as AutoThrottle measures it: request out to response headers in.
+            attempt.latency_s = attempt.since_sent()
+            # The crawl-delay also counts from the answer: the server saw the request before
+            # this moment, so its own processing time can never shorten the gap it sees.
+            attempt.host.mark_started(time.monotonic())
+            attempt.signal = classify_status(resp.status)
+            await _classify(ctx, req, resp, result)
+    except (asyncio.CancelledError, ArchiveWriteError):
+        raise  # a full disk fails the cycle: its tables stay as they were
+    except BodyTooLarge as exc:
+        # The page is hostile or huge, not the server sick: its latency still counts as served.
+        result.outcome, result.error, result.bytes = "error", str(exc), exc.raw_bytes
+    except BodyDecodeError as exc:
+        result.outcome, result.error, result.bytes = "error", str(exc), exc.raw_bytes
+    except Exception as exc:  # one page's failure must never sink the cycle
+        blocked = find_blocked_error(exc)
+        if blocked is not None:
+            result.outcome, result.sent = "blocked", False
+            result.error = f"blocked: {blocked}"
+            attempt.signal = None
+        elif isinstance(exc, aiohttp.InvalidURL | ValueError) and result.http_status is None:
+            result.outcome, result.sent = "error", False
+            result.error = f"invalid URL: {exc}"
+            attempt.signal = None
+        else:
+            # Transport errors and timeouts, also mid-body: the host is failing or too slow,
+            # and the time it took counts as its latency.
+            result.outcome = "error"
+            result.error = _describe(exc, settings)
+            attempt.signal = "failure"
+            attempt.latency_s = attempt.since_sent()
+    finally:
+        CURRENT_ATTEMPT.reset(token)
+    result.duration_ms = (time.perf_counter() - t0) * 1000.0
+    if not result.sent:
+        result.conditional, result.validator = False, None
+    return result
+
+
+async def _classify(
+    ctx: CycleContext, req: FetchRequest, resp: aiohttp.ClientResponse, result: FetchResult
+) -> None:
+    settings = ctx.settings
+    status = resp.status
+    result.http_status = status
+    result.etag = resp.headers.get("ETag")
+    result.last_modified = resp.headers.get("Last-Modified")
+    result.content_type = resp.headers.get("Content-Type")
+
+    if status == 304:
+        result.outcome = "not_modified"
+        result.etag = result.etag or req.etag
+        result.last_modified = result.last_modified or req.last_modified
+        result.fingerprint = req.prev_fingerprint
+        _archive(ctx, req, resp, result, b"")
+        return
+
+    if 200 <= status < 300:
+        try:
+            read = await read_limited(
+                resp,
+                max_bytes=settings.max_body_bytes,
+                max_decompressed_bytes=settings.max_decompressed_bytes,
+            )
+        except BodyTooLarge as exc:
+            result.outcome, result.error, result.bytes = "error", str(exc), exc.raw_bytes
+            _archive(ctx, req, resp, result, exc.partial, truncated=True)
+            return
+        except BodyDecodeError as exc:
+            result.outcome, result.error, result.bytes = "error", str(exc), exc.raw_bytes
+            _archive(ctx, req, resp, result, b"", truncated=True)
+            return
+        result.bytes = read.raw_bytes
+        result.content_age_days = content_age_days(
+            result.last_modified, resp.headers.get("Date"), now=settings.cycle_now
+        )
+        archived = req.archived
+        if (
+            req.prev_fingerprint is not None
+            and archived is not None
+            and archived.payload_digest is not None
+            and payload_digest(read.body) == archived.payload_digest
+        ):
+            # The very bytes archived last time: the same content, nothing to extract.
+            result.fingerprint, result.outcome = req.prev_fingerprint, "unchanged"
+            _archive(ctx, req, resp, result, read.body)
+            return
+        try:
+            record = await _fingerprint(ctx, req, read.body, result.content_type)
+        except Exception as exc:
+            result.outcome = "error"
+            result.error = f"fingerprint failed: {type(exc).__name__}: {exc}"
+            _archive(ctx, req, resp, result, read.body)
+            return
+        result.fingerprint = record.fingerprint
+        if req.prev_fingerprint is None:
+            result.outcome = "new"
+        elif record.fingerprint == req.prev_fingerprint:
+            result.outcome = "unchanged"
+        else:
+            result.outcome = "changed"
+        if result.outcome != "unchanged" and record.fields is not None:
+            result.title, result.text = record.title, record.text
+            result.fields = json.dumps(record.fields, ensure_ascii=False, sort_keys=True)
+        _archive(ctx, req, resp, result, read.body)
+        return
+
+    # Anything else: read a small body of known length so the connection can be reused;
+    # anything bigger or open-ended is dropped with the connection.
+    length = resp.content_length
+    drained_body, complete = b"", length == 0
+    if length is not None and length <= _ERROR_BODY_DRAIN:
+        with contextlib.suppress(Exception):
+            drained = await read_limited(
+                resp,
+                max_bytes=_ERROR_BODY_DRAIN,
+                max_decompressed_bytes=_ERROR_BODY_DRAIN,
+                truncate=True,
+            )
+            result.bytes = drained.raw_bytes
+            drained_body, complete = drained.body, not drained.truncated
+    _archive(ctx, req, resp, result, drained_body, truncated=not complete)
+
+    if status in _REDIRECT_STATUSES:
+        loc = resp.headers.get("Location")
+        if not loc:
+            result.outcome, result.error = "error", f"HTTP {status} without Location"
+            return
+        target = urljoin(req.url, loc.strip())
+        try:
+            check_url_scheme(target)
+        except ValueError as exc:
+            result.outcome, result.error = "error", f"redirect refused: {exc}"
+            result.location = target
+            return
+        result.outcome, result.location = "redirect", target
+        return
+    if status in _GONE_STATUSES:
+        result.outcome = "gone"
+        return
+    result.outcome = "error"
+    reason = f" {resp.reason}" if resp.reason else ""
+    result.error = f"HTTP {status}{reason}"
+    if status in THROTTLE_STATUSES:
+        result.retry_after_s = parse_retry_after(
+            resp.headers.get("Retry-After"),
+            date=resp.headers.get("Date"),
+            cap=settings.max_retry_after_s,
+            now=settings.cycle_now,
+        )
+
+
+async def _fingerprint(
+    ctx: CycleContext, req: FetchRequest, body: bytes, content_type: str | None
+) -> ContentRecord:
+    injected, default = ctx.fingerprint, ctx.default_fp
+
+    def compute() -> ContentRecord:
+        if injected is not None:
+            return ContentRecord(injected(body, content_type))
+        assert default is not None
+        return default(body, content_type, req)
+
+    if len(body) > _THREAD_FINGERPRINT_BYTES:
+        # Parsing megabytes of HTML would stall every other host's I/O on the event loop.
+        return await asyncio.to_thread(compute)
+    return compute()
+
+
+def default_fingerprinter() -> Callable[[bytes, str | None, FetchRequest], ContentRecord]:
+    def fp(body: bytes, content_type: str | None, req: FetchRequest) -> ContentRecord:
+        return class_record(req, body, content_type, previous=req.prev_fingerprint)
+
+    return fp
+
+
+def _archive(
+    ctx: CycleContext,
+    req: FetchRequest,
+    resp: aiohttp.ClientResponse,
+    result: FetchResult,
+    body: bytes,
+    *,
+    truncated: bool = False,
+) -> None:
+    """Write the exchange to the cycle's archive (when there is one) and note where: a 304 or
+    a body the archive already holds becomes a revisit record referring to the original."""
+    try:
+        record = archive_answer(
+            ctx.archive,
+            req.url,
+            resp,
+            body,
+            fetched_at=ctx.settings.cycle_now,
+            truncated=truncated,
+            previous=req.archived,
+        )
+    except ValueError as exc:  # an exchange the archive cannot store as given: say so, go on
+        result.error = result.error or f"not archived: {exc}"
+        return
+    if record is None:
+        return
+    result.warc_filename = record.warc_filename
+    result.warc_offset = record.warc_offset
+    result.warc_length = record.warc_length
+    result.payload_digest = record.payload_digest
+    original = record.original or req.archived
+    result.archived = original.to_json() if original is not None else None
+
+
+def _describe(exc: BaseException, settings: FetchSettings) -> str:
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return f"connect timeout after {settings.connect_timeout:g}s"
+    if isinstance(exc, aiohttp.SocketTimeoutError):
+        return f"read timeout after {settings.read_timeout:g}s"
+    if isinstance(exc, asyncio.TimeoutError):
+        return f"total timeout after {settings.total_timeout:g}s"
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return f"DNS lookup failed: {exc.os_error}"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"connect failed: {exc.os_error}"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "server disconnected"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
