@@ -24,7 +24,9 @@ from typing import Any
 import aiohttp
 
 from freshness_pipeline.archive import ArchiveWriter
-from freshness_pipeline.web.client import FetchSettings, open_session, run_sync
+from freshness_pipeline.web.client.cycle import run_sync
+from freshness_pipeline.web.client.session import open_session
+from freshness_pipeline.web.client.settings import FetchSettings
 from freshness_pipeline.web.netguard import IPNetwork
 from freshness_pipeline.web.politeness import LEDGER
 from freshness_pipeline.web.robots import (

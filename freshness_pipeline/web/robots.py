@@ -20,7 +20,7 @@ from protego import Protego
 
 from freshness_pipeline.archive import ArchiveWriteError, ArchiveWriter
 from freshness_pipeline.web.archiving import archive_answer
-from freshness_pipeline.web.client import BodyDecodeError, read_limited
+from freshness_pipeline.web.client.body import BodyDecodeError, read_limited
 from freshness_pipeline.web.netguard import ALLOW_ENV, check_url_scheme, find_blocked_error
 
 __all__ = [

@@ -15,8 +15,8 @@ import aiohttp
 
 from freshness_pipeline.archive import ArchiveWriteError, ArchiveWriter
 from freshness_pipeline.web.archiving import archive_answer
-from freshness_pipeline.web.client import BodyDecodeError, read_limited
-from freshness_pipeline.web.client import host_key as url_host_key
+from freshness_pipeline.web.client.body import BodyDecodeError, read_limited
+from freshness_pipeline.web.client.fetches import host_key as url_host_key
 from freshness_pipeline.web.netguard import check_url_scheme, find_blocked_error
 from freshness_pipeline.web.politeness import LEDGER
 from freshness_pipeline.web.sitemaps.entries import (
