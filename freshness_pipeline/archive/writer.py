@@ -263,8 +263,8 @@ class ArchiveWriter:
                 self._open_file()
             assert self._file is not None
             warcinfo_id = self._file.warcinfo_id
-        # Built and compressed outside the lock: zlib and sha1 release the GIL, so threads
-        # that share the writer compress in parallel; only the append is serialized.
+        # Built and compressed outside the lock: ISA-L's deflate and sha1 release the GIL, so
+        # threads that share the writer compress in parallel; only the append is serialized.
         encoded = self._encoder.exchange(
             exchange, date=date, kind=kind, warcinfo_id=warcinfo_id, previous=previous
         )
