@@ -16,7 +16,7 @@ from freshness_pipeline.science.estimate import (
 )
 from freshness_pipeline.science.prior.components import DEFAULT_PERIODS, MISMATCH, Period, rate_grid
 from freshness_pipeline.science.prior.histories import flatten_histories, histories_from_arrays
-from freshness_pipeline.science.prior.likelihood import _Likelihood  # the likelihood itself
+from freshness_pipeline.science.prior.likelihood import ChunkedLikelihood  # the likelihood itself
 from freshness_pipeline.science.prior.posterior import grid_posterior, posterior_summary
 from freshness_pipeline.science.prior.table import ChangeModel, expected_gains, refit_change_prior
 from freshness_pipeline_tests.histories import LIST_F
@@ -258,7 +258,7 @@ def test_clock_scores_of_an_aged_change_are_densities_per_day() -> None:
         h = histories_from_arrays(
             np.array([0]), np.array([0.25]), np.array([True]), 1, end=end, age=np.array([age / 24])
         )
-        lik = _Likelihood(h, GRID, (day,), MISMATCH, 1 << 20)
+        lik = ChunkedLikelihood(h, GRID, (day,), MISMATCH, 1 << 20)
         phase = lik.chunk(0, 1).phases[0][0]
         w = 1.0 / 24
         want = np.full(24, math.log(MISMATCH / 1.0))
@@ -269,7 +269,7 @@ def test_clock_scores_of_an_aged_change_are_densities_per_day() -> None:
     h = histories_from_arrays(
         np.array([0]), np.array([3.0]), np.array([True]), 1, end=end, age=np.array([1.5])
     )
-    phase = _Likelihood(h, GRID, (day,), MISMATCH, 1 << 20).chunk(0, 1).phases[0][0]
+    phase = ChunkedLikelihood(h, GRID, (day,), MISMATCH, 1 << 20).chunk(0, 1).phases[0][0]
     assert np.allclose(phase, math.log(MISMATCH / 3.0))
 
 
@@ -290,7 +290,7 @@ def test_a_clock_phase_spreads_one_unit_of_probability_over_the_outcomes(period,
         end=np.full(n, EPOCH_DAY + 0.3137),
         age=np.r_[np.nan, ages],
     )
-    phases = np.exp(_Likelihood(h, GRID, (period,), MISMATCH, 1 << 26).chunk(0, n).phases[0])
+    phases = np.exp(ChunkedLikelihood(h, GRID, (period,), MISMATCH, 1 << 26).chunk(0, n).phases[0])
     mass = phases[0] + phases[1:].sum(axis=0) * (interval / m)
     assert mass.mean() == pytest.approx(1.0, abs=0.035)
     if interval >= period.days:

@@ -11,7 +11,7 @@ from freshness_pipeline.science.prior.fit import fit_grid_prior
 from freshness_pipeline.science.prior.histories import flatten_histories, histories_from_arrays
 from freshness_pipeline.science.prior.likelihood import (
     CHUNK_CELLS,
-    _Likelihood,  # the likelihood itself
+    ChunkedLikelihood,  # the likelihood itself
 )
 from freshness_pipeline.science.prior.posterior import (
     expected_capture,
@@ -701,7 +701,7 @@ def test_phase_likelihood_matches_the_direct_count() -> None:
     eps = 0.03
     for wt in (None, weight):
         hist = histories_from_arrays(row, d, changed, n, end=end, weight=wt)
-        lik = _Likelihood(hist, GRID, periods, eps, CHUNK_CELLS)
+        lik = ChunkedLikelihood(hist, GRID, periods, eps, CHUNK_CELLS)
         got = lik.chunk(0, n).phases
         w = np.ones(m) if wt is None else wt
         for period, phases in zip(periods, got, strict=True):

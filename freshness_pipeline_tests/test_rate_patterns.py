@@ -15,7 +15,7 @@ from freshness_pipeline import tables
 from freshness_pipeline.assets.state import update_state
 from freshness_pipeline.science.prior.components import DEFAULT_PERIODS, GLOBAL, rate_grid
 from freshness_pipeline.science.prior.histories import histories_from_arrays
-from freshness_pipeline.science.prior.posterior import _MedianRule, posterior_summary
+from freshness_pipeline.science.prior.posterior import PosteriorMedianRate, posterior_summary
 from freshness_pipeline.science.prior.table import (
     ChangeModel,
     latest_fit_before,
@@ -239,7 +239,7 @@ def test_unobserved_rows_keep_their_rate_and_observed_ones_are_rescored():
 
 def test_the_median_of_a_point_mass_and_of_an_even_split():
     grid = rate_grid()
-    rule = _MedianRule(grid, grid)
+    rule = PosteriorMedianRate(grid, grid)
     k = 20
     post = np.zeros((1, grid.shape[0]))
     post[0, k] = 1.0
@@ -253,12 +253,12 @@ def test_the_median_of_a_point_mass_and_of_an_even_split():
     rates = np.r_[grid, [1.0]]
     post = np.zeros((1, rates.shape[0]))
     post[0, -1], post[0, 5], post[0, 40] = 0.6, 0.2, 0.2
-    assert _MedianRule(grid, rates)(post)[0] == pytest.approx(1.0)
+    assert PosteriorMedianRate(grid, rates)(post)[0] == pytest.approx(1.0)
 
 
 def test_the_median_moves_smoothly_with_the_evidence():
     grid = rate_grid()
-    rule = _MedianRule(grid, grid)
+    rule = PosteriorMedianRate(grid, grid)
     lam = grid[None, :]
     meds = []
     for s in np.linspace(1.0, 3.0, 41):  # one change, s days unchanged: ever slower

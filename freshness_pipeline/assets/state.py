@@ -36,11 +36,11 @@ from freshness_pipeline.science.prior.table import (
     refit_change_prior,
 )
 from freshness_pipeline.science.schedule import PlanConfig
+from freshness_pipeline.science.timecols import DAY_US
 
 SUCCESS = ["not_modified", "unchanged", "changed", "new"]
 OBSERVED = ["not_modified", "unchanged", "changed"]
 ERRORS_BEFORE_ERROR_STATUS = 3
-DAY_US = 86_400 * 1_000_000
 
 
 def plan_threshold(plan: pl.DataFrame) -> float:

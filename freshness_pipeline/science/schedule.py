@@ -68,7 +68,7 @@ import numpy as np
 import polars as pl
 
 from freshness_pipeline.science.estimate import DEFAULT_CLASS, PRIORS_BY_CLASS, by_class
-from freshness_pipeline.science.timecols import as_utc, utc_column
+from freshness_pipeline.science.timecols import DAY_US, as_utc, utc_column
 
 __all__ = [
     "PlanConfig",
@@ -83,7 +83,6 @@ REASONS = ("floor", "delisted", "new", "reestimate", "verify", "priority")
 #: The reason of a reserve row that the fetch stage fetched with budget another host left.
 REFILL_REASON = "refill"
 
-_US_PER_DAY = 86_400_000_000.0
 _SERIES_R = 0.05  # below this, g(r) from its Taylor series (1 − (1+r)e^{−r} cancels)
 # g(r) = Σ_{k>=2} (−1)^k (k − 1)/k! r^k; eight terms reach double precision for r < 0.05
 _G_SERIES = [(-1) ** k * (k - 1) / math.factorial(k) for k in range(2, 10)]
@@ -344,7 +343,7 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
         pl.col("url").cast(pl.String).alias("_url"),
         pl.col("host").cast(pl.String).alias("_host"),
         pl.col("status").cast(pl.String).str.to_lowercase().alias("_status"),
-        ((now_lit - last).dt.total_microseconds() / _US_PER_DAY).alias("age_days"),
+        ((now_lit - last).dt.total_microseconds() / DAY_US).alias("age_days"),
         pl.when(rate_in.is_finite() & (rate_in >= 0))
         .then(rate_in)
         .otherwise(_prior_mean_expr(url_class))

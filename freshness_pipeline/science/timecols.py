@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 import polars as pl
 
 UTC_US = pl.Datetime("us", "UTC")
+#: Microseconds in a day: a difference of UTC_US times divided by it is in days.
+DAY_US = 86_400_000_000.0
 
 
 def as_utc(now: datetime) -> datetime:

@@ -22,7 +22,13 @@ __all__ = [
     "MISMATCH",
     "PERIODIC_START",
     "Period",
+    "checked_grid",
+    "class_codes",
+    "class_keys",
+    "class_weight_matrix",
     "initial_weights",
+    "mismatch_logs",
+    "normalized_weights",
     "rate_grid",
 ]
 
@@ -102,7 +108,7 @@ def initial_weights(
     return start
 
 
-def _class_keys(classes: Classes, n: int) -> pl.Series:
+def class_keys(classes: Classes, n: int) -> pl.Series:
     """Normalized class key per row: stripped, lower-case; null or empty -> DEFAULT_CLASS."""
     if classes is None:
         return pl.repeat(DEFAULT_CLASS, n, eager=True, dtype=pl.String).alias("c")
@@ -112,7 +118,7 @@ def _class_keys(classes: Classes, n: int) -> pl.Series:
     return s.cast(pl.String).to_frame("c").select(_estimate.class_key(pl.col("c"))).to_series()
 
 
-def _codes(keys: pl.Series) -> tuple[list[str], np.ndarray]:
+def class_codes(keys: pl.Series) -> tuple[list[str], np.ndarray]:
     """(sorted distinct keys, each row's index among them): hashed, not sorted per row, since
     this runs over every candidate of a cycle (np.unique on a million strings took 1 s)."""
     names = keys.unique().sort()
@@ -120,7 +126,8 @@ def _codes(keys: pl.Series) -> tuple[list[str], np.ndarray]:
     return names.to_list(), codes
 
 
-def _check_grid(grid: np.ndarray) -> np.ndarray:
+def checked_grid(grid: np.ndarray) -> np.ndarray:
+    """``grid`` as float64 rates, refused unless 1-d, positive, finite and increasing."""
     grid = np.asarray(grid, dtype=np.float64)
     if grid.ndim != 1 or grid.shape[0] < 2 or not np.all(np.isfinite(grid)) or grid.min() <= 0:
         raise ValueError("grid must be a 1-d array of at least 2 positive finite rates")
@@ -129,7 +136,8 @@ def _check_grid(grid: np.ndarray) -> np.ndarray:
     return grid
 
 
-def _check_weights(w: np.ndarray, c: int, name: str) -> np.ndarray:
+def normalized_weights(w: np.ndarray, c: int, name: str) -> np.ndarray:
+    """Class ``name``'s weights over ``c`` components scaled to sum 1, refused if not valid."""
     w = np.asarray(w, dtype=np.float64)
     if w.shape != (c,) or not np.all(np.isfinite(w)) or w.min() < 0 or w.sum() <= 0:
         raise ValueError(f"weights for {name!r} must be {c} finite non-negative numbers")
@@ -137,14 +145,14 @@ def _check_weights(w: np.ndarray, c: int, name: str) -> np.ndarray:
     return normalized
 
 
-def _check_mismatch(mismatch: float) -> tuple[float, float]:
+def mismatch_logs(mismatch: float) -> tuple[float, float]:
     """(log of agreeing, log of disagreeing) for the periodic likelihood."""
     if not 0.0 < mismatch < 0.5:
         raise ValueError("mismatch must be in (0, 0.5)")
     return math.log1p(-mismatch), math.log(mismatch)
 
 
-def _weights_table(
+def class_weight_matrix(
     weights: Mapping[str, np.ndarray] | np.ndarray | None, names: list[str], start: np.ndarray
 ) -> np.ndarray:
     """K × C weights for the class names: own weights, else GLOBAL, else ``start``."""
@@ -152,11 +160,13 @@ def _weights_table(
     if weights is None:
         return np.tile(start, (len(names), 1))
     if isinstance(weights, np.ndarray):
-        w = _check_weights(weights, c, GLOBAL)
+        w = normalized_weights(weights, c, GLOBAL)
         return np.tile(w, (len(names), 1))
-    fallback = _check_weights(weights[GLOBAL], c, GLOBAL) if GLOBAL in weights else start
+    fallback = normalized_weights(weights[GLOBAL], c, GLOBAL) if GLOBAL in weights else start
     return (
-        np.stack([_check_weights(weights[k], c, k) if k in weights else fallback for k in names])
+        np.stack(
+            [normalized_weights(weights[k], c, k) if k in weights else fallback for k in names]
+        )
         if names
         else np.empty((0, c))
     )

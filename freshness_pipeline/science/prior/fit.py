@@ -15,19 +15,19 @@ from freshness_pipeline.science.prior.components import (
     PERIODIC_START,
     Classes,
     Period,
-    _check_grid,
-    _class_keys,
-    _codes,
-    _weights_table,
+    checked_grid,
+    class_codes,
+    class_keys,
+    class_weight_matrix,
     initial_weights,
     rate_grid,
 )
-from freshness_pipeline.science.prior.histories import Histories, _as_histories, _take
+from freshness_pipeline.science.prior.histories import Histories, as_histories, histories_of_rows
 from freshness_pipeline.science.prior.likelihood import (
     CHUNK_CELLS,
-    _Likelihood,
-    _log,
-    _posterior,
+    ChunkedLikelihood,
+    log_weights,
+    row_posteriors,
 )
 
 __all__ = [
@@ -78,8 +78,8 @@ def fit_grid_prior(
     Returns {class: weights (C floats, sum 1)} for every class in ``classes`` plus ``GLOBAL``.
     With no observations at all the (normalized) starting weights come back unchanged.
     """
-    h = _as_histories(histories)
-    grid = _check_grid(rate_grid() if grid is None else grid)
+    h = as_histories(histories)
+    grid = checked_grid(rate_grid() if grid is None else grid)
     periods = tuple(periods)
     start = initial_weights(grid, periods, periodic_start)
     c = start.shape[0]
@@ -87,21 +87,21 @@ def fit_grid_prior(
         raise ValueError("need iterations >= 0, shrinkage >= 0, 0 <= support_floor < 1")
     if max_rows is not None and max_rows < 1:
         raise ValueError("max_rows must be >= 1")
-    names, codes = _codes(_class_keys(classes, h.n_rows))
+    names, codes = class_codes(class_keys(classes, h.n_rows))
     prev = dict(previous_weights or {})
-    glob = _weights_table(prev, [GLOBAL], start)[0]
-    table = _weights_table(prev, names, start)
+    glob = class_weight_matrix(prev, [GLOBAL], start)[0]
+    table = class_weight_matrix(prev, names, start)
 
     with_data = np.flatnonzero(h.n_obs > 0)
     if max_rows is not None and with_data.shape[0] > max_rows:
         with_data = with_data[np.linspace(0, with_data.shape[0] - 1, max_rows).astype(np.int64)]
-    sub = _take(h, with_data)
+    sub = histories_of_rows(h, with_data)
     sub_codes = codes[with_data]
     # one class holding every page is the global fit (and needs one E-step, not two)
     single = len(names) == 1
     if single:
         table = glob[None, :].copy()
-    lik = _Likelihood(sub, grid, periods, mismatch, chunk_cells)
+    lik = ChunkedLikelihood(sub, grid, periods, mismatch, chunk_cells)
     # The likelihood matrix does not change between iterations: keep it when it is small.
     cache: list[tuple[np.ndarray, np.ndarray]] | None = (
         [] if sub.n_rows * c <= cache_cells else None
@@ -123,12 +123,12 @@ def fit_grid_prior(
         acc_glob = np.zeros(c)
         acc_cls = np.zeros((len(names), c))
         n_cls = np.zeros(len(names))
-        log_glob, log_table = _log(glob), _log(table)
+        log_glob, log_table = log_weights(glob), log_weights(table)
         for ll, cc in chunks():
-            post = _posterior(ll, log_glob[None, :])
+            post = row_posteriors(ll, log_glob[None, :])
             acc_glob += post.sum(axis=0)
             if not single:
-                post = _posterior(ll, log_table[cc])
+                post = row_posteriors(ll, log_table[cc])
             for k in np.unique(cc):
                 sel = cc == k
                 acc_cls[k] += post[sel].sum(axis=0)

@@ -12,16 +12,16 @@ import polars as pl
 
 from freshness_pipeline.science import estimate as _estimate
 from freshness_pipeline.science.estimate import AGE_COLUMN, aligned_ages, clean_ages
-from freshness_pipeline.science.timecols import utc_column
+from freshness_pipeline.science.timecols import DAY_US, utc_column
 
 __all__ = [
     "Histories",
     "ObservationTimes",
+    "as_histories",
     "flatten_histories",
     "histories_from_arrays",
+    "histories_of_rows",
 ]
-
-_DAY_US = 86_400_000_000.0
 
 
 class ObservationTimes(NamedTuple):
@@ -258,7 +258,7 @@ def flatten_histories(
         back -= np.cumsum(d)
         if anchor is not None:
             epoch_days = (
-                state.select(utc_column(state, anchor).dt.epoch("us").cast(pl.Float64) / _DAY_US)
+                state.select(utc_column(state, anchor).dt.epoch("us").cast(pl.Float64) / DAY_US)
                 .to_series()
                 .fill_null(np.nan)
                 .to_numpy()
@@ -276,11 +276,12 @@ def flatten_histories(
     return _sorted_histories(row, d, c, state.height, end, weight, age)
 
 
-def _as_histories(histories: Histories | pl.DataFrame) -> Histories:
+def as_histories(histories: Histories | pl.DataFrame) -> Histories:
+    """``histories`` as they are, or flattened from a url_state frame."""
     return histories if isinstance(histories, Histories) else flatten_histories(histories)
 
 
-def _take(h: Histories, rows: np.ndarray) -> Histories:
+def histories_of_rows(h: Histories, rows: np.ndarray) -> Histories:
     """The histories of ``rows`` (sorted row indices), renumbered 0..len(rows)-1."""
     new = np.full(h.n_rows, -1, dtype=np.int64)
     new[rows] = np.arange(rows.shape[0])

@@ -10,11 +10,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from freshness_pipeline.science.prior.components import Period, _check_mismatch
+from freshness_pipeline.science.prior.components import Period, mismatch_logs
 from freshness_pipeline.science.prior.histories import Histories
 
 __all__ = [
     "CHUNK_CELLS",
+    "ChunkedLikelihood",
+    "log_weights",
+    "row_posteriors",
 ]
 
 #: Default chunk size: rows are grouped so that no temporary matrix exceeds this many numbers
@@ -181,7 +184,7 @@ class _Chunk:
     phases: list[np.ndarray]
 
 
-class _Likelihood:
+class ChunkedLikelihood:
     """Computes chunk likelihoods for one set of histories and components."""
 
     def __init__(
@@ -193,7 +196,7 @@ class _Likelihood:
         chunk_cells: int,
     ) -> None:
         self.h, self.grid, self.periods = h, grid, tuple(periods)
-        self.logs = _check_mismatch(mismatch)
+        self.logs = mismatch_logs(mismatch)
         self.c_start = np.searchsorted(h.changed_row, np.arange(h.n_rows + 1), side="left")
         self.o_start = (
             np.searchsorted(h.times().row, np.arange(h.n_rows + 1), side="left")
@@ -223,7 +226,7 @@ class _Likelihood:
         return _Chunk(np.concatenate([poisson, periodic], axis=1), phases)
 
 
-def _posterior(ll: np.ndarray, log_prior: np.ndarray) -> np.ndarray:
+def row_posteriors(ll: np.ndarray, log_prior: np.ndarray) -> np.ndarray:
     """Row-normalized exp(ll + log_prior), stable in log space."""
     z: np.ndarray = ll + log_prior
     z -= z.max(axis=1, keepdims=True)
@@ -232,7 +235,8 @@ def _posterior(ll: np.ndarray, log_prior: np.ndarray) -> np.ndarray:
     return z
 
 
-def _log(w: np.ndarray) -> np.ndarray:
+def log_weights(w: np.ndarray) -> np.ndarray:
+    """log of prior weights, a weight of 0 giving -inf without a warning."""
     with np.errstate(divide="ignore"):
         out: np.ndarray = np.log(w)
     return out

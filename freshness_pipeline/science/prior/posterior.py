@@ -14,23 +14,24 @@ from freshness_pipeline.science.prior.components import (
     PERIODIC_START,
     Classes,
     Period,
-    _check_grid,
-    _class_keys,
-    _codes,
-    _weights_table,
+    checked_grid,
+    class_codes,
+    class_keys,
+    class_weight_matrix,
     initial_weights,
     rate_grid,
 )
-from freshness_pipeline.science.prior.histories import Histories, _as_histories, _take
+from freshness_pipeline.science.prior.histories import Histories, as_histories, histories_of_rows
 from freshness_pipeline.science.prior.likelihood import (
     CHUNK_CELLS,
-    _Likelihood,
-    _log,
-    _posterior,
+    ChunkedLikelihood,
+    log_weights,
+    row_posteriors,
 )
 
 __all__ = [
     "CLOCK_FLOOR",
+    "PosteriorMedianRate",
     "expected_capture",
     "expected_index",
     "grid_posterior",
@@ -56,15 +57,15 @@ def grid_posterior(
     weights). A row without observations gets its class prior. Materializes N × C numbers: for
     many rows use :func:`posterior_summary`, which keeps only per-row summaries.
     """
-    h = _as_histories(histories)
-    grid = _check_grid(rate_grid() if grid is None else grid)
+    h = as_histories(histories)
+    grid = checked_grid(rate_grid() if grid is None else grid)
     start = initial_weights(grid, periods, periodic_start)
-    names, codes = _codes(_class_keys(classes, h.n_rows))
-    log_table = _log(_weights_table(weights, names, start))
-    lik = _Likelihood(h, grid, periods, mismatch, chunk_cells)
+    names, codes = class_codes(class_keys(classes, h.n_rows))
+    log_table = log_weights(class_weight_matrix(weights, names, start))
+    lik = ChunkedLikelihood(h, grid, periods, mismatch, chunk_cells)
     out = np.empty((h.n_rows, start.shape[0]))
     for r0, r1 in lik.ranges():
-        out[r0:r1] = _posterior(lik.chunk(r0, r1).components, log_table[codes[r0:r1]])
+        out[r0:r1] = row_posteriors(lik.chunk(r0, r1).components, log_table[codes[r0:r1]])
     return out
 
 
@@ -106,7 +107,7 @@ def expected_index(
     row or one number. Age ∞ (never fetched) gives E[1/λ]; age <= 0 gives 0; NaN gives NaN.
     """
     post, a = _broadcast(posterior, age_days)
-    grid = _check_grid(grid)
+    grid = checked_grid(grid)
     pos = np.where(a > 0, a, 0.0)
     with np.errstate(invalid="ignore"):
         w = _g(pos[:, None] * grid[None, :]) / grid[None, :]
@@ -119,7 +120,7 @@ def expected_capture(
 ) -> np.ndarray:
     """E[1 − e^{−λa}] = Σ_g post_g (1 − e^{−λ_g a}): P(the page changed since its last fetch)."""
     post, a = _broadcast(posterior, age_days)
-    grid = _check_grid(grid)
+    grid = checked_grid(grid)
     pos = np.where(a > 0, a, 0.0)
     with np.errstate(invalid="ignore"):
         p = -np.expm1(-pos[:, None] * grid[None, :])
@@ -133,7 +134,7 @@ def _periodic_gains(
     """(freshness days, P(stale)) a fetch now buys under one periodic component, averaged over
     each row's phase posterior. Stale: a change point fell in (now − age, now]; the fetch then
     keeps the copy fresh until the next change point."""
-    q = _posterior(phase_ll, np.zeros(period.bins))
+    q = row_posteriors(phase_ll, np.zeros(period.bins))
     p, phi = period.days, period.phases
     last = now_days - age
     with np.errstate(invalid="ignore"):
@@ -149,7 +150,7 @@ def _periodic_gains(
 CLOCK_FLOOR = 1e-6
 
 
-class _MedianRule:
+class PosteriorMedianRate:
     """The posterior median of the rate, from the component weights of each row.
 
     Each Poisson grid rate stands for its cell of the log-spaced grid (mass spread evenly over
@@ -210,14 +211,14 @@ def _summary_arrays(
     g, n = grid.shape[0], h.n_rows
     rates = np.r_[grid, [1.0 / p.days for p in periods]]
     log_rates = np.log(rates)
-    median = _MedianRule(grid, rates)
+    median = PosteriorMedianRate(grid, rates)
     out = {k: np.empty(n) for k in ("mean", "log_mean", "log_sd", "share", "median")}
     if ages is not None:
         out |= {"idx": np.empty(n), "cap": np.empty(n)}
-    lik = _Likelihood(h, grid, periods, mismatch, chunk_cells)
+    lik = ChunkedLikelihood(h, grid, periods, mismatch, chunk_cells)
     for r0, r1 in lik.ranges():
         chunk = lik.chunk(r0, r1)
-        post = _posterior(chunk.components, log_table[codes[r0:r1]])
+        post = row_posteriors(chunk.components, log_table[codes[r0:r1]])
         out["mean"][r0:r1] = post @ rates
         m = post @ log_rates
         out["log_mean"][r0:r1] = m
@@ -256,20 +257,20 @@ def posterior_summary(
     Columns, one row per input row in order: ``change_rate`` (posterior mean, changes/day; a
     periodic component counts 1/P), ``rate_log_mean`` and ``rate_log_sd`` (mean and sd of ln λ:
     exp(rate_log_mean) is the posterior geometric mean, rate_log_sd how sure it is),
-    ``rate_median`` (the posterior median, what url_state reports: :class:`_MedianRule`),
+    ``rate_median`` (the posterior median, what url_state reports: :class:`PosteriorMedianRate`),
     ``periodic_share`` (posterior probability that the page follows a clock), ``n_obs``,
     ``n_changes``; and with ``age_days`` (days since the last fetch per row, or one number;
     ∞ = never fetched) ``expected_index`` and ``expected_capture`` (see the module docstring).
     With ``periods`` and ``age_days``, ``now_days`` (now in days since the Unix epoch) places
     the phases.
     """
-    h = _as_histories(histories)
-    grid = _check_grid(rate_grid() if grid is None else grid)
+    h = as_histories(histories)
+    grid = checked_grid(rate_grid() if grid is None else grid)
     periods = tuple(periods)
     start = initial_weights(grid, periods, periodic_start)
     g = grid.shape[0]
-    names, codes = _codes(_class_keys(classes, h.n_rows))
-    log_table = _log(_weights_table(weights, names, start))
+    names, codes = class_codes(class_keys(classes, h.n_rows))
+    log_table = log_weights(class_weight_matrix(weights, names, start))
     n = h.n_rows
     ages = None if age_days is None else np.broadcast_to(np.asarray(age_days, np.float64), (n,))
     if ages is not None and periods and now_days is None:
@@ -283,7 +284,7 @@ def posterior_summary(
             continue
         whole = rows.shape[0] == n
         part = _summary_arrays(
-            h if whole else _take(h, rows),
+            h if whole else histories_of_rows(h, rows),
             grid,
             use,
             mismatch,

@@ -18,23 +18,22 @@ from freshness_pipeline.science.prior.components import (
     MISMATCH,
     PERIODIC_START,
     Period,
-    _check_grid,
-    _check_mismatch,
-    _check_weights,
-    _class_keys,
-    _codes,
+    checked_grid,
+    class_codes,
+    class_keys,
     initial_weights,
+    mismatch_logs,
+    normalized_weights,
     rate_grid,
 )
 from freshness_pipeline.science.prior.fit import fit_grid_prior
 from freshness_pipeline.science.prior.histories import (
-    _DAY_US,
     Histories,
     flatten_histories,
     histories_from_arrays,
 )
 from freshness_pipeline.science.prior.posterior import posterior_summary
-from freshness_pipeline.science.timecols import as_utc, utc_column
+from freshness_pipeline.science.timecols import DAY_US, as_utc, utc_column
 
 __all__ = [
     "ChangeModel",
@@ -67,8 +66,8 @@ class ChangeModel:
     max_fit_rows: int = 100_000
 
     def __post_init__(self) -> None:
-        _check_grid(np.asarray(self.grid))
-        _check_mismatch(self.mismatch)
+        checked_grid(np.asarray(self.grid))
+        mismatch_logs(self.mismatch)
         initial_weights(np.asarray(self.grid), self.periods, self.periodic_start)
         if self.iterations < 0 or self.shrinkage < 0 or self.max_fit_rows < 1:
             raise ValueError("need iterations >= 0, shrinkage >= 0, max_fit_rows >= 1")
@@ -134,7 +133,7 @@ def prior_weights(table: pl.DataFrame | None, model: ChangeModel) -> dict[str, n
         )
     if not usable.any():
         return None
-    names, codes = _codes(rows["url_class"].filter(pl.Series(usable)))
+    names, codes = class_codes(rows["url_class"].filter(pl.Series(usable)))
     n = rows["_n"].to_numpy()[usable]
     mixed = np.zeros((len(names), c))
     np.add.at(mixed, codes, weights[usable] * n[:, None])
@@ -187,9 +186,7 @@ def refit_change_prior(
     """
     before = latest_fit_before(previous, now)
     anchor = "last_seen_at" if "last_seen_at" in state.columns else None
-    classes = _class_keys(
-        state["url_class"] if "url_class" in state.columns else None, state.height
-    )
+    classes = class_keys(state["url_class"] if "url_class" in state.columns else None, state.height)
     # a page with a history counts; the fit itself reads an even sample of them (flattening
     # every history of a million pages to fit 50-odd weights would be most of the cost)
     has_history = (state["obs_interval_days"].list.len().fill_null(0) > 0).to_numpy()
@@ -330,7 +327,7 @@ def posterior_gains(
     age = (
         last.select(
             ((pl.lit(now_utc).dt.cast_time_unit("us") - pl.col("t")).dt.total_microseconds())
-            / _DAY_US
+            / DAY_US
         )
         .to_series()
         .fill_null(math.inf)
@@ -392,7 +389,7 @@ def posterior_rates(
     without a history get their class prior's mean and median, computed once per class.
     """
     n = state.height
-    classes = _class_keys(state["url_class"] if "url_class" in state.columns else None, n)
+    classes = class_keys(state["url_class"] if "url_class" in state.columns else None, n)
     has_history = (state["obs_interval_days"].list.len().fill_null(0) > 0).to_numpy()
     rows = np.flatnonzero(has_history)
     anchor = "last_seen_at" if "last_seen_at" in state.columns else None
@@ -454,10 +451,10 @@ def posterior_rates(
 
 def weights_frame(weights: Mapping[str, np.ndarray], grid: np.ndarray) -> pl.DataFrame:
     """Long table (url_class, rate_per_day, weight) of Poisson-only weights (no periods)."""
-    grid = _check_grid(grid)
+    grid = checked_grid(grid)
     rows = []
     for name in sorted(weights):
-        w = _check_weights(weights[name], grid.shape[0], name)
+        w = normalized_weights(weights[name], grid.shape[0], name)
         rows.append(
             pl.DataFrame({"url_class": [name] * grid.shape[0], "rate_per_day": grid, "weight": w})
         )
@@ -475,10 +472,10 @@ def weights_from_frame(frame: pl.DataFrame) -> tuple[np.ndarray, dict[str, np.nd
     for (name,), part in frame.sort("rate_per_day").group_by(["url_class"], maintain_order=True):
         rates = part["rate_per_day"].to_numpy()
         if grid is None:
-            grid = _check_grid(rates)
+            grid = checked_grid(rates)
         elif rates.shape != grid.shape or not np.allclose(rates, grid, rtol=1e-12):
             raise ValueError("all classes must share one grid")
-        out[str(name)] = _check_weights(part["weight"].to_numpy(), grid.shape[0], str(name))
+        out[str(name)] = normalized_weights(part["weight"].to_numpy(), grid.shape[0], str(name))
     if grid is None:
         raise ValueError("empty weights frame")
     return grid, out

@@ -11,11 +11,14 @@ from email.utils import parsedate_to_datetime
 from typing import Literal, get_args
 
 __all__ = [
+    "FEED_FORMATS",
+    "FORMAT_BY_ROOT",
     "MAX_FEED_BYTES",
     "MAX_SITEMAP_BYTES",
     "MAX_URLS_PER_FILE",
     "PROBLEM_KINDS",
     "PROBLEM_LABELS",
+    "RECORD_TAG_BY_FORMAT",
     "ParsedSitemap",
     "ProblemKind",
     "SitemapEntry",
@@ -49,16 +52,18 @@ PROBLEM_LABELS: dict[ProblemKind, str] = {
 PROBLEM_KINDS: tuple[ProblemKind, ...] = get_args(ProblemKind)
 
 SitemapFormat = Literal["urlset", "sitemapindex", "rss", "rdf", "atom", "text"]
-_ROOT_FORMATS: dict[str, SitemapFormat] = {
+#: The format a file is in, by the local name of its root element.
+FORMAT_BY_ROOT: dict[str, SitemapFormat] = {
     "urlset": "urlset",
     "sitemapindex": "sitemapindex",
     "rss": "rss",
     "rdf": "rdf",
     "feed": "atom",
 }
-_FEEDS: frozenset[SitemapFormat] = frozenset({"rss", "rdf", "atom"})
-# The element each format lists one URL in.
-_RECORD_TAG: dict[SitemapFormat, str] = {
+#: The formats read as feeds (through feedparser), not as sitemaps.
+FEED_FORMATS: frozenset[SitemapFormat] = frozenset({"rss", "rdf", "atom"})
+#: The element each format lists one URL in.
+RECORD_TAG_BY_FORMAT: dict[SitemapFormat, str] = {
     "urlset": "url",
     "sitemapindex": "sitemap",
     "rss": "item",

@@ -12,7 +12,7 @@ from typing import Any
 import feedparser  # type: ignore[import-untyped]
 
 from freshness_pipeline.web.sitemaps.entries import SitemapEntry, parse_w3c_datetime
-from freshness_pipeline.web.sitemaps.records import _absolute, _Records
+from freshness_pipeline.web.sitemaps.records import RecordCollector, absolute_url
 
 
 def _struct_time_utc(value: object) -> datetime | None:
@@ -40,7 +40,7 @@ def _feed_lastmod(entry: dict[str, Any]) -> datetime | None:
     return None
 
 
-def _parse_feed(data: bytes, records: _Records) -> bool:
+def parse_feed(data: bytes, records: RecordCollector) -> bool:
     """Entries of an RSS, RDF or Atom feed through feedparser; True if it had to recover.
 
     feedparser gets a byte stream, never a string (it would fetch a URL or open a path), and
@@ -61,7 +61,7 @@ def _parse_feed(data: bytes, records: _Records) -> bool:
         link = entry.get("link")
         if not link and records.fmt == "rdf":
             link = entry.get("id")  # an RSS 1.0 item's rdf:about is its URL
-        url = _absolute(link, records.source_url)
+        url = absolute_url(link, records.source_url)
         if url is not None:
             records.entries.append(SitemapEntry(url, _feed_lastmod(entry), records.source_url))
     exc = result.get("bozo_exception")

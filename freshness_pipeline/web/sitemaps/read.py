@@ -13,19 +13,19 @@ from typing import Any
 from lxml import etree  # type: ignore[import-untyped]
 
 from freshness_pipeline.web.sitemaps.entries import (
-    _FEEDS,
-    _RECORD_TAG,
-    _ROOT_FORMATS,
+    FEED_FORMATS,
+    FORMAT_BY_ROOT,
     MAX_FEED_BYTES,
     MAX_SITEMAP_BYTES,
     MAX_URLS_PER_FILE,
+    RECORD_TAG_BY_FORMAT,
     ParsedSitemap,
     ProblemKind,
     SitemapEntry,
     SitemapProblem,
 )
-from freshness_pipeline.web.sitemaps.feeds import _parse_feed
-from freshness_pipeline.web.sitemaps.records import _absolute, _local, _Records
+from freshness_pipeline.web.sitemaps.feeds import parse_feed
+from freshness_pipeline.web.sitemaps.records import RecordCollector, absolute_url, local_name
 
 __all__ = [
     "parse_sitemap",
@@ -208,7 +208,7 @@ def _lossy(errors: list[Any]) -> bool:
     return any(e.domain not in _HARMLESS_DOMAINS and e.type not in _HARMLESS_TYPES for e in errors)
 
 
-def _parse_urlset(data: bytes, records: _Records, tag: str | None) -> list[Any]:
+def _parse_urlset(data: bytes, records: RecordCollector, tag: str | None) -> list[Any]:
     """Stream the file through lxml into ``records`` (the elements named ``tag`` only, if
     given); returns libxml2's errors."""
     parser = etree.XMLPullParser(events=("end",), tag=tag, encoding="utf-8", **_LXML_OPTIONS)
@@ -235,7 +235,7 @@ def _parse_text(data: bytes, source_url: str, max_urls: int) -> ParsedSitemap:
             if len(entries) >= max_urls:
                 capped = True
                 break
-            url = _absolute(line, source_url)
+            url = absolute_url(line, source_url)
             if url is not None:
                 entries.append(SitemapEntry(url, None, source_url))
     if not entries:
@@ -283,13 +283,13 @@ def _parse_xml(
     if escaped:
         repairs.append(f"{escaped} bare '&' escaped")
     root_tag = _sniff_root(data)
-    root = _local(root_tag) if root_tag else None
-    fmt = _ROOT_FORMATS.get(root or "")
+    root = local_name(root_tag) if root_tag else None
+    fmt = FORMAT_BY_ROOT.get(root or "")
     if fmt is None or root_tag is None:
         what = f"root element <{root}>" if root else "no XML element"
         problems.append(SitemapProblem("not_sitemap", what, source_url))
         return ParsedSitemap(None, problems=problems)
-    if fmt in _FEEDS and len(data) > MAX_FEED_BYTES:
+    if fmt in FEED_FORMATS and len(data) > MAX_FEED_BYTES:
         data = data[:MAX_FEED_BYTES]
         problems.append(
             SitemapProblem(
@@ -297,12 +297,12 @@ def _parse_xml(
             )
         )
         cut = True
-    data, truncated = _cut_at_last_record(data, root or "", _RECORD_TAG[fmt])
-    records = _Records(fmt, source_url, max_urls)
+    data, truncated = _cut_at_last_record(data, root or "", RECORD_TAG_BY_FORMAT[fmt])
+    records = RecordCollector(fmt, source_url, max_urls)
     lossy = False
     errors: list[Any] = []
-    if fmt in _FEEDS:
-        lossy = _parse_feed(data, records) if data else False
+    if fmt in FEED_FORMATS:
+        lossy = parse_feed(data, records) if data else False
         if lossy:
             repairs.append("feedparser recovered from a syntax error")
     elif data:

@@ -9,14 +9,14 @@ from urllib.parse import urljoin
 
 from freshness_pipeline.web.netguard import check_url_scheme
 from freshness_pipeline.web.sitemaps.entries import (
-    _RECORD_TAG,
+    RECORD_TAG_BY_FORMAT,
     SitemapEntry,
     SitemapFormat,
     parse_w3c_datetime,
 )
 
 
-def _local(tag: object) -> str:
+def local_name(tag: object) -> str:
     """An element's name without namespace or prefix: sitemaps in the 0.84 namespace, in none
     or in a misspelt one, and prefixes nobody declared, all name the same elements."""
     if not isinstance(tag, str):  # comments, processing instructions, entity references
@@ -28,7 +28,7 @@ def _child_text(elem: Any, name: str) -> str | None:
     # lxml's {*} finds the name in any namespace or none; only an undeclared prefix or an
     # odd case needs the look at every child.
     found = list(elem.iterchildren(f"{{*}}{name}")) or [
-        child for child in elem if _local(child.tag) == name
+        child for child in elem if local_name(child.tag) == name
     ]
     for child in found:
         text = "".join(child.itertext()).strip()
@@ -37,7 +37,8 @@ def _child_text(elem: Any, name: str) -> str | None:
     return None
 
 
-def _absolute(loc: str | None, base: str) -> str | None:
+def absolute_url(loc: str | None, base: str) -> str | None:
+    """``loc`` resolved against ``base``; None when empty or not an http(s) URL with a host."""
     if not loc:
         return None
     loc = loc.strip()
@@ -50,12 +51,12 @@ def _absolute(loc: str | None, base: str) -> str | None:
     return url
 
 
-class _Records:
+class RecordCollector:
     """Turns the records lxml finishes into entries and child sitemaps, up to the cap."""
 
     def __init__(self, fmt: SitemapFormat, source_url: str, max_urls: int) -> None:
         self.fmt = fmt
-        self.record = _RECORD_TAG[fmt]
+        self.record = RECORD_TAG_BY_FORMAT[fmt]
         self.source_url = source_url
         self.max_urls = max_urls
         self.entries: list[SitemapEntry] = []
@@ -64,12 +65,12 @@ class _Records:
 
     def take(self, elem: Any) -> bool:
         """Use a finished element if it is a record; False once the cap stops the file."""
-        if _local(elem.tag) != self.record:
+        if local_name(elem.tag) != self.record:
             return True
         if len(self.entries) + len(self.children) >= self.max_urls:
             self.capped = True
             return False
-        url = _absolute(_child_text(elem, "loc"), self.source_url)
+        url = absolute_url(_child_text(elem, "loc"), self.source_url)
         if url is not None:
             if self.fmt == "sitemapindex":
                 self.children.append(url)
