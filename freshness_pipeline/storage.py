@@ -172,8 +172,8 @@ def split_by(df: pl.DataFrame, column: str) -> dict[Any, pl.DataFrame]:
 
     Why not ``DataFrame.partition_by``: on a frame sorted by the column (the state and the
     change prior are), polars hands out zero-copy slices, and writing a slice of a list of
-    strings converts the list's whole child array, every host's, for each part: writing 10,000
-    host files of the change prior took minutes instead of seconds. Gathered parts own their
+    strings converts the list's whole child array, every host's, for each part, so writing a
+    table's host files grows with hosts squared (docs/scaling.md). Gathered parts own their
     rows, so writing one costs its own size.
     """
     if df.height == 0:

@@ -206,10 +206,6 @@ class RecordEncoder:
 
     # -- low level ---------------------------------------------------------------------------
 
-    def gzip(self, parts: Iterable[bytes], size: int) -> bytes:
-        """One gzip member of the concatenated ``parts`` (``size`` bytes in all)."""
-        return self._member(b"".join(parts))
-
     def _member(self, data: bytes) -> bytes:
         # one call, one gzip member (header, deflate stream, CRC-32 and size); it releases the
         # GIL while it deflates, so threads sharing a writer compress in parallel
