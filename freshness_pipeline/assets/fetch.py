@@ -50,7 +50,7 @@ from freshness_pipeline.science.validators import (
     drop_untrusted_validators,
     trust_before,
 )
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.storage import Warehouse, split_by
 from freshness_pipeline.web.client import (
     TIME_LIMIT_REASON,
     FetchRequest,
@@ -350,9 +350,9 @@ def _fetch_hosts(
     versions = version_rows(raw, plan, now, config)
     changes = change_rows(wh, versions, plan, config)
     sent = frame.filter(pl.col("sent"))
-    by_host = sent.partition_by("host", as_dict=True)
+    by_host = split_by(sent, "host")
     for host in hosts:
-        part = by_host.get((host,))
+        part = by_host.get(host)
         if part is not None:
             wh.append_fetch_log(host, now, part)
     remember_cycle(wh, hosts, now, (evidence, latest), sent, plan)
