@@ -67,12 +67,12 @@ from freshness_pipeline.science.prior.table import (  # noqa: E402
     refit_change_prior,
 )
 from freshness_pipeline.science.schedule import PlanConfig, build_plan  # noqa: E402
+from freshness_pipeline.science.timecols import DAY_US  # noqa: E402
 from freshness_pipeline.synthweb.world import CHO2000_BANDS  # noqa: E402
 
 CYCLE = 0.25  # days
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 EPOCH_US = int(EPOCH.timestamp() * 1_000_000)
-DAY_US = 86_400_000_000
 
 
 def moment(t: float) -> datetime:

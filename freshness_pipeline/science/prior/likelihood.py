@@ -15,6 +15,7 @@ from freshness_pipeline.science.prior.histories import Histories
 
 __all__ = [
     "CHUNK_CELLS",
+    "ChunkLikelihoods",
     "ChunkedLikelihood",
     "log_weights",
     "row_posteriors",
@@ -176,7 +177,7 @@ def _logmeanexp(x: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class _Chunk:
+class ChunkLikelihoods:
     """Likelihoods of one chunk of rows: per component (R × C) and the phase bins behind the
     periodic components (one R × bins matrix per period)."""
 
@@ -209,10 +210,10 @@ class ChunkedLikelihood:
     def ranges(self) -> Iterator[tuple[int, int]]:
         return _chunks(self.h, self.cells, self.chunk_cells)
 
-    def chunk(self, r0: int, r1: int) -> _Chunk:
+    def chunk(self, r0: int, r1: int) -> ChunkLikelihoods:
         poisson = _log_likelihood(self.h, self.grid, r0, r1, self.c_start)
         if not self.periods:
-            return _Chunk(poisson, [])
+            return ChunkLikelihoods(poisson, [])
         n = r1 - r0
         if self.o_start is not None:  # the histories have times
             phases = _phase_log_likelihood(self.h, self.periods, self.logs, r0, r1, self.o_start)
@@ -223,7 +224,7 @@ class ChunkedLikelihood:
             ruled_out = self.h.n_obs[r0:r1] > 0
         periodic = np.stack([_logmeanexp(ph) for ph in phases], axis=1)
         periodic[ruled_out] = -np.inf
-        return _Chunk(np.concatenate([poisson, periodic], axis=1), phases)
+        return ChunkLikelihoods(np.concatenate([poisson, periodic], axis=1), phases)
 
 
 def row_posteriors(ll: np.ndarray, log_prior: np.ndarray) -> np.ndarray:
