@@ -53,6 +53,7 @@ from selectolax.lexbor import LexborHTMLParser  # noqa: E402
 from freshness_pipeline.science import fingerprint as current  # noqa: E402
 from freshness_pipeline_tests import page_mutations, real_pages  # noqa: E402
 
+# Where the fingerprint lived as one module, which is where version 1 is found.
 FINGERPRINT_PATH = "freshness_pipeline/science/fingerprint.py"
 # jusText, which trafilatura imports, needs lxml's html cleaner, now a package of its own.
 TRAFILATURA_SPEC = ("trafilatura==2.3.1", "lxml_html_clean")
@@ -73,10 +74,13 @@ def baseline_module() -> tuple[str, types.ModuleType] | None:
             cwd=ROOT, capture_output=True, text=True, check=True,
         ).stdout.split()  # fmt: skip
         for rev in revs:
-            source = subprocess.run(
+            shown = subprocess.run(
                 ["git", "show", f"{rev}:{FINGERPRINT_PATH}"],
-                cwd=ROOT, capture_output=True, text=True, check=True,
-            ).stdout  # fmt: skip
+                cwd=ROOT, capture_output=True, text=True,
+            )  # fmt: skip
+            if shown.returncode != 0:  # the commit that made the module a package
+                continue
+            source = shown.stdout
             if re.search(r"^FINGERPRINT_VERSION: int = 1$", source, re.M):
                 module = types.ModuleType("fingerprint_v1")
                 exec(compile(source, f"{rev[:10]}:{FINGERPRINT_PATH}", "exec"), module.__dict__)

@@ -517,7 +517,7 @@ _SCAN_TEXT = st.lists(
 def test_the_fast_scans_find_what_the_regex_scans_find(text: str) -> None:
     """The digit and case scans (ASCII fast paths) match exactly where finditer does, so the
     fingerprint is the same with or without them."""
-    from freshness_pipeline.science.fingerprint import (
+    from freshness_pipeline.science.fingerprint.normalize import (
         _CASE_HINT,
         _DIGIT_LED,
         _case_hints,

@@ -1,0 +1,327 @@
+"""What the extraction drops: markup that is never visible text, site chrome, hidden elements,
+consent banners, and promotional blocks found by their class or id words, ``rel=sponsored``
+links and visible labels.
+
+Everything to drop is first marked with an attribute, then the outermost marked elements are
+removed at once: removing nested matches one by one would touch elements that an ancestor's
+removal has already freed. Lexbor tests every selector of a query on every element, so the
+queries are few and broad and Python sorts out the matches.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode, SelectolaxError
+
+from freshness_pipeline.science.fingerprint.dom import css, css_first, drop_nodes, node_text
+
+__all__ = ["NOISE", "remove_boilerplate", "selected"]
+
+_DROP = "data-freshness-fingerprint-drop"
+_KEEP = "data-freshness-fingerprint-keep"
+_OUTERMOST_DROPS = f"[{_DROP}]:not([{_DROP}] *)"
+
+# Markup that is never visible text, or whose text is machine-made: <time> holds a date by
+# definition, buttons and selects are controls, a <dialog> is a pop-up over the page.
+_NOISE_TAGS = [
+    "script", "style", "noscript", "template", "svg", "iframe", "frame", "object", "embed",
+    "canvas", "video", "audio", "button", "select", "textarea", "dialog", "marquee", "time",
+]  # fmt: skip
+NOISE = ", ".join(_NOISE_TAGS)
+
+# Site chrome by landmark. A <header>/<footer> inside an article or main holds its headline
+# and byline, so only page-level ones go; ARIA roles are read in Python from one [role].
+_PAGE_LEVEL = ":not(main *):not(article *):not([role=main i] *):not(header *):not(footer *)"
+_CHROME = f"nav, aside, header{_PAGE_LEVEL}, footer{_PAGE_LEVEL}, [role], form:not(form *), h1"
+_CHROME_ROLES = frozenset(
+    ["navigation", "banner", "contentinfo", "complementary", "search", "dialog", "alertdialog",
+     "timer", "marquee"]
+)  # fmt: skip
+_CONTENT_ROOTS = 'main, [role="main" i], article, [itemprop~="articleBody" i]'
+_GUARDED_CONTENT = f"{_CONTENT_ROOTS}, h1"
+
+# Class and id words (whole words, or parts split at "-", "_", digits and camelCase humps) that
+# name a promotional, consent or counter block. The query only pre-selects elements whose class
+# or id contains a stem; the word test decides, so "header", "shadow", "download" and
+# "loading" are not ads. The same query brings the hidden elements and the links with a rel.
+_AD_WORDS = frozenset(
+    ["ad", "ads", "advert", "adverts", "advertisement", "advertisements", "advertising",
+     "advertorial", "adsense", "adsbygoogle", "adslot", "adunit", "adbox", "adcontainer",
+     "adwrapper", "adzone", "dfp", "sponsor", "sponsors", "sponsored", "sponsorship", "promo",
+     "promos", "promoted", "promotional", "banner", "banners", "outbrain", "taboola"]
+)  # fmt: skip
+_CONSENT_WORDS = frozenset(
+    ["cookie", "cookies", "cookiebanner", "cookiebar", "cookienotice", "cookieconsent",
+     "cookielaw", "cookiebot", "consent", "gdpr", "onetrust"]
+)  # fmt: skip
+_COUNTER_WORDS = frozenset(
+    ["count", "counter", "counts", "views", "viewcount", "pageviews", "likes", "sharecount"]
+)  # fmt: skip
+# A block named for its price is content even when it is also a "promo".
+_CONTENT_WORDS = frozenset(("price", "prices", "pricing"))
+_CANDIDATES = ", ".join(
+    [
+        *(
+            f'[{attr}*="{stem}" i]'
+            for stem in ("ad", "sponsor", "banner", "cookie", "consent")
+            for attr in ("class", "id")
+        ),
+        '[class*="promo" i]',
+        '[class*="count" i]',
+        '[class*="views" i]',
+        '[class*="likes" i]',
+        '[class*="outbrain" i]',
+        '[id*="taboola" i]',
+        "[hidden]",
+        "[aria-hidden]",
+        "[style]",
+        "a[rel]",
+    ]
+)
+_INVISIBLE_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
+_WORD_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+_AD, _CONSENT, _COUNTER = "ad", "consent", "counter"
+_COUNTER_MAX_CHARS = 48  # a counter is a number and a word; a longer block is not one
+# rel=sponsored links go with the containers that hold nothing but them (or a lead-in such as
+# "Read more:" besides), this many levels up.
+_CONTAINER_CLIMB = 4
+_LEAD_IN_MAX_CHARS = 24
+
+# Visible labels of a promotional block: the label, then nothing or a separator ("Sponsored:
+# ...", "Advertisement", "Anzeige"); a sentence that merely starts with such a word stays.
+# Each stem costs a search of every page's text, so only the common labels have one.
+_LABEL_STEMS = (
+    "sponsor",
+    "advert",
+    "promoted",
+    "anzeige",
+    "publicit",
+    "реклама",
+    "広告",
+    "广告",
+    "광고",
+)
+_LABEL = re.compile(
+    # words that start no sentence of content: a label whatever follows
+    r"\W*(?:advertisements?|anzeige|реклама|広告|广告|광고)(?:\W|$)"
+    # words that may: a label when alone or before a separator
+    r"|\W*(?:sponsored(?:\s+(?:by|content|post|story|stories|links?|listings?))?|sponsor"
+    r"|advertising|advertorial|advertentie|promoted(?:\s+(?:by|content|stories))?"
+    r"|publicit[ée]|sponsoris[ée]e?)\s*(?:$|[:|·•\-–—(\[/]|by\s)",
+    re.I,
+)
+# A labelled block is the smallest ancestor of the label with other text, within this size;
+# a bare label in the content labels the element after it, if that is this short.
+_LABELLED_BLOCK_MAX_CHARS = 600
+_LABELLED_SIBLING_MAX_CHARS = 200
+
+
+# A stem at the start of a word part: without one, a class or id names nothing of ours and
+# the full word split is skipped.
+_WORD_START_STEM = re.compile(
+    r"(?<![A-Za-z])(?i:ad|sponsor|banner|cookie|consent|promo|count|views|likes|outbrain"
+    r"|taboola|dfp|gdpr|onetrust|viewcount|pageviews|sharecount)"
+    r"|(?<=[a-z])(?:A[Dd]|Sponsor|Banner|Promo|Count|Views|Likes)"
+)
+
+
+@functools.lru_cache(maxsize=8192)
+def _block_kind(class_: str | None, id_: str | None) -> str | None:
+    """What a class and id name: an ad, a consent banner, a counter, or nothing."""
+    names = f"{class_ or ''} {id_ or ''}"
+    if not _WORD_START_STEM.search(names):
+        return None
+    words = {w.lower() for w in _WORD_PART.findall(names)}
+    if words & _CONTENT_WORDS:
+        return None
+    if words & _AD_WORDS:
+        return _AD
+    if words & _CONSENT_WORDS:
+        return _CONSENT
+    if words & _COUNTER_WORDS:
+        return _COUNTER
+    return None
+
+
+def _hidden(attrs: dict[str, str | None]) -> bool:
+    if "hidden" in attrs or (attrs.get("aria-hidden") or "").strip().lower() == "true":
+        return True
+    style = attrs.get("style")
+    return bool(style and _INVISIBLE_STYLE.search(style))
+
+
+class _Marker:
+    """Marks elements to drop, refusing any that holds the page's content: a content root or
+    headline, or half the body's text. Both are measured once, and only if needed."""
+
+    def __init__(self, tree: LexborHTMLParser) -> None:
+        self.tree = tree
+        self._body_text: str | None = None
+        self._holders: set[int] | None = None
+
+    @property
+    def body_text(self) -> str:
+        if self._body_text is None:
+            self._body_text = node_text(self.tree.body or self.tree.root)
+        return self._body_text
+
+    def _content_holders(self) -> set[int]:
+        """The content roots, the headlines, and every ancestor of one."""
+        if self._holders is None:
+            self._holders = set()
+            for node in css(self.tree, _GUARDED_CONTENT):
+                at: LexborNode | None = node
+                while at is not None and at.mem_id not in self._holders:
+                    self._holders.add(at.mem_id)
+                    at = at.parent
+        return self._holders
+
+    def holds_content(self, node: LexborNode) -> bool:
+        if node.tag in ("body", "html") or node.mem_id in self._content_holders():
+            return True
+        return len(node_text(node)) * 2 > len(self.body_text)
+
+    @staticmethod
+    def mark(node: LexborNode) -> None:
+        node.attrs[_DROP] = ""
+
+    def mark_guarded(self, node: LexborNode) -> None:
+        if not self.holds_content(node):
+            node.attrs[_DROP] = ""
+
+
+def _mark_ads(tree: LexborHTMLParser, marker: _Marker) -> None:
+    """Hidden elements, blocks whose class or id names an ad, a consent banner or a counter,
+    and rel=sponsored links with the containers that hold nothing but them."""
+    for node in css(tree, _CANDIDATES):
+        attrs = node.attributes
+        if node.tag == "a" and "sponsored" in (attrs.get("rel") or "").lower():
+            block, length = node, len(node_text(node))
+            for _ in range(_CONTAINER_CLIMB):
+                parent = block.parent
+                if (
+                    parent is None
+                    or len(node_text(parent)) > length + _LEAD_IN_MAX_CHARS
+                    or marker.holds_content(parent)
+                ):
+                    break
+                block = parent
+            marker.mark(block)
+            continue
+        kind = _block_kind(attrs.get("class"), attrs.get("id"))
+        if kind == _COUNTER:
+            if len(node_text(node)) <= _COUNTER_MAX_CHARS:
+                marker.mark(node)
+        elif kind is not None or _hidden(attrs):
+            marker.mark_guarded(node)
+
+
+def _first_own_text(node: LexborNode) -> str:
+    """The first non-blank text directly in ``node``: where a label would stand."""
+    child = node.first_child
+    while child is not None:
+        if child.is_text_node:
+            text = (child.text_content or "").strip()
+            if text:
+                return text
+        child = child.next
+    return ""
+
+
+def _mark_labelled_blocks(tree: LexborHTMLParser, marker: _Marker) -> None:
+    """A block whose visible label says it is an ad: from the label up to the smallest
+    ancestor that has other text, unless that is too big to be an ad; a bare label standing
+    in the content takes the short element after it along. Lexbor's text search is slow, so
+    it runs only for the label words the page's visible text contains."""
+    visible = marker.body_text.casefold()
+    stems = [stem for stem in _LABEL_STEMS if stem in visible]
+    if not stems:
+        return
+    for node in css(tree, ", ".join(f':lexbor-contains("{stem}" i)' for stem in stems)):
+        if not _LABEL.match(_first_own_text(node)):
+            continue
+        block, in_content = node, False
+        while not _LABEL.sub("", node_text(block), count=1).strip():  # the label alone, so far
+            parent = block.parent
+            if parent is None or marker.holds_content(parent):
+                in_content = True
+                break
+            if len(node_text(parent)) > _LABELLED_BLOCK_MAX_CHARS:
+                break
+            block = parent
+        if marker.holds_content(block):
+            continue
+        marker.mark(block)
+        if in_content and block is node:
+            after = block.next
+            while after is not None and not after.is_element_node:
+                after = after.next
+            if (
+                after is not None
+                and len(node_text(after)) <= _LABELLED_SIBLING_MAX_CHARS
+                and not marker.holds_content(after)
+            ):
+                marker.mark(after)
+
+
+def _inside_drop(node: LexborNode | None) -> bool:
+    while node is not None and node.is_element_node:
+        if _DROP in node.attrs:
+            return True
+        node = node.parent
+    return False
+
+
+def _mark_chrome(tree: LexborHTMLParser, marker: _Marker) -> list[str]:
+    """Landmarks of site chrome, and forms (unless one wraps most of the page: ASP.NET
+    WebForms pages put the whole body in one form, and deleting it would fingerprint an empty
+    page). Returns the visible headlines, read before a page header holding one goes."""
+    nodes = css(tree, _CHROME)
+    headlines = [node_text(n) for n in nodes if n.tag == "h1" and not _inside_drop(n)]
+    for node in nodes:
+        tag = node.tag
+        if tag == "form":
+            if len(node_text(node)) * 2 < len(marker.body_text):
+                marker.mark(node)
+        elif tag in ("nav", "aside", "header", "footer") or (
+            tag != "h1" and (node.attrs.get("role") or "").strip().lower() in _CHROME_ROLES
+        ):
+            marker.mark(node)
+    return [h for h in headlines if h]
+
+
+def remove_boilerplate(tree: LexborHTMLParser, *, protect: bool = False) -> list[str]:
+    """Drop everything but the content; returns the visible headlines (``<h1>``)."""
+    if tree.root is None:
+        return []
+    marker = _Marker(tree)
+    _mark_ads(tree, marker)
+    _mark_labelled_blocks(tree, marker)
+    headlines = _mark_chrome(tree, marker)
+    if protect:
+        # Configured selectors win: nothing that is or holds a selected element goes.
+        for node in css(tree, f"[{_DROP}]"):
+            if css_first(node, f"[{_KEEP}]") is not None:
+                del node.attrs[_DROP]
+    drop_nodes(css(tree, _OUTERMOST_DROPS))
+    return headlines
+
+
+def selected(tree: LexborHTMLParser, selectors: Sequence[str]) -> list[LexborNode]:
+    """The configured selectors' matches, in selector order, everything else the rules drop
+    removed around them."""
+    matches: list[LexborNode] = []
+    for selector in selectors:
+        try:
+            matches.extend(css(tree, selector))
+        except SelectolaxError as exc:
+            raise ValueError(f"invalid CSS selector {selector!r}: {exc}") from None
+    for node in matches:
+        node.attrs[_KEEP] = ""
+    for node in css(tree, NOISE):
+        node.attrs[_DROP] = ""
+    remove_boilerplate(tree, protect=True)
+    return matches

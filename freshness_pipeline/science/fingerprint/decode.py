@@ -1,0 +1,132 @@
+"""Bytes to text the way a browser reads them."""
+
+from __future__ import annotations
+
+import codecs
+import re
+
+__all__ = ["decode_body", "reads_as_utf8"]
+
+_CT_CHARSET = re.compile(r"""charset\s*=\s*["']?\s*([A-Za-z0-9_:.+-]+)""", re.IGNORECASE)
+_META_CHARSET = re.compile(
+    rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_:.+-]+)""", re.IGNORECASE
+)
+# WHATWG Encoding: these labels mean windows-1252 on the web, and utf-7 is never honoured.
+_LABEL_ALIASES = {
+    "ascii": "cp1252",
+    "us-ascii": "cp1252",
+    "iso-8859-1": "cp1252",
+    "iso8859-1": "cp1252",
+    "iso_8859-1": "cp1252",
+    "latin1": "cp1252",
+    "latin-1": "cp1252",
+    "l1": "cp1252",
+    "windows-1252": "cp1252",
+    "x-sjis": "shift_jis",
+    "gb2312": "gb18030",
+    "gbk": "gb18030",
+}
+_REFUSED = {"utf-7", "utf7", "x-user-defined", "replacement"}
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
+_BOM_PREFIXES = tuple(bom for bom, _ in _BOMS)
+
+
+def _usable_encoding(label: str | None, *, from_meta: bool = False) -> str | None:
+    """Python codec for a charset label, or None when it is unknown, unsafe or not a text codec."""
+    if not label:
+        return None
+    label = label.strip().strip("\"'").lower()
+    if label in _REFUSED:
+        return None
+    label = _LABEL_ALIASES.get(label, label)
+    try:
+        info = codecs.lookup(label)
+    except (LookupError, ValueError):
+        return None
+    # bytes-to-bytes codecs (base64, zlib, rot13...) are not charsets
+    if not getattr(info, "_is_text_encoding", True):
+        return None
+    # A meta tag that declares UTF-16/32 was necessarily read as ASCII: it is lying (HTML spec).
+    if from_meta and info.name.startswith(("utf-16", "utf-32")):
+        return "utf-8"
+    return info.name
+
+
+def _declared_encoding(body: bytes, content_type: str | None) -> str | None:
+    if content_type:
+        match = _CT_CHARSET.search(content_type)
+        if match:
+            enc = _usable_encoding(match.group(1))
+            if enc:
+                return enc
+    meta = _META_CHARSET.search(body[:2048])
+    if meta:
+        return _usable_encoding(meta.group(1).decode("ascii", "replace"), from_meta=True)
+    return None
+
+
+def decode_body(body: bytes, content_type: str | None) -> str:
+    """Bytes to text the way a browser would, never raising.
+
+    Order: byte-order mark, the Content-Type charset, ``<meta charset>``/``http-equiv`` in the
+    first 2 KB, else UTF-8. A declaration that does not decode cleanly is tried against strict
+    UTF-8 (a common lie), then decoded with replacement characters in the declared charset; an
+    unknown or unsafe label falls back to UTF-8 with ``errors="replace"``.
+    """
+    try:
+        data = bytes(body)
+    except (TypeError, ValueError):
+        return ""
+    for bom, enc in _BOMS:
+        if data.startswith(bom):
+            return data[len(bom) :].decode(enc, errors="replace")
+    try:
+        declared = _declared_encoding(data, content_type)
+    except (TypeError, ValueError):
+        declared = None
+    if declared:
+        try:
+            return data.decode(declared)
+        except (UnicodeDecodeError, ValueError, LookupError):
+            pass
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    if declared:
+        try:
+            return data.decode(declared, errors="replace")
+        except (UnicodeDecodeError, ValueError, LookupError):
+            pass
+    return data.decode("utf-8", errors="replace")
+
+
+def reads_as_utf8(body: bytes, content_type: str | None) -> bool:
+    """Whether :func:`decode_body` would decode ``body`` as UTF-8 without a replacement, so
+    lexbor may be given the bytes themselves: decoding a large page in Python and encoding it
+    again for lexbor cost more than parsing it. Invalid UTF-8 goes the decoded way: lexbor
+    replaces bad bytes differently from Python's decoder, and the fingerprint must not depend
+    on which way a body went."""
+    if body.startswith(_BOM_PREFIXES):
+        return False
+    try:
+        declared = _declared_encoding(body, content_type)
+    except (TypeError, ValueError):
+        declared = None
+    if declared not in (None, "utf-8"):
+        return False
+    if body.isascii():  # ASCII is UTF-8, and the check costs less than a decode
+        return True
+    try:
+        body.decode("utf-8")  # a validity check, in C: microseconds for a page
+    except UnicodeDecodeError:
+        return False
+    return True

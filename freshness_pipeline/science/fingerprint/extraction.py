@@ -1,0 +1,134 @@
+"""The text that carries a page's meaning: its title and marked main content (or its body),
+what :mod:`.boilerplate` drops removed, and on demand the same content line by line."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from freshness_pipeline.science.fingerprint.boilerplate import (
+    NOISE,
+    remove_boilerplate,
+    selected,
+)
+from freshness_pipeline.science.fingerprint.dom import css, css_first, drop_nodes, node_text
+from freshness_pipeline.science.fingerprint.fields import read_fields
+from freshness_pipeline.science.fingerprint.whitespace import fold_lines
+
+__all__ = ["Extraction", "extract", "extract_content"]
+
+# Marked content holding less than this share of the cleaned body is not the content (a
+# teaser <article> in a sidebar), and the whole body counts instead.
+_MIN_ROOT_SHARE = 0.15
+
+
+def _main_text(
+    tree: LexborHTMLParser, headlines: list[str]
+) -> tuple[str, list[LexborNode], list[str]]:
+    """The content's text, the nodes it was read from and the headlines put before it."""
+    mains, articles, bodies = [], [], []
+    for node in css(
+        tree,
+        'main, [role="main" i], article:not(article *),'
+        ' [itemprop~="articleBody" i]:not([itemprop~="articleBody" i] *)',
+    ):
+        if node.tag == "main" or (node.attrs.get("role") or "").strip().lower() == "main":
+            mains.append(node)
+        elif node.tag == "article":
+            articles.append(node)
+        else:
+            bodies.append(node)
+    # A listing page has several articles: take them all, or a change in the second is
+    # missed. Nested ones are already in their outer one's text.
+    roots = mains[:1] or articles or bodies
+    text = "\n".join(node_text(n) for n in roots)
+    body = tree.body or tree.root
+    body_text = node_text(body)
+    if not roots or len(text) < _MIN_ROOT_SHARE * len(body_text):
+        text = body_text
+        roots = [body] if body is not None else []
+    # The headline often sits outside the marked content (a page header, a hero banner).
+    # Compared with whitespace folded (a page's spacing is not its content), which is only
+    # worth its cost when the plain test fails.
+    lead = [" ".join(h.split()) for h in headlines if h.strip() not in text]
+    if lead:
+        folded = " ".join(text.split())
+        lead = [h for h in lead if h not in folded]
+    return ("\n".join([*lead, text]) if lead else text), roots, lead
+
+
+def extract_content(html: str, *, selectors: Sequence[str] = ()) -> str:
+    """Title plus the text that carries the page's meaning, for change detection.
+
+    The content is the page's marked main content (``<main>``, ``role=main``, its articles, a
+    schema.org ``articleBody``) or, when none is marked or the mark holds little of the page's
+    text, the whole body; in both, after dropping site chrome (nav, aside, page-level header and
+    footer, their ARIA roles), hidden elements, iframes, cookie and consent banners, and ads:
+    blocks whose class or id names them (ad, sponsor, promo, banner, ... as whole words or
+    word parts), ``rel=sponsored`` links, and blocks labelled "Sponsored", "Advertisement",
+    "Anzeige" and the like. A visible ``<h1>`` outside the content is kept with it.
+
+    With ``selectors`` (CSS), the text of every match of each selector, in selector order,
+    replaces the main text; a match counts even where the rules above would drop it, and only
+    what they drop inside it goes. The title stays because a retitled page is a changed page.
+    Invalid selectors raise :class:`ValueError` (a configuration error, not a property of the
+    page); malformed HTML never raises.
+    """
+    return extract(html if isinstance(html, str) else str(html), selectors)
+
+
+def extract(document: str | bytes, selectors: Sequence[str]) -> str:
+    """:func:`extract_content` of a text, or of UTF-8 bytes, which lexbor reads directly."""
+    return Extraction(document, selectors).text
+
+
+# Elements after which a reader starts a new line: the content's text is kept line by line so
+# that what changed between two versions can be told by line.
+_BLOCKS = (
+    "p, div, li, dt, dd, h1, h2, h3, h4, h5, h6, tr, br, blockquote, pre, section, figcaption,"
+    " caption, table, ul, ol, dl, hr, address, details, summary"
+)
+
+
+class Extraction:
+    """One page's extraction: the text the fingerprint hashes, and on demand (for a new or
+    changed version only) the same content as lines a person reads and configured fields."""
+
+    def __init__(
+        self,
+        document: str | bytes,
+        selectors: Sequence[str],
+        fields: Mapping[str, str] | None = None,
+        json_ld: bool = False,
+    ) -> None:
+        if isinstance(selectors, str):
+            selectors = [selectors]
+        tree = self.tree = LexborHTMLParser(document)
+        # Fields and structured data are read from the page as served: a price may sit in a
+        # block the content rules drop, and JSON-LD is a script.
+        self.fields = read_fields(tree, fields or {}, json_ld)
+        title_node = css_first(tree, "title")
+        self.title = title = node_text(title_node)
+        if title_node is not None:
+            title_node.decompose()  # the title is counted once, above
+        self.lead: list[str] = []
+        if not selectors:
+            drop_nodes(css(tree, NOISE))
+            body, self.roots, self.lead = _main_text(tree, remove_boilerplate(tree))
+        else:
+            self.roots = selected(tree, selectors)
+            body = "\n".join(node_text(n) for n in self.roots)
+        self.text = f"{title}\n{body}" if title else body
+
+    def lines(self) -> str:
+        """The content as the page lays it out: a line per block, whitespace folded, empty
+        lines dropped (the headlines put before it first)."""
+        out = list(self.lead)
+        for root in self.roots:
+            for node in css(root, _BLOCKS):
+                node.insert_after("\n")
+            folded = fold_lines(root.text(deep=True, separator="", strip=False))
+            if folded:
+                out.append(folded)
+        return "\n".join(out)

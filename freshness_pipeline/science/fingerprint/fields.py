@@ -1,0 +1,86 @@
+"""Configured fields and structured data: values a URL class asks for by name, read from the
+page as served."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from selectolax.lexbor import LexborHTMLParser, SelectolaxError
+
+from freshness_pipeline.science.fingerprint.dom import css, css_first, node_text
+
+__all__ = ["JSON_LD_FIELDS", "read_fields"]
+
+#: The schema.org values read from JSON-LD when a URL class asks for structured data, by the
+#: field name they are stored under.
+JSON_LD_FIELDS = {
+    "name": ("name",),
+    "price": ("offers", "price"),
+    "availability": ("offers", "availability"),
+}
+
+
+def read_fields(
+    tree: LexborHTMLParser, fields: Mapping[str, str], json_ld: bool
+) -> dict[str, str | None]:
+    """Each configured field's text (the first match of its CSS selector, whitespace folded;
+    None without a match), and with ``json_ld`` the schema.org values of
+    :data:`JSON_LD_FIELDS` from the page's first JSON-LD item that has them."""
+    values: dict[str, str | None] = {}
+    for name, selector in fields.items():
+        try:
+            node = css_first(tree, selector)
+        except SelectolaxError as exc:
+            raise ValueError(
+                f"invalid CSS selector {selector!r} for field {name!r}: {exc}"
+            ) from None
+        values[name] = " ".join(node_text(node).split()) if node is not None else None
+    if json_ld:
+        items = [
+            item
+            for script in css(tree, 'script[type="application/ld+json" i]')
+            for item in _json_ld_items(script.text(deep=True))
+        ]
+        for name, path in JSON_LD_FIELDS.items():
+            values[name] = next(
+                (v for v in (_json_path(item, path) for item in items) if v is not None), None
+            )
+    return values
+
+
+def _json_ld_items(text: str) -> list[dict]:
+    """The objects of one JSON-LD script (a list, an ``@graph``, or one object); nothing
+    from a script that does not parse."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return []
+    found: list[dict] = []
+    stack = [data]
+    while stack and len(found) < 100:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(reversed(item))
+        elif isinstance(item, dict):
+            found.append(item)
+            graph = item.get("@graph")
+            if isinstance(graph, list):
+                stack.extend(reversed(graph))
+    return found
+
+
+def _json_path(item: dict, path: tuple[str, ...]) -> str | None:
+    """A value along ``path`` (through the first of a list at each step) as text."""
+    value: object = item
+    for key in path:
+        if isinstance(value, list):
+            value = value[0] if value else None
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    if isinstance(value, list):
+        value = value[0] if value else None
+    if isinstance(value, bool) or value is None or isinstance(value, dict):
+        return None
+    return " ".join(str(value).split()) or None

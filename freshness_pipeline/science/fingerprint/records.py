@@ -1,0 +1,182 @@
+"""A fetched body's fingerprint and the version worth keeping, by what the body is: HTML,
+other text, or bytes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import xxhash
+
+from freshness_pipeline.science.fingerprint.decode import decode_body, reads_as_utf8
+from freshness_pipeline.science.fingerprint.extraction import Extraction, extract
+from freshness_pipeline.science.fingerprint.normalize import normalize_content
+from freshness_pipeline.science.fingerprint.whitespace import fold_lines
+
+__all__ = [
+    "FINGERPRINT_VERSION",
+    "ClassExtraction",
+    "ContentRecord",
+    "class_record",
+    "content_fingerprint",
+    "content_kind",
+    "content_record",
+]
+
+#: See the package docstring: bump it whenever the output changes for some page.
+FINGERPRINT_VERSION: int = 2
+
+_HTML_TYPES = {"text/html", "application/xhtml+xml"}
+_TEXT_TYPES = {
+    "application/json",
+    "application/ld+json",
+    "application/xml",
+    "application/javascript",
+    "application/x-javascript",
+    "application/ecmascript",
+    "application/rss+xml",
+    "application/atom+xml",
+    "application/x-ndjson",
+    "application/csv",
+}
+_UNKNOWN_TYPES = {"", "application/octet-stream", "binary/octet-stream", "unknown/unknown"}
+_LOOKS_HTML = re.compile(
+    rb"<(?:!doctype\s+html|html|head|body|title|meta|div|p|a|table|h[1-6])[\s>/]", re.I
+)
+
+
+def _kind(body: bytes, content_type: str | None) -> str:
+    mime = (content_type or "").split(";", 1)[0].strip().lower()
+    if mime in _HTML_TYPES:
+        return "html"
+    if mime.startswith("text/") or mime in _TEXT_TYPES or mime.endswith(("+json", "+xml")):
+        return "text"
+    if mime in _UNKNOWN_TYPES and _LOOKS_HTML.search(body[:1024]):
+        return "html"
+    return "binary"
+
+
+def content_kind(body: bytes, content_type: str | None) -> str:
+    """What :func:`content_record` reads a body as ("html", "text" or "binary"). Only an HTML
+    body's fingerprint depends on a class's selectors and fields, so ``freshness reextract``
+    leaves the others to their next fetch."""
+    return _kind(body, content_type)
+
+
+def content_fingerprint(
+    body: bytes, *, content_type: str | None, selectors: Sequence[str] = ()
+) -> str:
+    """16-hex-digit xxh3_64 of the content that matters; never raises on any bytes.
+
+    HTML (declared, or undeclared but looking like HTML) is extracted then normalized; other
+    text types (``text/*``, JSON, XML) are decoded then normalized; anything else is hashed as
+    raw bytes, since there is no text to clean. Invalid ``selectors`` still raise ValueError.
+    """
+    try:
+        data = bytes(body)
+    except (TypeError, ValueError):
+        data = b""
+    kind = _kind(data, content_type)
+    if kind == "binary":
+        return xxhash.xxh3_64_hexdigest(data)
+    if kind == "html":
+        text = extract(
+            data if reads_as_utf8(data, content_type) else decode_body(data, content_type),
+            selectors,
+        )
+    else:
+        text = decode_body(data, content_type)
+    return xxhash.xxh3_64_hexdigest(normalize_content(text).encode("utf-8", "replace"))
+
+
+@dataclass(frozen=True)
+class ContentRecord:
+    """What a fetched body says: its fingerprint and, for a version worth keeping (new, or
+    another fingerprint than the one before), the title, the content's text line by line and
+    its fields: the title and the text, and the configured ones beside them (so a change
+    names every part that moved, a price and the text around it alike)."""
+
+    fingerprint: str
+    title: str | None = None
+    text: str | None = None
+    fields: dict[str, str | None] | None = None
+
+
+def content_record(
+    body: bytes,
+    *,
+    content_type: str | None,
+    selectors: Sequence[str] = (),
+    fields: Mapping[str, str] | None = None,
+    json_ld: bool = False,
+    previous: str | None = None,
+) -> ContentRecord:
+    """The fingerprint of :func:`content_fingerprint` (with configured ``fields`` or
+    ``json_ld`` their values count too, so a price that changed in the structured data alone
+    is a change), and, unless it equals ``previous``, the version's title, text and fields from
+    the same extraction: reading them costs a second walk over the content, which only a
+    version worth keeping pays. Non-HTML text has its decoded text and no title; binary
+    content only its fingerprint (versioned by its bytes)."""
+    try:
+        data = bytes(body)
+    except (TypeError, ValueError):
+        data = b""
+    kind = _kind(data, content_type)
+    if kind == "binary":
+        digest = xxhash.xxh3_64_hexdigest(data)
+        return ContentRecord(digest, fields={} if digest != previous else None)
+    if kind != "html":
+        text = decode_body(data, content_type)
+        digest = xxhash.xxh3_64_hexdigest(normalize_content(text).encode("utf-8", "replace"))
+        if digest == previous:
+            return ContentRecord(digest)
+        lines = fold_lines(text)
+        return ContentRecord(digest, None, lines, {"text": lines})
+    extraction = Extraction(
+        data if reads_as_utf8(data, content_type) else decode_body(data, content_type),
+        selectors,
+        fields,
+        json_ld,
+    )
+    hashed = extraction.text
+    if extraction.fields:
+        hashed += "".join(f"\n{k}\t{v or ''}" for k, v in sorted(extraction.fields.items()))
+    digest = xxhash.xxh3_64_hexdigest(normalize_content(hashed).encode("utf-8", "replace"))
+    if digest == previous:
+        return ContentRecord(digest)
+    title = extraction.title or None
+    text = extraction.lines()
+    return ContentRecord(digest, title, text, {**extraction.fields, "title": title, "text": text})
+
+
+class ClassExtraction(Protocol):
+    """What a URL class says to read from its pages (config.Extraction; a FetchRequest carries
+    the same three)."""
+
+    @property
+    def selectors(self) -> Sequence[str]: ...
+    @property
+    def fields(self) -> Mapping[str, str] | None: ...
+    @property
+    def json_ld(self) -> bool: ...
+
+
+def class_record(
+    extraction: ClassExtraction,
+    body: bytes,
+    content_type: str | None,
+    previous: str | None = None,
+) -> ContentRecord:
+    """:func:`content_record` under a URL class's settings: the fetcher and ``freshness
+    reextract`` both call this, so a fingerprint re-derived from the archive is the one the
+    next fetch of the same body computes and compares against."""
+    return content_record(
+        body,
+        content_type=content_type,
+        selectors=tuple(extraction.selectors),
+        fields=extraction.fields,
+        json_ld=extraction.json_ld,
+        previous=previous,
+    )

@@ -1,0 +1,47 @@
+"""Whitespace folding, the last step of normalization and of a version's text by line."""
+
+from __future__ import annotations
+
+__all__ = ["fold_lines", "fold_spaces"]
+
+# The ASCII characters str.split() and str.splitlines() break on, other than space and
+# newline. An ASCII text (most pages' text) is folded with a few C-level searches and replaces
+# instead: splitting a page's text into words, or into lines and each line into words, only
+# to join them again made a third of a fingerprint's cost.
+_ASCII_SPACES = "".join(
+    chr(c) for c in range(128) if chr(c).isspace() and len(f"a{chr(c)}b".splitlines()) == 1
+).replace(" ", "")
+_ASCII_BREAKS = "".join(
+    chr(c) for c in range(128) if chr(c).isspace() and len(f"a{chr(c)}b".splitlines()) == 2
+).replace("\n", "")
+
+
+def fold_spaces(text: str) -> str:
+    """``" ".join(text.split())``: whitespace runs as one space, none at the ends."""
+    if not text.isascii():
+        return " ".join(text.split())
+    for char in _ASCII_SPACES + _ASCII_BREAKS + "\n":
+        if char in text:
+            text = text.replace(char, " ")
+    while "  " in text:
+        text = text.replace("  ", " ")
+    return text.strip(" ")
+
+
+def fold_lines(text: str) -> str:
+    """The non-empty lines of ``text`` (str.splitlines), each whitespace-folded as by
+    :func:`fold_spaces`, joined by newlines."""
+    if not text.isascii():
+        return "\n".join(folded for line in text.splitlines() if (folded := " ".join(line.split())))
+    for char in _ASCII_SPACES:
+        if char in text:
+            text = text.replace(char, " ")
+    for char in _ASCII_BREAKS:  # "\r\n" becomes an empty line, which goes below
+        if char in text:
+            text = text.replace(char, "\n")
+    while "  " in text:
+        text = text.replace("  ", " ")
+    text = text.replace(" \n", "\n").replace("\n ", "\n")
+    while "\n\n" in text:
+        text = text.replace("\n\n", "\n")
+    return text.strip(" \n")
