@@ -1,0 +1,214 @@
+"""The fingerprint's outputs, pinned page by page.
+
+Work on the extractor's speed must not move a single fingerprint: a changed fingerprint is a
+false change for every page it touches, on every crawl. So the outputs of a set of pages that
+the suite builds offline (synthweb's pages, served as they are and with the volatile noise of
+``page_mutations``, the benchmark web's pages with its boilerplate, the checked-in HTML) are
+pinned here: the fingerprint, and a hash of the version's title, text and fields. A change
+that is meant to move them bumps ``FINGERPRINT_VERSION`` and re-pins with
+``python -m freshness_pipeline_tests.test_fingerprint_identity``. Each page's own hash is
+pinned too, so a changed page generator is told apart from a changed extractor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from freshness_pipeline.science.fingerprint import content_record
+from freshness_pipeline_tests import page_mutations, real_pages
+
+ROOT = Path(__file__).resolve().parent.parent
+FIELDS = {"price": ".price", "headline": "h1", "missing": ".no-such-thing"}
+
+
+def _synthweb_pages() -> Iterator[tuple[str, bytes]]:
+    from freshness_pipeline.synthweb.server import _ADS
+    from freshness_pipeline.synthweb.world import build_world
+
+    world = build_world(0)
+    later = world.start + timedelta(days=20)
+    for site in world.sites:
+        yield f"synthweb home {site.name}", world.home_html(site.name, world.start).encode()
+        for page in world.pages_of(site.name)[:3]:
+            volatile = None
+            if site.behaviour == "volatile":
+                ad = page.page_id % len(_ADS)
+                volatile = {"nonce": f"{page.page_id:016x}", "counter": "1234", "ad": _ADS[ad],
+                            "ad_id": str(ad)}  # fmt: skip
+            html = world.render(page, later, volatile=volatile)
+            yield f"synthweb {site.name}{page.path}", html.encode()
+    # served with a rotating promo, a consent banner, timestamps, counters and tokens
+    page = world.pages_of("honest")[0]
+    html = world.render(page, world.start).encode()
+    for n, fetch in enumerate(page_mutations.fetches(html, None, seed=3, count=5)):
+        yield f"synthweb mutated {n}", fetch.body
+
+
+def _benchmark_web_pages() -> Iterator[tuple[str, bytes]]:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from e2e_web import content
+    from e2e_web.hosts import HOSTS, scaled_hosts
+    from e2e_web.truth import build_truth
+
+    hosts = [h for h in scaled_hosts(0.01) if h.boilerplate][:4]
+    assert hosts, f"no host with boilerplate among {len(HOSTS)}"
+    truth = build_truth(tuple(hosts), seed=5, cycles=1)
+    for h, host in enumerate(truth.hosts):
+        page_id = truth.pages.filter(truth.pages["host"] == h)["page_id"][0]
+        for serial in (1, 2):
+            html = content.render_page(
+                truth, h, page_id, 2, serial=serial,
+                now=datetime(2026, 5, 1, 12, serial, tzinfo=UTC), base_url="http://127.0.0.2:80",
+            )  # fmt: skip
+            yield f"benchmark web {host.name} {serial}", html.encode()
+
+
+def _checked_in_pages() -> Iterator[tuple[str, bytes]]:
+    from freshness_pipeline_tests.test_fingerprint import PRODUCT, _page
+
+    yield (
+        "soft 404",
+        (ROOT / "freshness_pipeline_tests/data/sitemaps/html_soft_404.html").read_bytes(),
+    )
+    yield "test page", _page().encode()
+    yield "test page, other noise", _page(date="2026-05-01", views="1,234", ad="promo").encode()
+    yield "test product", PRODUCT
+    latin1 = (
+        '<html><head><meta charset="iso-8859-1"><title>Caf\xe9</title></head>'
+        "<body><article>Cr\xe8me br\xfbl\xe9e</article></body></html>"
+    )
+    yield "latin-1", latin1.encode("latin-1")
+
+
+def pages() -> list[tuple[str, bytes]]:
+    return [*_synthweb_pages(), *_benchmark_web_pages(), *_checked_in_pages()]
+
+
+def _hash(value: object) -> str:
+    return hashlib.sha256(repr(value).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def outputs(body: bytes) -> str:
+    """The page's hash, then for the default extraction and for one with fields, JSON-LD and
+    selectors: the fingerprint and a hash of the title, text and fields."""
+    out = [_hash(body)]
+    for options in ({}, {"fields": FIELDS, "json_ld": True, "selectors": ("article", "main p")}):
+        record = content_record(body, content_type="text/html", **options)
+        fields = sorted((record.fields or {}).items())
+        out += [record.fingerprint, _hash((record.title, record.text, fields))]
+    return " ".join(out)
+
+
+# the outputs of the code at the package's split
+PINNED: dict[str, str] = {
+    "synthweb home honest": "1c6d2e4b6fe73e58 c1de133703e06367 6d960c086529da52 f1118f83cc48056e a08f37f541f46632",
+    "synthweb honest/articles/1": "a6773f1b2bfa5cb4 8e85b5b33a220ec9 cc61d35d5b6c3d81 d76092ec81e801a2 c93c35765097e55e",
+    "synthweb honest/static/about-1": "bfd589abaf09d32d 4b6a1b2c394b92d7 187f38fcce18b66a 7c2b0eb8c9188c6b 39541e4004b9cde1",
+    "synthweb honest/listing/1": "bcedb29d4c966104 9ad86e4e4c6412fa 1b2e9655e260fa31 cad917bdfff1574e 074385caa2a34a99",
+    "synthweb home lastmod": "8f0bf22f9b527220 84418be817d80796 822635579f05ed1a 4a2cedaf3670a723 4e2b19bc029b5d7d",
+    "synthweb lastmod/articles/1": "6721dde38ebe15ff 07987a74fbd0f136 b3f16625962beaa2 346aea5ddef7da6b 09b45f38ee7b8926",
+    "synthweb lastmod/static/about-1": "8188887fd9c6dc66 0643dd8961cbdcfd 7819756e21321bed 0dc754b83416e9cd 1532113a263427a5",
+    "synthweb lastmod/static/about-2": "ede6ebc0c2d66690 e3c243673a0315fe 64a8e680bf195ca3 d9152ae822cc07fe faacd1131d04c8b5",
+    "synthweb home novalid": "542d78db31397d5f 673be47ea11d98e8 e5bf852b6e0a2a96 04200eab9d24d4dd e815b4a0b665ce90",
+    "synthweb novalid/articles/1": "c0b7c1e33dc373d8 65cb1df2a6091708 2b85f9b5d893de94 e9ee64e88aed6c54 2448303383d6fe30",
+    "synthweb novalid/articles/2": "34f4be5af61c6b8b cdf0c15463b5fad9 589d0483d538bb38 92d3ba261fcef0ac 0d1134f84bc90e7f",
+    "synthweb novalid/static/about-1": "4cfb2b7e0af45309 9edf418662be45bd f6014b7c4b07cac3 3110175d6d2e3555 ac81bc4317351286",
+    "synthweb home volatile": "d93f8286ba0b6d72 65ce2487c2fd4a47 bfe9aaf92bb34d33 6b6563d93fb496a9 dc0ff751ea792bdf",
+    "synthweb volatile/articles/1": "07aa4e19a2a188a2 bc0bcd238525fa40 08f46bfd013e35f8 8d72e547e7335044 31d86e77a6e751fa",
+    "synthweb volatile/articles/2": "04686eb880211e41 01dd695caa52e792 9dfbc287974490d2 2c16f5c6fa605df2 57ff194c8c6ba96a",
+    "synthweb volatile/articles/3": "d8ebee8fd499550d 72618a47f28397c1 dc90363df00572f0 aaa8655cb49e3ba6 8c6fa57b54cec2db",
+    "synthweb home polite": "b78f0ed65ccfd5c0 8eb3a9efb9f7d328 35e28e83ace50023 f57355cc9a10cffa d6d22c56787e37b4",
+    "synthweb polite/static/about-1": "470d4029ba9447d6 048645c269da5632 0c532585bcdb9bf6 9d74917c547181d9 779820194537bf6f",
+    "synthweb polite/articles/1": "fd5841cd5c7a816b 1cd24a6953b4102a c8227b56749db083 deb75e283b2edd01 b560b4c27428746b",
+    "synthweb polite/static/about-2": "fe5545c1c8c69ef9 191dfbb8294da58e 82e2e5970d689170 54f577dac73986b5 95e1fa13ed0d4fe5",
+    "synthweb mutated 0": "d9a44bdbb8ac2d3b abcdde7d8974a05c 20c788736032f000 253b5c39499c3d30 e0dee9889e2cb49e",
+    "synthweb mutated 1": "0529bb19e3cdafe0 abcdde7d8974a05c 00c85e06e945fb59 253b5c39499c3d30 9eb6f68f0f417a9a",
+    "synthweb mutated 2": "ef72f35c3196846d abcdde7d8974a05c 759bf819346bf85f 253b5c39499c3d30 539df3a95192ad2e",
+    "synthweb mutated 3": "3b09c215d8691ee0 fb8f70f467581443 d6e8039f0ab5fdf3 807dfc2ca2681c27 ae65c0aad068af8d",
+    "synthweb mutated 4": "71aaddc1971ef3f3 fb8f70f467581443 6b1534895c850995 807dfc2ca2681c27 096552a5d62f4bec",
+    "benchmark web news-wire 1": "5b9c3a8f58d85f58 308b0933f5a1def8 404639629d94fca6 6e73af6b75130a0e c147600e97850ae7",
+    "benchmark web news-wire 2": "6cc87d15efcb3334 308b0933f5a1def8 404639629d94fca6 6e73af6b75130a0e c147600e97850ae7",
+    "benchmark web shop-amp 1": "1e43ff7a44783134 afe060b31b5dd9e1 f7bc9a04cec28846 7420c3c72b32b65c 5e0388721dd682b7",
+    "benchmark web shop-amp 2": "7e40fb547dcc0328 afe060b31b5dd9e1 f7bc9a04cec28846 7420c3c72b32b65c 5e0388721dd682b7",
+    "benchmark web shop-lm 1": "d705458a98064073 225479b08f5efbc9 fc031c1c8768490a 5b6d8487e0c24556 89a08522eb2fed93",
+    "benchmark web shop-lm 2": "05ca0b8acf2f8dd3 225479b08f5efbc9 fc031c1c8768490a 5b6d8487e0c24556 89a08522eb2fed93",
+    "benchmark web docs-lastmod-now 1": "f79f428ed501a8c4 b33d7f992939b838 fe6e5e30f6fcff33 30a17dbd10c914df e123289638981d0e",
+    "benchmark web docs-lastmod-now 2": "73fd89bc1bd8d727 b33d7f992939b838 fe6e5e30f6fcff33 30a17dbd10c914df e123289638981d0e",
+    "soft 404": "35343f1f9154087f 028cb503cde8e783 efb9fd4d6f4622a5 cf2682404abc58a1 e19d0af65f2bcfac",
+    "test page": "7426a8f89726b7e0 6c68b7ec0dd38585 0b12dcf38ddc4976 3e59a441d7081a94 7a962f95f7d69b24",
+    "test page, other noise": "c427529c3db0b600 63bcc7c2344bee23 ffb268126047d9d3 4dab607062ba1d2b 9078dee5f4e14fd5",
+    "test product": "aee3c8cf6941e54b 475e3eb6abf710e2 778785ef8bf76de3 121d4fbd5577b856 b0f0d42294d4df56",
+    "latin-1": "48e43584a22cd4b2 1b8e68ea6fe8b7a6 ef66fb04f84ed5dc ec358b39b3599a45 c0b583e180e303e3",
+}
+
+REAL_PINNED: dict[str, str] = {
+    "ap_meta_refresh": "c379fef93768ddbc 446ef1c31dfed395 f23e08cc0a9578e4 3823411716f6e3f1 a34f718a7020fcfb",
+    "arabic_article": "7f8c5cf000f5b5a1 d928852ff6d146c5 3dc9c7b71018ce93 fc4162924b0c58ea a81f41af7e98809f",
+    "article_with_br": "7432cd7559340c77 a93123e6ecef3cc2 035500395f0b9ab3 8183f5d5f8458802 405ce86a15093c1d",
+    "article_with_divs": "69726db8bbb8fc2d 9f41f13f43406b1d 46caa1f89ec54fa9 bd650f5e0840c5e0 15420cef314422dc",
+    "autoindustria": "399c1151efea3992 17caf7690d56405a 48a82ca8f94ba06b ab576fcbb2e645e8 209b9b873bc23b60",
+    "burmese_article": "02c1c71f4a725528 b33cfb2c3a6d8c0b 2afb26a4d1943f88 4f40ea1ee09f4970 5f0281017ab81aa4",
+    "chinese_article": "3a73eafc0a561416 58b644645c17a754 9c67f5d12c31aef4 289e95a22e564594 7b1fb966ab8db823",
+    "chinese_article_001": "519d8f6cd53ab0ab 8f1c3463937eebbf 92cde2529a8599d3 e042ec61600ffda1 23dbe2858a81eb44",
+    "chinese_article_002": "96d40bcd8d259d3e 27eb3a4b23e525d7 569d54dc239efbc2 56f53ce26e2ae847 e11d768e42cec2cc",
+    "cleveland.com1": "f5351e25a6d4e8d6 a607a607c0b65673 0d950d6431835679 b2c63d018deb2cb8 c1054bbf8b7076a1",
+    "cnn_001": "74c2423f70886b7d 22c65baef68aec3d 495715d3cec98332 480e44ac46094435 1f7b0a6e5ec585dc",
+    "cnn_002": "a337d75bd43ae7dc 10820ade5eaca42a 1924b39fb805b17a 36591076162a73e8 1d0ab8e836d64aed",
+    "cnn_article": "6eb617197ea2f591 22f7bc9fb132c975 a3dd034759e6a121 5e8b0cf1368dcd34 c14b8f40110bf4df",
+    "cnn_main_site": "006b44c55f77b879 316d5c5d93a7831e 96206b2cfcfb5b9f fe3840ef64488629 5fd4005904bebb4e",
+    "cnn_test_nlp": "9883349e60f8cacc 7cdc9433fd3de096 3b949d9555d6d981 c7023e41b0b4087c 62f1346b0dbe1ec1",
+    "fox13now_001": "65fbed2e22a38dbc 394a0332f44640ed c10bf3eaf7451412 6e7a35c97f10f496 c44b21b29b01b375",
+    "japanese_article": "c5113676449b5b25 fef577ab3f629e7b 86c31e487daf3949 6246885114aefb99 a6ac353d90f3fc00",
+    "japanese_article2": "94a935e9b9def561 be26f012b2f07c78 535983c6d20cc215 f07d8fc7264fa5bd 5be00172fa8ccb92",
+    "latvian_article": "77e52df951b5b7a9 ceb5ad83b65f4562 ae3638effae4c188 da4fbda6c7a74b2e 56283f54ca3d3b42",
+    "spanish_article": "8b50eb898c874db6 aeea09c12ebc6d7c 63ca3f964fabd5e3 eaed0e882494fd63 a484fa5659ffce1a",
+    "thai_article": "c3514d7fc3cbc91b 93c826dc7927a686 df5065820fc0cb95 4ee6e220dde63265 eb0e0930fa0abbd4",
+    "time_001": "1502c6683f0354f6 289d0b7eba47be86 ba0b136746e3a25e fe049abb08cc7799 602c4827d829d062",
+    "video_article_02": "fa606729abe7ecdf ad018544f3794ee3 37ba25c0dcf59547 5d4d8cc8a76f178c 79716c8bf8fa3d0d",
+    "wired_001": "dac2a443ae6f6ec7 2bbe2388ee09bd19 b3636fdad7433a31 2ecb1c91ea0a59c8 146e0fa6c4e90647",
+    "wired_main_site": "c9ae526763a1f7f5 1ce135fb00acba2f 11eacb8894601362 78ae666a64e65932 59e8f0db4bd35ac6",
+    "yahoo_main_site": "3241efc473953635 28e80617e4a16a42 b53116ab0b2f2cba f479fc56aa3c7697 e728c0e92154a461",
+    "yna_co_kr": "9dc11ef76d36723c e33ac6583846a9e0 eea40fba0271dadd 0c0425ffda8e631a 79dc75a91008baf1",
+}
+
+
+def _compare(name: str, got: str, pinned: str) -> None:
+    page, *rest = got.split()
+    pinned_page, *pinned_rest = pinned.split()
+    assert page == pinned_page, f"{name}: the page itself changed (its generator?); re-pin"
+    assert rest == pinned_rest, f"{name}: the fingerprint's outputs changed"
+
+
+def test_the_fingerprints_of_pages_built_offline_stay_as_pinned() -> None:
+    built = pages()
+    assert len(built) >= 30 and len({n for n, _ in built}) == len(built)
+    assert {n for n, _ in built} == set(PINNED)
+    for name, body in built:
+        _compare(name, outputs(body), PINNED[name])
+
+
+def test_the_fingerprints_of_the_real_pages_stay_as_pinned() -> None:
+    reason = real_pages.missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    loaded = real_pages.load()
+    assert {p.name for p in loaded} == set(REAL_PINNED)
+    for page in loaded:
+        _compare(page.name, outputs(page.html), REAL_PINNED[page.name])
+
+
+if __name__ == "__main__":  # print the pins for the current code
+    print("PINNED = {")
+    for name, body in pages():
+        print(f"    {name!r}: {outputs(body)!r},")
+    print("}\n\nREAL_PINNED = {")
+    if real_pages.missing_reason() is None:
+        for page in real_pages.load():
+            print(f"    {page.name!r}: {outputs(page.html)!r},")
+    print("}")
