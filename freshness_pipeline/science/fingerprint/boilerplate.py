@@ -12,36 +12,40 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode, SelectolaxError
 
 from freshness_pipeline.science.fingerprint.dom import css, css_first, drop_nodes, node_text
 
-__all__ = ["NOISE", "remove_boilerplate", "selected"]
+__all__ = ["NOISE_TAGS", "remove_boilerplate", "selected"]
 
+# Selector strings have no spaces that CSS does not need: lexbor parses a query's string on
+# every call, character by character.
 _DROP = "data-freshness-fingerprint-drop"
 _KEEP = "data-freshness-fingerprint-keep"
 _OUTERMOST_DROPS = f"[{_DROP}]:not([{_DROP}] *)"
 
 # Markup that is never visible text, or whose text is machine-made: <time> holds a date by
 # definition, buttons and selects are controls, a <dialog> is a pop-up over the page.
-_NOISE_TAGS = [
+NOISE_TAGS = [
     "script", "style", "noscript", "template", "svg", "iframe", "frame", "object", "embed",
     "canvas", "video", "audio", "button", "select", "textarea", "dialog", "marquee", "time",
 ]  # fmt: skip
-NOISE = ", ".join(_NOISE_TAGS)
+_NOISE = ",".join(NOISE_TAGS)
 
 # Site chrome by landmark. A <header>/<footer> inside an article or main holds its headline
 # and byline, so only page-level ones go; ARIA roles are read in Python from one [role].
-_PAGE_LEVEL = ":not(main *):not(article *):not([role=main i] *):not(header *):not(footer *)"
-_CHROME = f"nav, aside, header{_PAGE_LEVEL}, footer{_PAGE_LEVEL}, [role], form:not(form *), h1"
+# Headers, footers and forms are found by tag and their ancestors read in Python: as
+# ":not(main *)..." selectors, every element of the page would be tested against them.
+_CHROME = "nav,aside,[role],h1"
+_PAGE_LEVEL_BLOCKERS = frozenset(("main", "article", "header", "footer"))
 _CHROME_ROLES = frozenset(
     ["navigation", "banner", "contentinfo", "complementary", "search", "dialog", "alertdialog",
      "timer", "marquee"]
 )  # fmt: skip
-_CONTENT_ROOTS = 'main, [role="main" i], article, [itemprop~="articleBody" i]'
-_GUARDED_CONTENT = f"{_CONTENT_ROOTS}, h1"
+_CONTENT_ROOTS = 'main,[role="main" i],article,[itemprop~="articleBody" i]'
+_GUARDED_CONTENT = f"{_CONTENT_ROOTS},h1"
 
 # Class and id words (whole words, or parts split at "-", "_", digits and camelCase humps) that
 # name a promotional, consent or counter block. The query only pre-selects elements whose class
@@ -62,7 +66,7 @@ _COUNTER_WORDS = frozenset(
 )  # fmt: skip
 # A block named for its price is content even when it is also a "promo".
 _CONTENT_WORDS = frozenset(("price", "prices", "pricing"))
-_CANDIDATES = ", ".join(
+_CANDIDATES = ",".join(
     [
         *(
             f'[{attr}*="{stem}" i]'
@@ -240,7 +244,7 @@ def _mark_labelled_blocks(tree: LexborHTMLParser, marker: _Marker) -> None:
     stems = [stem for stem in _LABEL_STEMS if stem in visible]
     if not stems:
         return
-    for node in css(tree, ", ".join(f':lexbor-contains("{stem}" i)' for stem in stems)):
+    for node in css(tree, ",".join(f':lexbor-contains("{stem}" i)' for stem in stems)):
         if not _LABEL.match(_first_own_text(node)):
             continue
         block, in_content = node, False
@@ -281,16 +285,42 @@ def _mark_chrome(tree: LexborHTMLParser, marker: _Marker) -> list[str]:
     page). Returns the visible headlines, read before a page header holding one goes."""
     nodes = css(tree, _CHROME)
     headlines = [node_text(n) for n in nodes if n.tag == "h1" and not _inside_drop(n)]
+    forms = [n for n in tree.tags("form") if not _within(n, _is_form)]
     for node in nodes:
         tag = node.tag
-        if tag == "form":
-            if len(node_text(node)) * 2 < len(marker.body_text):
-                marker.mark(node)
+        if tag == "form":  # a form with a role is judged as a form, wherever it is
+            forms.append(node)
         elif tag in ("nav", "aside", "header", "footer") or (
             tag != "h1" and (node.attrs.get("role") or "").strip().lower() in _CHROME_ROLES
         ):
             marker.mark(node)
+    for node in (*tree.tags("header"), *tree.tags("footer")):
+        if not _within(node, _holds_page_level):
+            marker.mark(node)
+    for node in forms:
+        if len(node_text(node)) * 2 < len(marker.body_text):
+            marker.mark(node)
     return [h for h in headlines if h]
+
+
+def _within(node: LexborNode, test: Callable[[LexborNode], bool]) -> bool:
+    """Whether an ancestor of ``node`` passes ``test``."""
+    at = node.parent
+    while at is not None and at.is_element_node:
+        if test(at):
+            return True
+        at = at.parent
+    return False
+
+
+def _is_form(node: LexborNode) -> bool:
+    return node.tag == "form"
+
+
+def _holds_page_level(node: LexborNode) -> bool:
+    """An element whose headers and footers are its own, not the page's (a role is read as
+    ``[role=main i]`` reads it: the whole value, case aside)."""
+    return node.tag in _PAGE_LEVEL_BLOCKERS or (node.attrs.get("role") or "").lower() == "main"
 
 
 def remove_boilerplate(tree: LexborHTMLParser, *, protect: bool = False) -> list[str]:
@@ -321,7 +351,7 @@ def selected(tree: LexborHTMLParser, selectors: Sequence[str]) -> list[LexborNod
             raise ValueError(f"invalid CSS selector {selector!r}: {exc}") from None
     for node in matches:
         node.attrs[_KEEP] = ""
-    for node in css(tree, NOISE):
+    for node in css(tree, _NOISE):
         node.attrs[_DROP] = ""
     remove_boilerplate(tree, protect=True)
     return matches

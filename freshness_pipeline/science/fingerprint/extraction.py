@@ -8,11 +8,11 @@ from collections.abc import Mapping, Sequence
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from freshness_pipeline.science.fingerprint.boilerplate import (
-    NOISE,
+    NOISE_TAGS,
     remove_boilerplate,
     selected,
 )
-from freshness_pipeline.science.fingerprint.dom import css, css_first, drop_nodes, node_text
+from freshness_pipeline.science.fingerprint.dom import css, node_text
 from freshness_pipeline.science.fingerprint.fields import read_fields
 from freshness_pipeline.science.fingerprint.whitespace import fold_lines
 
@@ -30,8 +30,8 @@ def _main_text(
     mains, articles, bodies = [], [], []
     for node in css(
         tree,
-        'main, [role="main" i], article:not(article *),'
-        ' [itemprop~="articleBody" i]:not([itemprop~="articleBody" i] *)',
+        'main,[role="main" i],article:not(article *),'
+        '[itemprop~="articleBody" i]:not([itemprop~="articleBody" i] *)',
     ):
         if node.tag == "main" or (node.attrs.get("role") or "").strip().lower() == "main":
             mains.append(node)
@@ -84,11 +84,13 @@ def extract(document: str | bytes, selectors: Sequence[str]) -> str:
 
 
 # Elements after which a reader starts a new line: the content's text is kept line by line so
-# that what changed between two versions can be told by line.
-_BLOCKS = (
-    "p, div, li, dt, dd, h1, h2, h3, h4, h5, h6, tr, br, blockquote, pre, section, figcaption,"
-    " caption, table, ul, ol, dl, hr, address, details, summary"
-)
+# that what changed between two versions can be told by line. They are found by walking the
+# content in Python: a selector of as many types costs more to parse than the walk.
+_BLOCKS = frozenset(
+    ["p", "div", "li", "dt", "dd", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "br", "blockquote",
+     "pre", "section", "figcaption", "caption", "table", "ul", "ol", "dl", "hr", "address",
+     "details", "summary"]
+)  # fmt: skip
 
 
 class Extraction:
@@ -108,13 +110,15 @@ class Extraction:
         # Fields and structured data are read from the page as served: a price may sit in a
         # block the content rules drop, and JSON-LD is a script.
         self.fields = read_fields(tree, fields or {}, json_ld)
-        title_node = css_first(tree, "title")
+        titles = tree.tags("title")  # tag lookups parse no selector
+        title_node = titles[0] if titles else None
         self.title = title = node_text(title_node)
         if title_node is not None:
             title_node.decompose()  # the title is counted once, above
         self.lead: list[str] = []
         if not selectors:
-            drop_nodes(css(tree, NOISE))
+            # detached rather than freed, so one nested in another is safe to remove after it
+            tree.strip_tags(NOISE_TAGS)
             body, self.roots, self.lead = _main_text(tree, remove_boilerplate(tree))
         else:
             self.roots = selected(tree, selectors)
@@ -126,7 +130,7 @@ class Extraction:
         lines dropped (the headlines put before it first)."""
         out = list(self.lead)
         for root in self.roots:
-            for node in css(root, _BLOCKS):
+            for node in [n for n in root.traverse() if n.tag in _BLOCKS]:
                 node.insert_after("\n")
             folded = fold_lines(root.text(deep=True, separator="", strip=False))
             if folded:
