@@ -174,7 +174,7 @@ def cycle(
 ) -> None:
     """Run one cycle of the whole graph as of --now."""
     moment = _now(now)  # a bad --now is said before the pipeline is loaded
-    from freshness_pipeline.runner import CycleFailed, UnknownHosts, run_cycle
+    from freshness_pipeline.runner import CycleFailed, UnknownHosts, UnreadableConfig, run_cycle
     from freshness_pipeline.storage import HomeBusy
 
     try:
@@ -188,8 +188,8 @@ def cycle(
             retention_days=retention_days,
             fetch_processes=fetch_processes,
         )
-    except UnknownHosts as exc:
-        errors.print(f"[red]error:[/] {exc}")
+    except (UnknownHosts, UnreadableConfig) as exc:
+        errors.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from exc
     except CycleFailed as exc:
         errors.print(f"[red]cycle failed:[/] {exc}")

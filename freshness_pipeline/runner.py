@@ -128,6 +128,11 @@ class CycleFailed(RuntimeError):
     """The pipeline itself failed (not a fetch: those are outcomes)."""
 
 
+class UnreadableConfig(CycleFailed):
+    """``freshness.toml`` cannot be read or says something invalid: the user's input, so the
+    CLI exits 2 rather than 1, and nothing was run."""
+
+
 class UnknownHosts(ValueError):
     """``--host`` named hosts nothing was seeded for: the caller's mistake, not the pipeline's."""
 
@@ -161,7 +166,7 @@ def run_cycle(
             config = load_config(warehouse.home)
             pruned_runs = prune_instance(instance, config.keep_runs_days)
         except ConfigError as exc:
-            raise CycleFailed(str(exc)) from exc
+            raise UnreadableConfig(str(exc)) from exc
         outcome = _run_cycle_locked(
             warehouse,
             now,

@@ -185,6 +185,17 @@ def test_strip_params_and_selectors_take_effect(tmp_path):
         (home / "freshness.toml").write_text("[hosts\n")
         with pytest.raises(CycleFailed, match="freshness.toml"):
             run_cycle(home, T1 + timedelta(hours=6))
+        # through the CLI a bad freshness.toml is bad input (exit 2), named, and nothing ran
+        from typer.testing import CliRunner
+
+        from freshness_pipeline.cli import app
+
+        before = wh.read("fetch_log").height
+        later = (T1 + timedelta(hours=6)).isoformat()
+        done = CliRunner().invoke(app, ["cycle", "--home", str(home), "--now", later])
+        assert done.exit_code == 2, done.output
+        assert "freshness.toml" in done.output
+        assert wh.read("fetch_log").height == before
 
 
 def test_the_objective_switch_changes_what_a_fetch_is_worth(tmp_path):
