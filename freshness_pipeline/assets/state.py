@@ -425,7 +425,8 @@ def url_state(
     warehouse: WarehouseResource,
     cycle: CycleResource,
 ) -> dg.Output[pl.DataFrame]:
-    """Per-URL status, change rate (changes/day, posterior median) and when to look again."""
+    """Per-URL status, change rate (changes/day, posterior mean; ``change_rate_median`` beside
+    it) and when to look again."""
     crash_point("asset:url_state:start")
     hosts = run_hosts(context, warehouse.warehouse())
     now = cycle.cycle_now(context)

@@ -1,5 +1,5 @@
 """Nonparametric empirical-Bayes change model: a prior learned from every page's
-interval-censored history, over Poisson rates and over clock-driven (periodic) change (issue 3).
+interval-censored history, over Poisson rates and over clock-driven (periodic) change.
 
 Why: a single Gamma prior per class scores a page with one or two fetches close to the prior
 mean, while the real population is extremely heavy-tailed (cho2000: 30 % of pages change less
@@ -56,8 +56,8 @@ From the posterior, per page (:func:`posterior_summary`):
 The assets use the table-level functions: url_state refits the prior each cycle with
 :func:`refit_change_prior` (stored per host and class in the ``change_prior`` table, so the next
 cycle warm-starts) and reports each page's rate under it with :func:`posterior_rates`,
-revisit_plan turns it into each candidate's ``expected_gain_override`` for ``build_plan`` with
-:func:`expected_gains`. Phases need the absolute time of each observation:
+revisit_plan scores each candidate under it with :func:`posterior_gains` (the column its
+planning objective ranks by becomes ``expected_gain_override`` for ``build_plan``). Phases need the absolute time of each observation:
 the histories store only intervals, chained back from ``last_seen_at`` (the end of the newest
 observation). A successful fetch that records no observation (a re-extraction after an
 extractor upgrade) breaks that chain once; the older observations then sit one interval off,
