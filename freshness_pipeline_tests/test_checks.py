@@ -311,7 +311,19 @@ def test_a_verify_sample_that_changed_far_more_than_forecast_warns(tmp_path):
     assert evaluation.severity == dg.AssetCheckSeverity.WARN
     assert evaluation.metadata["z"].value == pytest.approx(4.14, abs=0.01)
     assert evaluation.metadata["observed_change_share"].value == pytest.approx(0.6)
+    assert "more often than the model thinks" in evaluation.metadata["verdict"].value
     assert result.success  # a warning: the cycle's tables are written all the same
+
+
+def test_a_few_changes_against_small_forecasts_are_judged_by_the_exact_tail(tmp_path):
+    # 40 pages at p = 0.02, 4 changed: z = 3.6, but under the forecasts a count of 4 or more
+    # has probability 0.008 (two-sided 0.017): not a surprise, where z alone would warn
+    found = verified(20, 0.02, 0.1)
+    _, evaluation = run(tmp_path, [found], checks.verify_sample_matches_the_model)
+    assert evaluation.metadata["z"].value > 3
+    assert evaluation.metadata["p_value"].value == pytest.approx(0.0166, abs=0.001)
+    assert evaluation.passed
+    assert "consistent with the change model" in evaluation.metadata["verdict"].value
 
 
 def test_too_small_a_verify_sample_is_not_judged(tmp_path):
