@@ -244,6 +244,20 @@ def test_fingerprint_sees_real_changes() -> None:
     assert content_fingerprint(retitled.encode(), content_type="text/html") != base
 
 
+@pytest.mark.parametrize("root", ['<html role="banner">', '<html><body role="navigation">'])
+def test_a_chrome_role_on_the_root_or_body_does_not_drop_the_page(root: str) -> None:
+    """Templates do put ARIA landmark roles on <html> or <body>; read as chrome, the whole
+    page would go (on the root, the extraction failed outright) and no edit would ever show."""
+    page = f"{root}<nav>Home</nav><p>The widget is sturdy and cheap.</p>"
+    edited = page.replace("sturdy and cheap", "flimsy and expensive")
+    fingerprints = [
+        content_fingerprint(x.encode(), content_type="text/html") for x in (page, edited)
+    ]
+    assert fingerprints[0] != fingerprints[1]
+    plain = "<nav>Home</nav><p>The widget is sturdy and cheap.</p>"
+    assert fingerprints[0] == content_fingerprint(plain.encode(), content_type="text/html")
+
+
 def test_fingerprint_selectors_restrict_what_counts() -> None:
     a = b"<title>T</title><div class=price>19</div><div class=body>one</div>"
     b = b"<title>T</title><div class=price>19</div><div class=body>two</div>"

@@ -40,6 +40,9 @@ _NOISE = ",".join(NOISE_TAGS)
 # ":not(main *)..." selectors, every element of the page would be tested against them.
 _CHROME = "nav,aside,[role],h1"
 _PAGE_LEVEL_BLOCKERS = frozenset(("main", "article", "header", "footer"))
+# A chrome role on the page's root or body is a template's mistake, not a landmark: taken at
+# its word it would drop the whole page (or, on the root, fail to).
+_NOT_CHROME = frozenset(("h1", "html", "body"))
 _CHROME_ROLES = frozenset(
     ["navigation", "banner", "contentinfo", "complementary", "search", "dialog", "alertdialog",
      "timer", "marquee"]
@@ -291,7 +294,8 @@ def _mark_chrome(tree: LexborHTMLParser, marker: _Marker) -> list[str]:
         if tag == "form":  # a form with a role is judged as a form, wherever it is
             forms.append(node)
         elif tag in ("nav", "aside", "header", "footer") or (
-            tag != "h1" and (node.attrs.get("role") or "").strip().lower() in _CHROME_ROLES
+            tag not in _NOT_CHROME
+            and (node.attrs.get("role") or "").strip().lower() in _CHROME_ROLES
         ):
             marker.mark(node)
     for node in (*tree.tags("header"), *tree.tags("footer")):
