@@ -77,10 +77,10 @@ def direct_cycle(home: Path, now: datetime, budget: int) -> dict:
     from freshness_pipeline import tables
     from freshness_pipeline.assets.candidates import apply_robots, canonical_candidates
     from freshness_pipeline.assets.inventory import (
-        _seed_rows,
         hand_over_to_other_hosts,
         merge_inventory,
         redirect_discoveries,
+        seed_rows,
     )
     from freshness_pipeline.assets.plan import (
         host_capacity,
@@ -106,7 +106,7 @@ def direct_cycle(home: Path, now: datetime, budget: int) -> dict:
             wh.read("fetch_results", hosts), wh.read("url_state", hosts), now
         )
         hand_over_to_other_hosts(wh, redirects.filter(~pl.col("host").is_in(hosts)), now)
-        found = [_seed_rows(seeds), redirects.filter(pl.col("host").is_in(hosts))]
+        found = [seed_rows(seeds), redirects.filter(pl.col("host").is_in(hosts))]
         found_rows = pl.concat(
             [tables.conform("url_inventory", f) for f in found], how="vertical_relaxed"
         )
