@@ -50,7 +50,6 @@ import random
 import resource
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -61,7 +60,7 @@ import warnings
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from loopback_nginx import ensure_nginx, free_port  # benchmarks/, beside this script
+from loopback_nginx import NginxSite, running_nginx  # benchmarks/, beside this script
 
 warnings.filterwarnings("ignore")  # dagster's beta/preview warnings, once per child's import
 
@@ -157,37 +156,9 @@ def write_site(root: Path, seed: int) -> None:
 
 # The page number n of /p/<n> is split by the location's regex into groups of at most three
 # digits (g1 g2 g3; g1 can only be longer past a billion) and its last digit picks the template.
-NGINX_CONF = """\
-daemon off;
-master_process off;
-worker_processes 1;
-worker_rlimit_nofile 8192;
-pid "{work}/nginx.pid";
-error_log "{work}/error.log" warn;
-
-events {{
-    worker_connections 4096;
-}}
-
-http {{
-    types {{
-        text/plain txt;
-    }}
-    default_type application/octet-stream;
-    client_body_temp_path "{work}/tmp/body";
-    proxy_temp_path "{work}/tmp/proxy";
-    fastcgi_temp_path "{work}/tmp/fastcgi";
-    uwsgi_temp_path "{work}/tmp/uwsgi";
-    scgi_temp_path "{work}/tmp/scgi";
-    access_log off;
-    server_tokens off;
-    keepalive_timeout 60s;
-    keepalive_requests 1000000;
-    open_file_cache max=64 inactive=600s;
-
-    server {{
-{listen}
-        server_name _;
+# Pages are built per request, so the open-file cache holds only the ten templates.
+SITE = NginxSite(
+    server="""
         root "{root}";
 
         location = /robots.txt {{
@@ -206,70 +177,17 @@ http {{
         location / {{
             return 404;
         }}
-    }}
-}}
-"""
+    """,
+    http_options="""
+        keepalive_timeout 60s;
+        keepalive_requests 1000000;
+        open_file_cache max=64 inactive=600s;
+    """,
+)
 
 
 def address(host: int) -> str:
     return f"{ADDRESS_PREFIX}{host + 1}"
-
-
-class Nginx:
-    """nginx in the foreground as one process (no master), everything under ``work``: one
-    signal to one pid stops it and nothing outlives the benchmark (as in
-    freshness_pipeline_tests/nginx_server.py)."""
-
-    def __init__(self, binary: str, work: Path, root: Path) -> None:
-        self.binary, self.work, self.root = binary, work, root
-        self.process: subprocess.Popen[bytes] | None = None
-        self.port = 0
-
-    def start(self) -> None:
-        for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
-            (self.work / "tmp" / sub).mkdir(parents=True, exist_ok=True)
-        for _ in range(5):
-            self.port = free_port([address(h) for h in range(N_HOSTS)])
-            listen = "\n".join(f"        listen {address(h)}:{self.port};" for h in range(N_HOSTS))
-            conf = self.work / "nginx.conf"
-            conf.write_text(NGINX_CONF.format(work=self.work, root=self.root, listen=listen))
-            with open(self.work / "stderr.log", "ab") as log:
-                self.process = subprocess.Popen(
-                    [self.binary, "-p", str(self.work), "-c", str(conf)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                )
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and self.process.poll() is None:
-                if all(self._listening(h) for h in (0, N_HOSTS - 1)):
-                    return
-                time.sleep(0.02)
-            self.stop()
-        errors = (self.work / "stderr.log").read_text(errors="replace")
-        raise SystemExit(f"nginx did not start: {errors[-2000:]}")
-
-    def _listening(self, host: int) -> bool:
-        try:
-            with socket.create_connection((address(host), self.port), timeout=0.2):
-                return True
-        except OSError:
-            return False
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()  # SIGTERM: nginx's fast shutdown
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=5)
 
 
 def page_url(port: int, host: int, page: int) -> str:
@@ -879,14 +797,12 @@ def main() -> None:
     # A SIGTERM becomes SystemExit so the finally blocks stop nginx and remove the temp dirs.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     load0 = list(os.getloadavg())
-    binary = ensure_nginx()
     results: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="growth-", dir=args.tmp) as name:
         tmp = Path(name)
         write_site(tmp / "root", args.seed)
-        server = Nginx(binary, tmp / "nginx", tmp / "root")
-        try:
-            server.start()
+        addresses = [address(h) for h in range(N_HOSTS)]
+        with running_nginx(SITE, tmp / "nginx", tmp / "root", addresses) as server:
             print(f"nginx on {address(0)}..{address(N_HOSTS - 1)}:{server.port}", flush=True)
             notes = check_site(server.port)
             for note in notes:
@@ -895,8 +811,6 @@ def main() -> None:
                 print(f"{size:,} URLs ...", flush=True)
                 results.append(spawn(args, size, tmp, server.port, server.pid))
                 shutil.rmtree(tmp / f"home-{size}", ignore_errors=True)
-        finally:
-            server.stop()
     saved = {
         "results": results,
         "notes": notes,

@@ -38,12 +38,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import random
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -55,8 +55,9 @@ import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from growth import NGINX_CONF, write_site  # benchmarks/, beside this script
-from loopback_nginx import ensure_nginx, free_port
+from growth import SITE as GROWTH_SITE  # benchmarks/, beside this script
+from growth import write_site
+from loopback_nginx import NginxSite, running_nginx
 
 CLASSES = ("index", "listing", "article", "detail", "static")
 SEEDED_AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -87,69 +88,14 @@ def address(i: int) -> str:
 # ---- the web -------------------------------------------------------------------------------------
 
 
-class Nginx:
-    """growth.py's nginx configuration on ``n_hosts`` addresses: one process (no master), every
-    path under ``work``, so one signal stops it and nothing outlives the benchmark."""
-
-    def __init__(self, binary: str, work: Path, root: Path, n_hosts: int) -> None:
-        self.binary, self.work, self.root, self.n_hosts = binary, work, root, n_hosts
-        self.process: subprocess.Popen[bytes] | None = None
-        self.port = 0
-
-    def config(self, listen: str) -> str:
-        # Every listening socket takes a connection slot and a file: raise growth.py's limits.
-        limits = {
-            "worker_rlimit_nofile 8192;": f"worker_rlimit_nofile {2 * self.n_hosts + 8192};",
-            "worker_connections 4096;": f"worker_connections {self.n_hosts + 4096};",
-        }
-        text = NGINX_CONF
-        for old, new in limits.items():
-            if old not in text:
-                raise SystemExit(f"growth.NGINX_CONF no longer says {old!r}")
-            text = text.replace(old, new)
-        return text.format(work=self.work, root=self.root, listen=listen)
-
-    def start(self) -> None:
-        for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
-            (self.work / "tmp" / sub).mkdir(parents=True, exist_ok=True)
-        addresses = [address(i) for i in range(self.n_hosts)]
-        for _ in range(5):
-            self.port = free_port(addresses)
-            listen = "\n".join(f"        listen {a}:{self.port};" for a in addresses)
-            conf = self.work / "nginx.conf"
-            conf.write_text(self.config(listen))
-            with open(self.work / "stderr.log", "ab") as log:
-                self.process = subprocess.Popen(
-                    [self.binary, "-p", str(self.work), "-c", str(conf)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                )
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and self.process.poll() is None:
-                if all(self._listening(a) for a in (addresses[0], addresses[-1])):
-                    return
-                time.sleep(0.05)
-            self.stop()
-        errors = (self.work / "stderr.log").read_text(errors="replace")
-        raise SystemExit(f"nginx did not start: {errors[-2000:]}")
-
-    def _listening(self, host: str) -> bool:
-        try:
-            with socket.create_connection((host, self.port), timeout=0.2):
-                return True
-        except OSError:
-            return False
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=5)
+def nginx_site(n_hosts: int) -> NginxSite:
+    """growth.py's site on ``n_hosts`` addresses: every listening socket takes a connection slot
+    and a file, so growth.py's limits grow by one of each per address (two files)."""
+    return dataclasses.replace(
+        GROWTH_SITE,
+        worker_connections=GROWTH_SITE.worker_connections + n_hosts,
+        files_limit=(GROWTH_SITE.files_limit or 0) + 2 * n_hosts,
+    )
 
 
 def page_url(port: int, host: int, page: int) -> str:
@@ -362,15 +308,13 @@ def benchmark(args: argparse.Namespace) -> dict:
         check=True,
     ).stdout.strip()
     print(f"the CLI runs {where}", flush=True)
-    binary = ensure_nginx()
     load0 = os.getloadavg()
     phases: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="scale-cli-", dir=args.tmp) as name:
         tmp = Path(name)
         write_site(tmp / "root", 11)
-        server = Nginx(binary, tmp / "nginx", tmp / "root", n_hosts)
-        try:
-            server.start()
+        addresses = [address(i) for i in range(n_hosts)]
+        with running_nginx(nginx_site(n_hosts), tmp / "nginx", tmp / "root", addresses) as server:
             note = check_web(server.port, n_hosts)
             print(
                 f"nginx on {address(0)}..{address(n_hosts - 1)}:{server.port}; {note}", flush=True
@@ -424,8 +368,6 @@ def benchmark(args: argparse.Namespace) -> dict:
                     "dagster_mb": folder_bytes(dagster_dir) / 1e6,
                 }
             )
-        finally:
-            server.stop()
     return {
         "urls": n_urls,
         "hosts": n_hosts,
