@@ -43,7 +43,6 @@ import json
 import os
 import random
 import resource
-import socket
 import statistics
 import subprocess
 import sys
@@ -56,7 +55,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from loopback_nginx import ensure_nginx, free_port  # benchmarks/, beside this script
+from loopback_nginx import NginxSite, RunningNginx, ensure_nginx, running_nginx  # benchmarks/
 
 warnings.filterwarnings("ignore")  # dagster's beta warnings, once per child's import
 
@@ -156,108 +155,31 @@ def generate_site(root: Path, n_files: int, seed: int) -> list[tuple[int, str, s
     return files
 
 
-NGINX_CONF = """\
-daemon off;
-master_process off;
-worker_processes 1;
-worker_rlimit_nofile 8192;
-pid "{work}/nginx.pid";
-error_log "{work}/error.log" warn;
-
-events {{
-    worker_connections 4096;
-}}
-
-http {{
-    types {{
-        text/html html;
-    }}
-    default_type application/octet-stream;
-    client_body_temp_path "{work}/tmp/body";
-    proxy_temp_path "{work}/tmp/proxy";
-    fastcgi_temp_path "{work}/tmp/fastcgi";
-    uwsgi_temp_path "{work}/tmp/uwsgi";
-    scgi_temp_path "{work}/tmp/scgi";
-    access_log off;
-    server_tokens off;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_timeout 60s;
-    keepalive_requests 100000;
-    open_file_cache max=20000 inactive=120s;
-
-    server {{
-{listen}
-        server_name _;
+# A tuned static site: sendfile, long keep-alive, an open-file cache above the default run's files.
+SITE = NginxSite(
+    server="""
         root "{root}";
         location / {{
         }}
-    }}
-}}
-"""
+    """,
+    http_options="""
+        sendfile on;
+        tcp_nopush on;
+        keepalive_timeout 60s;
+        keepalive_requests 100000;
+        open_file_cache max=20000 inactive=120s;
+    """,
+)
 
 
 def address(host: int) -> str:
     return f"127.0.0.{FIRST_ADDRESS + host}"
 
 
-class Nginx:
-    """nginx in the foreground as one process (no master), all its files under ``work``: one
-    signal to one pid stops it, as in freshness_pipeline_tests/nginx_server.py, but listening
-    on the 20 benchmark addresses, with no access log and a file cache (a tuned static site)."""
-
-    def __init__(self, binary: str, work: Path, root: Path) -> None:
-        self.binary, self.work, self.root = binary, work, root
-        self.process: subprocess.Popen[bytes] | None = None
-        self.port = 0
-
-    def start(self) -> None:
-        for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
-            (self.work / "tmp" / sub).mkdir(parents=True, exist_ok=True)
-        for _ in range(5):
-            self.port = free_port([address(h) for h in range(N_HOSTS)])
-            listen = "\n".join(f"        listen {address(h)}:{self.port};" for h in range(N_HOSTS))
-            conf = self.work / "nginx.conf"
-            conf.write_text(NGINX_CONF.format(work=self.work, root=self.root, listen=listen))
-            log = open(self.work / "stderr.log", "ab")  # noqa: SIM115 - nginx holds it
-            self.process = subprocess.Popen(
-                [self.binary, "-p", str(self.work), "-c", str(conf)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-            )
-            log.close()
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and self.process.poll() is None:
-                if all(self._listening(h) for h in (0, N_HOSTS - 1)):
-                    return
-                time.sleep(0.02)
-            self.stop()
-        errors = (self.work / "stderr.log").read_text(errors="replace")
-        raise SystemExit(f"nginx did not start: {errors[-2000:]}")
-
-    def _listening(self, host: int) -> bool:
-        try:
-            with socket.create_connection((address(host), self.port), timeout=0.2):
-                return True
-        except OSError:
-            return False
-
-    def cpu_seconds(self) -> float:
-        """nginx's own CPU so far (utime + stime from /proc), to show the server's share."""
-        assert self.process is not None
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=5)
+def nginx_cpu_seconds(pid: int) -> float:
+    """nginx's own CPU so far (utime + stime from /proc), to show the server's share."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def check_site(port: int, files: list[tuple[int, str, str]]) -> None:
@@ -989,23 +911,19 @@ def main() -> None:
         if getattr(args, name) is None:
             setattr(args, name, quick if args.quick else full)
 
-    nginx_bin = ensure_nginx("wrk")
+    ensure_nginx("wrk")  # and wrk beside it
     scrapy_python = ensure_scrapy()
     with tempfile.TemporaryDirectory(prefix="fetch-rate-", dir=args.tmp) as tmp:
         work = Path(tmp)
         t = time.perf_counter()
         files = generate_site(work / "root", args.files, args.seed)
         print(f"{len(files):,} files in {time.perf_counter() - t:.1f} s", flush=True)
-        server = Nginx(nginx_bin, work / "nginx", work / "root")
-        (work / "nginx").mkdir()
-        server.start()
-        try:
+        addresses = [address(h) for h in range(N_HOSTS)]
+        with running_nginx(SITE, work / "nginx", work / "root", addresses) as server:
             check_site(server.port, files)
             # Host by host interleaved, the order a plan ranked by priority tends to have.
             urls = [(f"http://{address(h)}:{server.port}{p}", h) for h, p, _ in files]
             res = measure(args, work, server, files, urls, scrapy_python)
-        finally:
-            server.stop()
     text = report(args, res)
     print()
     print(text)
@@ -1016,13 +934,13 @@ def main() -> None:
 def measure(
     args: argparse.Namespace,
     work: Path,
-    server: Nginx,
+    server: RunningNginx,
     files: list,
     urls: list,
     scrapy_python: Path,
 ) -> dict:
     res: dict = {"stages": {}}
-    cpu0 = server.cpu_seconds()
+    cpu0 = nginx_cpu_seconds(server.pid)
 
     def say(name: str, r: dict) -> None:
         print(
@@ -1065,7 +983,7 @@ def measure(
         if k < len(scrapy_runs):
             say("Scrapy", scrapy_runs[k])
     res["scrapy-warm"], res["scrapy-revalidate"] = scrapy_runs
-    res["nginx_cpu"] = server.cpu_seconds() - cpu0
+    res["nginx_cpu"] = nginx_cpu_seconds(server.pid) - cpu0
     res["idle_rss"] = idle_rss()
     return res
 
