@@ -43,12 +43,10 @@ on a window with no rows: the interpreter, the imports and the file listing.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -61,7 +59,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from loopback_nginx import ensure_nginx, free_port  # noqa: E402 (benchmarks/, beside this script)
+from loopback_nginx import NginxSite, running_nginx  # noqa: E402 (benchmarks/, beside this script)
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "docs" / "crawled_copy.md"
@@ -222,36 +220,13 @@ def space_demo(work: Path, cycles: int) -> dict[str, Any]:
     return figures
 
 
-NGINX_CONF = """\
-daemon off;
-master_process off;
-worker_processes 1;
-pid "{work}/nginx.pid";
-error_log "{work}/error.log" warn;
-events {{
-    worker_connections 1024;
-}}
-http {{
-    types {{
-        text/html html;
-        text/plain txt;
-    }}
-    default_type application/octet-stream;
-    client_body_temp_path "{work}/tmp/body";
-    proxy_temp_path "{work}/tmp/proxy";
-    fastcgi_temp_path "{work}/tmp/fastcgi";
-    uwsgi_temp_path "{work}/tmp/uwsgi";
-    scgi_temp_path "{work}/tmp/scgi";
-    access_log off;
-    server_tokens off;
-    keepalive_requests 100000;
-    server {{
-{listen}
-        server_name _;
-        root "{root}/$server_addr";
-    }}
-}}
-"""
+# Each address serves its own folder, so the hosts' pages and robots.txt are files apart.
+SITE = NginxSite(
+    server="""root "{root}/$server_addr";""",
+    http_options="keepalive_requests 100000;",
+    worker_connections=1024,
+    files_limit=None,
+)
 
 
 def _address(i: int) -> str:
@@ -279,40 +254,6 @@ def _write_page(root: Path, host: int, page: int, version: int, rng: random.Rand
     os.utime(target, (mtime, mtime))
 
 
-@contextlib.contextmanager
-def _nginx(work: Path, root: Path) -> Any:
-    binary = ensure_nginx()
-    addresses = [_address(i) for i in range(NGINX_HOSTS)]
-    port = free_port(addresses)
-    (work / "tmp").mkdir(parents=True, exist_ok=True)
-    listen = "\n".join(f"        listen {a}:{port};" for a in addresses)
-    conf = work / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(work=work, root=root, listen=listen))
-    with open(work / "stderr.log", "ab") as log:
-        process = subprocess.Popen(
-            [binary, "-p", str(work), "-c", str(conf)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-        )
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with socket.create_connection((addresses[-1], port), timeout=0.2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise SystemExit(
-                        "nginx did not start: " + (work / "stderr.log").read_text()[-2000:]
-                    ) from None
-                time.sleep(0.05)
-        yield port
-    finally:
-        process.terminate()
-        process.wait(10)
-
-
 def space_nginx(work: Path, pages: int, cycles: int) -> dict[str, Any]:
     """Every page every cycle against nginx's own validators, 10 % of files rewritten between
     cycles."""
@@ -330,7 +271,9 @@ def space_nginx(work: Path, pages: int, cycles: int) -> dict[str, Any]:
         _write_page(root, h, p, v, rng)
     home = work / "nginx-home"
     started = time.perf_counter()
-    with _nginx(work / "nginx", root) as port:
+    addresses = [_address(h) for h in range(NGINX_HOSTS)]
+    with running_nginx(SITE, work / "nginx", root, addresses) as server:
+        port = server.port
         seeds = "url\n" + "".join(f"http://{_address(h)}:{port}/p/{p}.html\n" for h, p in versions)
         load_seeds(home, seeds.encode(), added_at=START)
         instance = open_instance(home)
