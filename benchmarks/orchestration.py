@@ -132,7 +132,7 @@ def direct_cycle(home: Path, now: datetime, budget: int) -> dict:
             capacity.select("host", "capacity"),
             now=now,
             budget=cycle.budget_or_none(),
-            config=PlanConfig(objective=cycle.objective),  # type: ignore[arg-type]
+            config=PlanConfig(objective=cycle.plan_objective(config)),  # type: ignore[arg-type]
         ).with_columns(planned_at=pl.lit(now).cast(tables.UTC_TIME))
         plan = tables.conform("revisit_plan", plan).sort(["host", "url"])
         wh.write_partitions("revisit_plan", hosts, plan)
