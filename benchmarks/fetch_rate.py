@@ -42,7 +42,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -55,7 +54,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from loopback_nginx import NginxSite, RunningNginx, ensure_nginx, running_nginx  # benchmarks/
+from harness import (  # benchmarks/, beside this script
+    BENCHMARKS,
+    idle_peak_rss_mb,
+    own_cpu_seconds,
+    own_peak_rss_mb,
+    process_cpu_seconds,
+    reaped_children_cpu_seconds,
+    result_in,
+    send_result,
+)
+from loopback_nginx import NginxSite, RunningNginx, ensure_nginx, running_nginx
 
 warnings.filterwarnings("ignore")  # dagster's beta warnings, once per child's import
 
@@ -70,20 +79,6 @@ SCRAPY_SPEC = "scrapy>=2.13,<3"
 WRK_CONNECTIONS = 64
 WRK_THREADS = 2
 CACHE_HOME = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "freshness-bench"
-
-
-def cpu_seconds() -> float:
-    """User + system CPU of this process, all its threads (aiohttp's resolver, to_thread)."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def peak_rss_mb() -> float:
-    """VmHWM of this process: its peak resident set."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 # ---- setup: tools, files, nginx -----------------------------------------------------------------
@@ -176,12 +171,6 @@ def address(host: int) -> str:
     return f"127.0.0.{FIRST_ADDRESS + host}"
 
 
-def nginx_cpu_seconds(pid: int) -> float:
-    """nginx's own CPU so far (utime + stime from /proc), to show the server's share."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def check_site(port: int, files: list[tuple[int, str, str]]) -> None:
     """One 200 and one 304 per host before measuring, so a contender's 304s are nginx's."""
     for host in range(N_HOSTS):
@@ -261,18 +250,13 @@ def run_wrk(work: Path, port: int, files: list, seconds: float, conditional: boo
         str(paths),
         "conditional" if conditional else "plain",
     ]
-    cpu0 = children_cpu()
+    cpu0 = reaped_children_cpu_seconds()
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     line = next(x for x in done.stdout.splitlines() if x.startswith("JSON "))
     result = json.loads(line[5:])
-    result["cpu"] = children_cpu() - cpu0
+    result["cpu"] = reaped_children_cpu_seconds() - cpu0
     result["peak_rss_mb"] = float("nan")
     return result
-
-
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 # ---- the bare aiohttp loop (child) ---------------------------------------------------------------
@@ -324,13 +308,13 @@ def child_aiohttp(spec: dict) -> dict:
                 wait_go()  # blocks the loop while the others run: nothing else is pending
                 statuses.clear()
                 step = get if k == 0 else revalidate
-                t0, wall0, c0 = time.monotonic(), time.perf_counter(), cpu_seconds()
+                t0, wall0, c0 = time.monotonic(), time.perf_counter(), own_cpu_seconds()
                 await asyncio.gather(*(step(session, u) for u in urls))
                 passes.append(
                     {
                         "requests": len(urls),
                         "seconds": time.perf_counter() - wall0,
-                        "cpu": cpu_seconds() - c0,
+                        "cpu": own_cpu_seconds() - c0,
                         "start": t0,
                         "end": time.monotonic(),
                         "statuses": dict(statuses),
@@ -373,12 +357,12 @@ def child_stage(spec: dict) -> dict:
     real_fetch = fetch_module.fetch_all_sync
 
     def timed_fetch(*args, **kwargs):
-        t0, c0 = time.perf_counter(), cpu_seconds()
+        t0, c0 = time.perf_counter(), own_cpu_seconds()
         try:
             return real_fetch(*args, **kwargs)
         finally:
             inner["seconds"] += time.perf_counter() - t0
-            inner["cpu"] += cpu_seconds() - c0
+            inner["cpu"] += own_cpu_seconds() - c0
 
     fetch_module.fetch_all_sync = timed_fetch
 
@@ -412,11 +396,11 @@ def child_stage(spec: dict) -> dict:
         wait_go()
         now = NOW + k * CYCLE
         inner.update(seconds=0.0, cpu=0.0)
-        t0, wall0, c0 = time.monotonic(), time.perf_counter(), cpu_seconds()
+        t0, wall0, c0 = time.monotonic(), time.perf_counter(), own_cpu_seconds()
         stage = fetch_module.run_fetch_stage(
             plan, hosts, now, wh, config, settings, allow, archive=spec.get("archive", True)
         )
-        seconds, cpu, t1 = time.perf_counter() - wall0, cpu_seconds() - c0, time.monotonic()
+        seconds, cpu, t1 = time.perf_counter() - wall0, own_cpu_seconds() - c0, time.monotonic()
         frame = stage.frame
         if k == 0:
             learned = frame.select("url", "etag", "last_modified", "fingerprint")
@@ -446,22 +430,19 @@ def child_stage(spec: dict) -> dict:
 # ---- Scrapy (child, in its own venv) -------------------------------------------------------------
 
 SCRAPY_SCRIPT = '''\
-"""One Scrapy pass over the benchmark URLs with the RFC 2616 cache; prints JSON."""
-import json, resource, sys, time
+"""One Scrapy pass over the benchmark URLs with the RFC 2616 cache; sends its figures."""
+import sys, time
 from pathlib import Path
 
 import scrapy
 from scrapy import signals
 from scrapy.crawler import CrawlerProcess
 
+from harness import own_cpu_seconds, own_peak_rss_mb, send_result
+
 urls_file, mode, cache_dir, concurrency = sys.argv[1:5]
 URLS = Path(urls_file).read_text().split()
 OUT = {}
-
-
-def cpu():
-    u = resource.getrusage(resource.RUSAGE_SELF)
-    return u.ru_utime + u.ru_stime
 
 
 class Bench(scrapy.Spider):
@@ -475,7 +456,7 @@ class Bench(scrapy.Spider):
         return spider
 
     def opened(self, spider):
-        OUT["t0"], OUT["c0"] = time.perf_counter(), cpu()
+        OUT["t0"], OUT["c0"] = time.perf_counter(), own_cpu_seconds()
 
     async def start(self):
         # Without max-age=0 RFC2616Policy answers from the cache (heuristic freshness from
@@ -489,7 +470,7 @@ class Bench(scrapy.Spider):
         key = str(response.status) + ("-cached" if "cached" in response.flags else "")
         self.statuses[key] = self.statuses.get(key, 0) + 1
         if self.n == len(URLS):
-            OUT["t1"], OUT["c1"] = time.perf_counter(), cpu()
+            OUT["t1"], OUT["c1"] = time.perf_counter(), own_cpu_seconds()
 
 
 process = CrawlerProcess(
@@ -512,22 +493,18 @@ process.crawl(crawler)
 process.start()
 stats = crawler.stats.get_stats()
 spider = crawler.spider
-rss = 0.0
-for line in Path("/proc/self/status").read_text().splitlines():
-    if line.startswith("VmHWM:"):
-        rss = int(line.split()[1]) / 1024
-print("JSON " + json.dumps({
+send_result({
     "requests": int(stats.get("downloader/request_count", 0)),
     "seconds": OUT["t1"] - OUT["t0"],
     "cpu": OUT["c1"] - OUT["c0"],
-    "peak_rss_mb": rss,
+    "peak_rss_mb": own_peak_rss_mb(),
     "statuses": spider.statuses,
     # The cache middleware swaps a 304 for the cached 200 before the stats see it; its own
     # counter of revalidations that came back 304 (or 5xx, none here) is the figure.
     "revalidated": int(stats.get("httpcache/revalidate", 0)),
     "firsthand": int(stats.get("httpcache/firsthand", 0)),
     "scrapy": scrapy.__version__,
-}))
+})
 '''
 
 
@@ -538,12 +515,16 @@ def run_scrapy(python: Path, work: Path, urls: list, concurrency: int, mode: str
     if not url_file.exists():
         url_file.write_text("".join(u + "\n" for u, _ in urls))
     cmd = [str(python), str(script), str(url_file), mode, str(work / "scrapy-cache")]
-    done = subprocess.run([*cmd, str(concurrency)], capture_output=True, text=True, check=False)
-    lines = [x for x in done.stdout.splitlines() if x.startswith("JSON ")]
-    if done.returncode != 0 or not lines:
+    # harness.py (standard library only) imported from beside this script
+    env = {**os.environ, "PYTHONPATH": str(BENCHMARKS)}
+    done = subprocess.run(
+        [*cmd, str(concurrency)], capture_output=True, text=True, check=False, env=env
+    )
+    result = result_in(done.stdout.splitlines())
+    if done.returncode != 0 or result is None:
         sys.stderr.write(done.stderr[-4000:])
         raise SystemExit(f"scrapy {mode} pass failed")
-    return json.loads(lines[-1][5:])
+    return result
 
 
 # ---- running the children ------------------------------------------------------------------------
@@ -568,9 +549,10 @@ def finish(process: subprocess.Popen[str]) -> dict:
     process.stdin.close()
     out = process.stdout.read()
     process.wait()
-    if process.returncode != 0:
+    result = result_in(out.splitlines())
+    if process.returncode != 0 or result is None:
         raise SystemExit(f"child failed with exit code {process.returncode}")
-    return json.loads(out.strip().splitlines()[-1])
+    return result
 
 
 class Contender:
@@ -650,8 +632,8 @@ def stage_contender(
 def child(args: argparse.Namespace) -> None:
     spec = json.loads(Path(args.spec).read_text())
     result = child_aiohttp(spec) if args.child == "aiohttp" else child_stage(spec)
-    result["peak_rss_mb"] = peak_rss_mb()
-    print(json.dumps(result), flush=True)
+    result["peak_rss_mb"] = own_peak_rss_mb()
+    send_result(result)
 
 
 # ---- the report ----------------------------------------------------------------------------------
@@ -866,22 +848,6 @@ def tuned_knobs(args: argparse.Namespace) -> dict:
     }
 
 
-def idle_rss() -> float:
-    code = (
-        "import polars, aiohttp, dagster, freshness_pipeline.assets.fetch;"
-        f"exec(open({__file__!r}).read().split('# ---- setup')[0]);"
-        "print(peak_rss_mb())"
-    )
-    # Run beside this script: its head imports loopback_nginx from benchmarks/.
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parent
-    )
-    try:
-        return float(done.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return float("nan")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=None, help="10,000 (quick: 2,000)")
@@ -940,7 +906,7 @@ def measure(
     scrapy_python: Path,
 ) -> dict:
     res: dict = {"stages": {}}
-    cpu0 = nginx_cpu_seconds(server.pid)
+    cpu0 = process_cpu_seconds(server.pid)
 
     def say(name: str, r: dict) -> None:
         print(
@@ -983,8 +949,10 @@ def measure(
         if k < len(scrapy_runs):
             say("Scrapy", scrapy_runs[k])
     res["scrapy-warm"], res["scrapy-revalidate"] = scrapy_runs
-    res["nginx_cpu"] = nginx_cpu_seconds(server.pid) - cpu0
-    res["idle_rss"] = idle_rss()
+    res["nginx_cpu"] = process_cpu_seconds(server.pid) - cpu0
+    res["idle_rss"] = idle_peak_rss_mb(
+        ["polars", "aiohttp", "dagster", "freshness_pipeline.assets.fetch"]
+    )
     return res
 
 

@@ -42,15 +42,12 @@ test.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import json
 import os
 import random
-import resource
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -60,7 +57,17 @@ import warnings
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from loopback_nginx import NginxSite, running_nginx  # benchmarks/, beside this script
+from harness import (  # benchmarks/, beside this script
+    own_cpu_seconds,
+    own_peak_rss_mb,
+    own_rss_mb,
+    process_cpu_seconds,
+    reset_own_peak_rss,
+    run_child,
+    send_progress,
+    send_result,
+)
+from loopback_nginx import NginxSite, running_nginx
 
 warnings.filterwarnings("ignore")  # dagster's beta/preview warnings, once per child's import
 
@@ -76,35 +83,6 @@ QUICK_SIZES = (10_000, 100_000)
 ASSETS = ("url_inventory", "url_candidates", "revisit_plan", "fetch_results", "url_state")
 CLASSES = ("index", "listing", "article", "detail", "static")
 CLEARED_ENV = ("DAGSTER_HOME", "FRESHNESS_HOME", "DAGSTER_EVENT_BATCH_SIZE")
-
-
-def cpu_seconds() -> float:
-    """User + system CPU of this process, all threads (aiohttp's resolver, sqlite, polars)."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def proc_status_mb(field: str) -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def reset_peak_rss() -> None:
-    """VmHWM back to the current RSS, so the next phase's peak is its own and not the seed's
-    or the previous cycle's (Linux >= 4.0)."""
-    with contextlib.suppress(OSError):
-        Path("/proc/self/clear_refs").write_text("5")
-
-
-def process_cpu(pid: int) -> float:
-    """utime + stime of another process (nginx), from /proc."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # ---- the site: templates and nginx ---------------------------------------------------------------
@@ -296,18 +274,18 @@ class StepClock:
             return
         kind = dagster_event.event_type_value
         if kind == self.RUN_START:
-            self._run_started = cpu_seconds()
+            self._run_started = own_cpu_seconds()
         elif kind in self.RUN_ENDS and self._run_started is not None:
-            self.run_cpu += cpu_seconds() - self._run_started
+            self.run_cpu += own_cpu_seconds() - self._run_started
             self._run_started = None
         if not event.step_key:
             return
         if kind == "STEP_START":
             # The peak so far belongs to the cycle; from here on VmHWM is this step's own.
-            self.cycle_peak = max(self.cycle_peak, proc_status_mb("VmHWM"))
-            reset_peak_rss()
-            self.start_rss[event.step_key] = proc_status_mb("VmRSS")
-            self._started[event.step_key] = cpu_seconds()
+            self.cycle_peak = max(self.cycle_peak, own_peak_rss_mb())
+            reset_own_peak_rss()
+            self.start_rss[event.step_key] = own_rss_mb()
+            self._started[event.step_key] = own_cpu_seconds()
             if self.profiling and event.step_key in self.profile_steps:
                 import cProfile
 
@@ -316,15 +294,15 @@ class StepClock:
         elif kind in ("STEP_SUCCESS", "STEP_FAILURE") and event.step_key in self._started:
             if self.profiling and event.step_key in self.profilers:
                 self.profilers[event.step_key].disable()
-            spent = cpu_seconds() - self._started.pop(event.step_key)
+            spent = own_cpu_seconds() - self._started.pop(event.step_key)
             self.cpu[event.step_key] = self.cpu.get(event.step_key, 0.0) + spent
-            peak = proc_status_mb("VmHWM")
+            peak = own_peak_rss_mb()
             self.peak[event.step_key] = max(self.peak.get(event.step_key, 0.0), peak)
             self.cycle_peak = max(self.cycle_peak, peak)
 
     def start_cycle(self) -> None:
-        reset_peak_rss()
-        self.cycle_peak = proc_status_mb("VmHWM")
+        reset_own_peak_rss()
+        self.cycle_peak = own_peak_rss_mb()
 
     def take(self) -> dict:
         """This cycle's figures; the cycle's peak is the highest of every stretch's VmHWM."""
@@ -333,7 +311,7 @@ class StepClock:
             "step_peak_rss_mb": self.peak,
             "step_start_rss_mb": self.start_rss,
             "run_cpu": self.run_cpu,
-            "peak_rss_mb": max(self.cycle_peak, proc_status_mb("VmHWM")),
+            "peak_rss_mb": max(self.cycle_peak, own_peak_rss_mb()),
         }
         self.cpu, self.peak, self.start_rss = {}, {}, {}
         self.run_cpu, self.cycle_peak = 0.0, 0.0
@@ -356,10 +334,6 @@ class StepClock:
         return texts
 
 
-def progress(text: str) -> None:
-    print(f"PROGRESS {text}", flush=True)
-
-
 def child(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     import polars as pl
@@ -374,34 +348,34 @@ def child(args: argparse.Namespace) -> None:
     (home / "freshness.toml").write_text(f"[partitioning]\nhost_buckets = {args.buckets}\n")
     size = args.size
     data = seed_csv(size, args.port)
-    baseline_rss = proc_status_mb("VmRSS")
+    baseline_rss = own_rss_mb()
 
-    reset_peak_rss()
-    wall, cpu = time.perf_counter(), cpu_seconds()
+    reset_own_peak_rss()
+    wall, cpu = time.perf_counter(), own_cpu_seconds()
     load = runner.load_seeds(home, data, added_at=NOW - timedelta(days=1))
     seed = {
         "seconds": time.perf_counter() - wall,
-        "cpu": cpu_seconds() - cpu,
-        "peak_rss_mb": proc_status_mb("VmHWM"),
+        "cpu": own_cpu_seconds() - cpu,
+        "peak_rss_mb": own_peak_rss_mb(),
         "rows": load.parse.rows.height,
         "hosts": load.hosts,
     }
     del data, load
     if seed["rows"] != size or seed["hosts"] != N_HOSTS:
         raise SystemExit(f"seeded {seed['rows']} URLs on {seed['hosts']} hosts")
-    progress(f"{size:,} URLs seeded in {seed['seconds']:.1f} s")
+    send_progress(f"{size:,} URLs seeded in {seed['seconds']:.1f} s")
 
     # The network part of the fetch step, apart from its polars and Parquet work.
     network = {"seconds": 0.0, "cpu": 0.0}
     real_fetch = fetch_module.fetch_all_sync
 
     def timed_fetch(*a, **kw):
-        w, c = time.perf_counter(), cpu_seconds()
+        w, c = time.perf_counter(), own_cpu_seconds()
         try:
             return real_fetch(*a, **kw)
         finally:
             network["seconds"] += time.perf_counter() - w
-            network["cpu"] += cpu_seconds() - c
+            network["cpu"] += own_cpu_seconds() - c
 
     fetch_module.fetch_all_sync = timed_fetch
 
@@ -412,12 +386,12 @@ def child(args: argparse.Namespace) -> None:
         now = NOW + i * CYCLE
         clock.profiling = bool(args.profile) and i == args.profile_cycle - 1
         network.update(seconds=0.0, cpu=0.0)
-        nginx0 = process_cpu(args.nginx_pid)
-        rss_before = proc_status_mb("VmRSS")
+        nginx0 = process_cpu_seconds(args.nginx_pid)
+        rss_before = own_rss_mb()
         clock.start_cycle()
-        wall, cpu = time.perf_counter(), cpu_seconds()
+        wall, cpu = time.perf_counter(), own_cpu_seconds()
         outcome = runner.run_cycle(home, now, budget=size // 10, instance=instance)
-        seconds, spent = time.perf_counter() - wall, cpu_seconds() - cpu
+        seconds, spent = time.perf_counter() - wall, own_cpu_seconds() - cpu
         measured = clock.take()
         peak = measured["peak_rss_mb"]
         runs = instance.get_runs(limit=outcome.runs)
@@ -441,7 +415,7 @@ def child(args: argparse.Namespace) -> None:
                 "cpu": spent,
                 **measured,
                 "rss_before_mb": rss_before,
-                "rss_after_mb": proc_status_mb("VmRSS"),
+                "rss_after_mb": own_rss_mb(),
                 "runs": outcome.runs,
                 "run_seconds": run_seconds,
                 "planned": outcome.planned,
@@ -454,7 +428,7 @@ def child(args: argparse.Namespace) -> None:
                 "steps": steps,
                 "network_seconds": network["seconds"],
                 "network_cpu": network["cpu"],
-                "nginx_cpu": process_cpu(args.nginx_pid) - nginx0,
+                "nginx_cpu": process_cpu_seconds(args.nginx_pid) - nginx0,
             }
         )
         del reasons, results
@@ -464,9 +438,9 @@ def child(args: argparse.Namespace) -> None:
         frames = [o for o in gc.get_objects() if isinstance(o, pl.DataFrame)]
         cycles[-1]["live_frames"] = len(frames)
         cycles[-1]["live_frames_mb"] = sum(f.estimated_size() for f in frames) / 2**20
-        cycles[-1]["rss_after_gc_mb"] = proc_status_mb("VmRSS")
+        cycles[-1]["rss_after_gc_mb"] = own_rss_mb()
         del frames
-        progress(
+        send_progress(
             f"{size:,} URLs, cycle {i + 1}: {seconds:.1f} s, {outcome.fetched:,} fetched, "
             f"peak {peak:,.0f} MB"
         )
@@ -479,41 +453,27 @@ def child(args: argparse.Namespace) -> None:
     }
     if args.profile:
         result["profile"] = clock.profile_texts(args.profile_top)
-    print("RESULT " + json.dumps(result), flush=True)
+    send_result(result)
 
 
 def spawn(args: argparse.Namespace, size: int, tmp: Path, port: int, nginx_pid: int) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in CLEARED_ENV}
     env["FRESHNESS_ALLOW_NETWORKS"] = "127.0.0.0/8"
-    cmd = [
-        sys.executable,
-        __file__,
+    child_args = [
         "--child",
         *("--size", str(size), "--home", str(tmp / f"home-{size}"), "--port", str(port)),
         *("--nginx-pid", str(nginx_pid), "--buckets", str(args.buckets)),
         *("--profile-cycle", str(args.profile_cycle), "--profile-top", str(args.profile_top)),
         *(("--profile", *args.profile) if args.profile else ()),
     ]
-    log_path = tmp / f"child-{size}.log"  # dagster's warnings (one per host's missing sitemap)
-    result = None
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
-        try:
-            assert process.stdout is not None
-            for line in process.stdout:
-                if line.startswith("PROGRESS "):
-                    print("  " + line[9:].rstrip(), flush=True)
-                elif line.startswith("RESULT "):
-                    result = json.loads(line[7:])
-            process.wait()
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-    if process.returncode != 0 or result is None:
-        sys.stderr.write(log_path.read_text(errors="replace")[-4000:])
-        raise SystemExit(f"the {size:,}-URL child failed (exit {process.returncode})")
-    return result
+    # the log keeps dagster's warnings (one per host's missing sitemap)
+    return run_child(
+        __file__,
+        child_args,
+        what=f"the {size:,}-URL child",
+        env=env,
+        stderr_log=tmp / f"child-{size}.log",
+    )
 
 
 # ---- the report ----------------------------------------------------------------------------------

@@ -29,18 +29,16 @@ three are compared (same selected URLs), so a faster path cannot be a wrong one.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 import warnings
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+from harness import own_cpu_seconds, run_child, send_result  # benchmarks/, beside this script
 
 warnings.filterwarnings("ignore")  # dagster's beta/preview warnings, once per import
 
@@ -216,13 +214,6 @@ def dagster_cycle(home: Path, now: datetime, budget: int, instance, timer: Event
     }
 
 
-def cpu_seconds() -> float:
-    """User + system CPU of this process, sqlite included (it runs in-process): less moved by
-    other jobs on the machine than wall time."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def child(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     import dagster as dg
@@ -243,15 +234,15 @@ def child(args: argparse.Namespace) -> None:
     cycles = []
     for i in range(args.runs):
         now = NOW + i * CYCLE
-        t, cpu = time.perf_counter(), cpu_seconds()
+        t, cpu = time.perf_counter(), own_cpu_seconds()
         if args.mode == "direct":
             detail = direct_cycle(home, now, budget)
         else:
             detail = dagster_cycle(home, now, budget, instance, timer)
         detail["seconds"] = time.perf_counter() - t
-        detail["cpu"] = cpu_seconds() - cpu
+        detail["cpu"] = own_cpu_seconds() - cpu
         cycles.append(detail)
-    print(json.dumps({"import": imported, "cycles": cycles}))
+    send_result({"import": imported, "cycles": cycles})
 
 
 def selected_digest(home: Path) -> tuple[int, int]:
@@ -278,22 +269,13 @@ def seed_home(home: Path, n_hosts: int, per_host: int) -> float:
 
 def spawn(args: argparse.Namespace, mode: str, home: Path, n_hosts: int) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in CLEARED_ENV}
-    cmd = [
-        sys.executable,
-        __file__,
+    child_args = [
         "--child",
-        "--mode",
-        mode,
-        "--home",
-        str(home),
+        *("--mode", mode, "--home", str(home)),
         *("--hosts", str(n_hosts), "--urls-per-host", str(args.urls_per_host)),
         *("--runs", str(args.runs)),
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    if done.returncode != 0:
-        sys.stderr.write(done.stderr[-4000:])
-        raise SystemExit(f"{mode} at {n_hosts} hosts failed")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_child(__file__, child_args, what=f"{mode} at {n_hosts} hosts", env=env)
 
 
 def machine_note() -> str:

@@ -48,8 +48,6 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime, timedelta
@@ -57,6 +55,7 @@ from pathlib import Path
 
 from growth import SITE as GROWTH_SITE  # benchmarks/, beside this script
 from growth import write_site
+from harness import run_measured, tree_rss_kb
 from loopback_nginx import NginxSite, running_nginx
 
 CLASSES = ("index", "listing", "article", "detail", "static")
@@ -136,24 +135,6 @@ def seed_csv(path: Path, n_urls: int, n_hosts: int, port: int) -> None:
 # ---- measuring one command --------------------------------------------------------------------
 
 
-def tree_rss_kb(root: int) -> int:
-    """The summed VmRSS of ``root`` and its descendants (children lists from /proc)."""
-    total, stack, seen = 0, [root], set()
-    while stack:
-        pid = stack.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        with contextlib.suppress(OSError, ValueError):
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-                    break
-            for task in Path(f"/proc/{pid}/task").iterdir():
-                stack.extend(int(c) for c in (task / "children").read_text().split())
-    return total
-
-
 def folder_bytes(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if folder.exists() else 0
 
@@ -178,50 +159,30 @@ def run_command(
     Dagster instance folder."""
     before = folder_bytes(dagster_dir) if dagster_dir else 0
     rows_before = instance_rows(dagster_dir) if dagster_dir and dagster_dir.exists() else {}
-    peak = [0]
-    start = time.perf_counter()
     with open(log, "ab") as err:
         err.write(f"\n==== {name}: {' '.join(argv)}\n".encode())
         err.flush()
         # cwd: not the checkout, whose folder `python -m` would put first on sys.path
-        process = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=err, env=env, cwd=log.parent
+        run = run_measured(
+            argv,
+            probe=tree_rss_kb,
+            every_s=0.05,
+            env=env,
+            cwd=log.parent,
+            stdout=subprocess.PIPE,
+            stderr=err,
         )
-    done = threading.Event()
-
-    samples: list[tuple[float, int]] = []
-
-    def sample() -> None:
-        while not done.wait(0.05):
-            rss = tree_rss_kb(process.pid)
-            peak[0] = max(peak[0], rss)
-            samples.append((time.time(), rss))
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
-        assert process.stdout is not None
-        stdout = process.stdout.read().decode(errors="replace")
-        _, status, usage = os.wait4(process.pid, 0)
-    finally:
-        done.set()
-        if process.returncode is None and process.poll() is None:
-            process.kill()
-            process.wait()
-    wall = time.perf_counter() - start
-    sampler.join()
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode != 0:
+    if run.returncode != 0:
         sys.stderr.write(log.read_text(errors="replace")[-4000:])
-        raise SystemExit(f"{name} failed (exit {process.returncode}): {stdout[-2000:]}")
+        raise SystemExit(f"{name} failed (exit {run.returncode}): {run.stdout[-2000:]}")
     result = {
         "name": name,
-        "seconds": wall,
-        "cpu": usage.ru_utime + usage.ru_stime,
-        "peak_rss_mb": max(peak[0], usage.ru_maxrss) / 1024,
-        "stdout": stdout.strip(),
+        "seconds": run.wall_s,
+        "cpu": run.cpu_s,
+        "peak_rss_mb": max(run.peak_sample_kb, run.max_rss_kb) / 1024,
+        "stdout": run.stdout.strip(),
         # (epoch seconds, tree RSS kB) every 50 ms: which step the peak falls in (step_peaks)
-        "rss_samples": samples,
+        "rss_samples": run.samples,
     }
     if dagster_dir:
         after = instance_rows(dagster_dir)
