@@ -56,6 +56,8 @@ from typing import Any
 
 from harness import (  # benchmarks/, beside this script
     BENCHMARKS,
+    TimeInside,
+    cpu_model,
     idle_peak_rss_mb,
     own_cpu_seconds,
     own_peak_rss_mb,
@@ -353,18 +355,7 @@ def child_stage(spec: dict) -> dict:
     from freshness_pipeline.web.client import host_key
 
     # Time the network part apart from the stage's own polars and Parquet work.
-    inner = {"seconds": 0.0, "cpu": 0.0}
-    real_fetch = fetch_module.fetch_all_sync
-
-    def timed_fetch(*args, **kwargs):
-        t0, c0 = time.perf_counter(), own_cpu_seconds()
-        try:
-            return real_fetch(*args, **kwargs)
-        finally:
-            inner["seconds"] += time.perf_counter() - t0
-            inner["cpu"] += own_cpu_seconds() - c0
-
-    fetch_module.fetch_all_sync = timed_fetch
+    inner = TimeInside(fetch_module, "fetch_all_sync")
 
     urls = [u for u, host in spec["urls"] if host % spec["workers"] == spec["worker"]]
     keys = [host_key(u) for u in urls]
@@ -395,7 +386,7 @@ def child_stage(spec: dict) -> dict:
     for k in range(1 + spec["rounds"]):
         wait_go()
         now = NOW + k * CYCLE
-        inner.update(seconds=0.0, cpu=0.0)
+        inner.reset()
         t0, wall0, c0 = time.monotonic(), time.perf_counter(), own_cpu_seconds()
         stage = fetch_module.run_fetch_stage(
             plan, hosts, now, wh, config, settings, allow, archive=spec.get("archive", True)
@@ -415,8 +406,8 @@ def child_stage(spec: dict) -> dict:
                 "cpu": cpu,
                 "start": t0,
                 "end": t1,
-                "fetch_seconds": inner["seconds"],
-                "fetch_cpu": inner["cpu"],
+                "fetch_seconds": inner.seconds,
+                "fetch_cpu": inner.cpu_seconds,
                 "statuses": {str(o): v for o, v in frame.group_by("outcome").len().iter_rows()},
                 "archive_bytes": sum(
                     f.stat().st_size for f in (Path(spec["home"]) / "archive").glob("*.warc.gz")
@@ -649,16 +640,8 @@ def summarize(passes: list[dict], which: str) -> dict:
 
 def machine_note() -> str:
     load = os.getloadavg()
-    model = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        "unknown CPU",
-    )
     return (
-        f"{os.cpu_count()} CPUs ({model}), shared by nginx (one worker process), wrk and the "
+        f"{os.cpu_count()} CPUs ({cpu_model()}), shared by nginx (one worker process), wrk and the "
         f"client under test; load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} "
         "at the end of the run"
     )

@@ -58,6 +58,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from harness import (  # benchmarks/, beside this script
+    TimeInside,
+    cpu_model,
+    memory_gib,
     own_cpu_seconds,
     own_peak_rss_mb,
     own_rss_mb,
@@ -366,18 +369,7 @@ def child(args: argparse.Namespace) -> None:
     send_progress(f"{size:,} URLs seeded in {seed['seconds']:.1f} s")
 
     # The network part of the fetch step, apart from its polars and Parquet work.
-    network = {"seconds": 0.0, "cpu": 0.0}
-    real_fetch = fetch_module.fetch_all_sync
-
-    def timed_fetch(*a, **kw):
-        w, c = time.perf_counter(), own_cpu_seconds()
-        try:
-            return real_fetch(*a, **kw)
-        finally:
-            network["seconds"] += time.perf_counter() - w
-            network["cpu"] += own_cpu_seconds() - c
-
-    fetch_module.fetch_all_sync = timed_fetch
+    network = TimeInside(fetch_module, "fetch_all_sync")
 
     instance = runner.open_instance(home)
     clock = StepClock(instance, args.profile or [])
@@ -385,7 +377,7 @@ def child(args: argparse.Namespace) -> None:
     for i in range(2):
         now = NOW + i * CYCLE
         clock.profiling = bool(args.profile) and i == args.profile_cycle - 1
-        network.update(seconds=0.0, cpu=0.0)
+        network.reset()
         nginx0 = process_cpu_seconds(args.nginx_pid)
         rss_before = own_rss_mb()
         clock.start_cycle()
@@ -426,8 +418,8 @@ def child(args: argparse.Namespace) -> None:
                 "status_304": int((results["http_status"] == 304).sum()),
                 "notes": outcome.notes,
                 "steps": steps,
-                "network_seconds": network["seconds"],
-                "network_cpu": network["cpu"],
+                "network_seconds": network.seconds,
+                "network_cpu": network.cpu_seconds,
                 "nginx_cpu": process_cpu_seconds(args.nginx_pid) - nginx0,
             }
         )
@@ -481,24 +473,8 @@ def spawn(args: argparse.Namespace, size: int, tmp: Path, port: int, nginx_pid: 
 
 def machine_note(start_load: list[float]) -> str:
     load = os.getloadavg()
-    model = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        "unknown CPU",
-    )
-    mem = next(
-        (
-            int(line.split()[1])
-            for line in Path("/proc/meminfo").read_text().splitlines()
-            if line.startswith("MemTotal:")
-        ),
-        0,
-    )
     return (
-        f"{os.cpu_count()} CPUs ({model}), {mem / 1024**2:.0f} GB RAM, shared by nginx (one "
+        f"{os.cpu_count()} CPUs ({cpu_model()}), {memory_gib():.0f} GB RAM, shared by nginx (one "
         "worker process), the client and other users' jobs; load average (1 / 5 / 15 min) "
         f"{start_load[0]:.2f} / {start_load[1]:.2f} / {start_load[2]:.2f} at the start, "
         f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} at the end"

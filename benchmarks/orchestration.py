@@ -38,7 +38,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from harness import own_cpu_seconds, run_child, send_result  # benchmarks/, beside this script
+from harness import TimeInside, own_cpu_seconds, run_child, send_result  # benchmarks/
 
 warnings.filterwarnings("ignore")  # dagster's beta/preview warnings, once per import
 
@@ -184,31 +184,19 @@ def dagster_cycle(home: Path, now: datetime, budget: int, instance, timer: Event
 
     from freshness_pipeline import runner
 
-    spent = {"register": 0.0, "materialize": 0.0}
-    register, materialize = runner.register_seeded_hosts, dg.materialize
-
-    def timed(name, fn):
-        def call(*args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                spent[name] += time.perf_counter() - start
-
-        return call
-
-    runner.register_seeded_hosts = timed("register", register)
-    dg.materialize = timed("materialize", materialize)
+    register = TimeInside(runner, "register_seeded_hosts")
+    materialize = TimeInside(dg, "materialize")
     try:
         outcome = runner.run_cycle(home, now, budget=budget, dry_run=True, instance=instance)
     finally:
-        runner.register_seeded_hosts, dg.materialize = register, materialize
+        register.restore()
+        materialize.restore()
     event_seconds, events = timer.take()
     return {
         "planned": outcome.planned,
         "runs": outcome.runs,
-        "register": spent["register"],
-        "materialize": spent["materialize"],
+        "register": register.seconds,
+        "materialize": materialize.seconds,
         "event_store": event_seconds,
         "events": events,
     }

@@ -46,6 +46,7 @@ from pathlib import Path
 
 from harness import (  # benchmarks/, beside this script
     idle_peak_rss_mb,
+    memory_gib,
     own_cpu_seconds,
     own_peak_rss_mb,
     run_child,
@@ -469,17 +470,8 @@ def phases(layout: str) -> tuple[str, ...]:
 
 def machine_note() -> str:
     load = os.getloadavg()
-    cpus = os.cpu_count()
-    mem = next(
-        (
-            line.split()[1]
-            for line in Path("/proc/meminfo").read_text().splitlines()
-            if line.startswith("MemTotal:")
-        ),
-        "0",
-    )
     return (
-        f"{cpus} CPUs, {int(mem) / 1024**2:.0f} GB RAM, load average "
+        f"{os.cpu_count()} CPUs, {memory_gib():.0f} GB RAM, load average "
         f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} (1 / 5 / 15 min) at the end of the run"
     )
 
