@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import xxhash  # noqa: E402
 from fetch_rate import page_html  # noqa: E402
+from harness import cpu_model  # noqa: E402
 from selectolax.lexbor import LexborHTMLParser  # noqa: E402
 
 from freshness_pipeline.science import fingerprint as current  # noqa: E402
@@ -334,15 +335,7 @@ def trafilatura_verdict(totals: dict, small: dict, corpus: dict, traf: dict) -> 
 
 
 def machine_note() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores (shared), Python {platform.python_version()}"
+    return f"{cpu_model()}, {os.cpu_count()} cores (shared), Python {platform.python_version()}"
 
 
 def main() -> None:

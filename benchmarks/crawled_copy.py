@@ -43,12 +43,10 @@ on a window with no rows: the interpreter, the imports and the file listing.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -61,7 +59,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from loopback_nginx import ensure_nginx, free_port  # noqa: E402 (benchmarks/, beside this script)
+from harness import (  # noqa: E402 (benchmarks/, beside this script)
+    run_child,
+    run_measured,
+    send_result,
+    status_kb,
+)
+from loopback_nginx import NginxSite, running_nginx  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "docs" / "crawled_copy.md"
@@ -222,36 +226,13 @@ def space_demo(work: Path, cycles: int) -> dict[str, Any]:
     return figures
 
 
-NGINX_CONF = """\
-daemon off;
-master_process off;
-worker_processes 1;
-pid "{work}/nginx.pid";
-error_log "{work}/error.log" warn;
-events {{
-    worker_connections 1024;
-}}
-http {{
-    types {{
-        text/html html;
-        text/plain txt;
-    }}
-    default_type application/octet-stream;
-    client_body_temp_path "{work}/tmp/body";
-    proxy_temp_path "{work}/tmp/proxy";
-    fastcgi_temp_path "{work}/tmp/fastcgi";
-    uwsgi_temp_path "{work}/tmp/uwsgi";
-    scgi_temp_path "{work}/tmp/scgi";
-    access_log off;
-    server_tokens off;
-    keepalive_requests 100000;
-    server {{
-{listen}
-        server_name _;
-        root "{root}/$server_addr";
-    }}
-}}
-"""
+# Each address serves its own folder, so the hosts' pages and robots.txt are files apart.
+SITE = NginxSite(
+    server="""root "{root}/$server_addr";""",
+    http_options="keepalive_requests 100000;",
+    worker_connections=1024,
+    files_limit=None,
+)
 
 
 def _address(i: int) -> str:
@@ -279,40 +260,6 @@ def _write_page(root: Path, host: int, page: int, version: int, rng: random.Rand
     os.utime(target, (mtime, mtime))
 
 
-@contextlib.contextmanager
-def _nginx(work: Path, root: Path) -> Any:
-    binary = ensure_nginx()
-    addresses = [_address(i) for i in range(NGINX_HOSTS)]
-    port = free_port(addresses)
-    (work / "tmp").mkdir(parents=True, exist_ok=True)
-    listen = "\n".join(f"        listen {a}:{port};" for a in addresses)
-    conf = work / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(work=work, root=root, listen=listen))
-    with open(work / "stderr.log", "ab") as log:
-        process = subprocess.Popen(
-            [binary, "-p", str(work), "-c", str(conf)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-        )
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with socket.create_connection((addresses[-1], port), timeout=0.2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise SystemExit(
-                        "nginx did not start: " + (work / "stderr.log").read_text()[-2000:]
-                    ) from None
-                time.sleep(0.05)
-        yield port
-    finally:
-        process.terminate()
-        process.wait(10)
-
-
 def space_nginx(work: Path, pages: int, cycles: int) -> dict[str, Any]:
     """Every page every cycle against nginx's own validators, 10 % of files rewritten between
     cycles."""
@@ -330,7 +277,9 @@ def space_nginx(work: Path, pages: int, cycles: int) -> dict[str, Any]:
         _write_page(root, h, p, v, rng)
     home = work / "nginx-home"
     started = time.perf_counter()
-    with _nginx(work / "nginx", root) as port:
+    addresses = [_address(h) for h in range(NGINX_HOSTS)]
+    with running_nginx(SITE, work / "nginx", root, addresses) as server:
+        port = server.port
         seeds = "url\n" + "".join(f"http://{_address(h)}:{port}/p/{p}.html\n" for h, p in versions)
         load_seeds(home, seeds.encode(), added_at=START)
         instance = open_instance(home)
@@ -420,43 +369,27 @@ def build_export_home(home: Path, n_versions: int) -> dict[str, Any]:
     }
 
 
-def _vm_hwm_kb(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def measure(command: list[str], env: dict[str, str], cwd: Path | None = None) -> dict[str, Any]:
-    """Wall, CPU (from wait4) and peak RSS (VmHWM, sampled) of one child. Only wait4 reaps it
-    (Popen.poll would, and take its resource usage with it)."""
-    started = time.perf_counter()
-    process = subprocess.Popen(
-        command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    """Wall, CPU (from wait4) and peak RSS of one child: its VmHWM sampled every 10 ms, which
+    only grows, so the last sample is within 10 ms of its peak. Not ru_maxrss: Linux starts a
+    child's at its parent's RSS at fork."""
+    run = run_measured(
+        command,
+        probe=lambda pid: status_kb("VmHWM", pid),
+        every_s=0.01,
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
-    peak = 0
-    while True:
-        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-        if pid:
-            break
-        # VmHWM only grows, so the last sample is within 10 ms of the child's peak.
-        # ru_maxrss is no use here: Linux starts a child's at its parent's RSS at fork.
-        peak = max(peak, _vm_hwm_kb(process.pid))
-        time.sleep(0.01)
-    wall = time.perf_counter() - started
-    process.returncode = os.waitstatus_to_exitcode(status)
-    stderr = process.stderr.read().decode(errors="replace") if process.stderr else ""
-    last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+    last = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else ""
     return {
-        "wall_s": wall,
-        "cpu_s": usage.ru_utime + usage.ru_stime,
-        "peak_rss_mb": peak / 1024,
+        "wall_s": run.wall_s,
+        "cpu_s": run.cpu_s,
+        "peak_rss_mb": run.peak_sample_kb / 1024,
         "stderr": last,
         # a failed export is a figure too (the export before this release ran out of memory)
-        "error": None if process.returncode == 0 else f"exit {process.returncode}: {last}",
+        "error": None if run.returncode == 0 else f"exit {run.returncode}: {last}",
     }
 
 
@@ -473,14 +406,12 @@ def export_runs(
         home = work / f"export-{size}"
         # in a child, so that this process stays small (and none of the frames it built is
         # in memory while the exports run)
-        made = subprocess.run(
-            [sys.executable, __file__, "--build-home", str(home), "--sizes", str(size)],
+        built = run_child(
+            __file__,
+            ["--build-home", str(home), "--sizes", str(size)],
+            what=f"building the {size:,}-version home",
             env=env,
-            capture_output=True,
-            text=True,
-            check=True,
         )
-        built = json.loads(made.stdout.strip().splitlines()[-1])
         print(
             f"  built {size:,} versions in {built['files']:,} files ({built['build_s']:.0f} s)",
             flush=True,
@@ -660,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build-home", default=None, help=argparse.SUPPRESS)  # the child's job
     args = parser.parse_args(argv)
     if args.build_home:
-        print(json.dumps(build_export_home(Path(args.build_home), args.sizes[0])))
+        send_result(build_export_home(Path(args.build_home), args.sizes[0]))
         return 0
     sizes = args.sizes or ([10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000])
     commit = subprocess.run(

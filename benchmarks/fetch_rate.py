@@ -42,8 +42,6 @@ import argparse
 import json
 import os
 import random
-import resource
-import socket
 import statistics
 import subprocess
 import sys
@@ -56,7 +54,19 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from loopback_nginx import ensure_nginx, free_port  # benchmarks/, beside this script
+from harness import (  # benchmarks/, beside this script
+    BENCHMARKS,
+    TimeInside,
+    cpu_model,
+    idle_peak_rss_mb,
+    own_cpu_seconds,
+    own_peak_rss_mb,
+    process_cpu_seconds,
+    reaped_children_cpu_seconds,
+    result_in,
+    send_result,
+)
+from loopback_nginx import NginxSite, RunningNginx, ensure_nginx, running_nginx
 
 warnings.filterwarnings("ignore")  # dagster's beta warnings, once per child's import
 
@@ -71,20 +81,6 @@ SCRAPY_SPEC = "scrapy>=2.13,<3"
 WRK_CONNECTIONS = 64
 WRK_THREADS = 2
 CACHE_HOME = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "freshness-bench"
-
-
-def cpu_seconds() -> float:
-    """User + system CPU of this process, all its threads (aiohttp's resolver, to_thread)."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def peak_rss_mb() -> float:
-    """VmHWM of this process: its peak resident set."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 # ---- setup: tools, files, nginx -----------------------------------------------------------------
@@ -156,108 +152,25 @@ def generate_site(root: Path, n_files: int, seed: int) -> list[tuple[int, str, s
     return files
 
 
-NGINX_CONF = """\
-daemon off;
-master_process off;
-worker_processes 1;
-worker_rlimit_nofile 8192;
-pid "{work}/nginx.pid";
-error_log "{work}/error.log" warn;
-
-events {{
-    worker_connections 4096;
-}}
-
-http {{
-    types {{
-        text/html html;
-    }}
-    default_type application/octet-stream;
-    client_body_temp_path "{work}/tmp/body";
-    proxy_temp_path "{work}/tmp/proxy";
-    fastcgi_temp_path "{work}/tmp/fastcgi";
-    uwsgi_temp_path "{work}/tmp/uwsgi";
-    scgi_temp_path "{work}/tmp/scgi";
-    access_log off;
-    server_tokens off;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_timeout 60s;
-    keepalive_requests 100000;
-    open_file_cache max=20000 inactive=120s;
-
-    server {{
-{listen}
-        server_name _;
+# A tuned static site: sendfile, long keep-alive, an open-file cache above the default run's files.
+SITE = NginxSite(
+    server="""
         root "{root}";
         location / {{
         }}
-    }}
-}}
-"""
+    """,
+    http_options="""
+        sendfile on;
+        tcp_nopush on;
+        keepalive_timeout 60s;
+        keepalive_requests 100000;
+        open_file_cache max=20000 inactive=120s;
+    """,
+)
 
 
 def address(host: int) -> str:
     return f"127.0.0.{FIRST_ADDRESS + host}"
-
-
-class Nginx:
-    """nginx in the foreground as one process (no master), all its files under ``work``: one
-    signal to one pid stops it, as in freshness_pipeline_tests/nginx_server.py, but listening
-    on the 20 benchmark addresses, with no access log and a file cache (a tuned static site)."""
-
-    def __init__(self, binary: str, work: Path, root: Path) -> None:
-        self.binary, self.work, self.root = binary, work, root
-        self.process: subprocess.Popen[bytes] | None = None
-        self.port = 0
-
-    def start(self) -> None:
-        for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
-            (self.work / "tmp" / sub).mkdir(parents=True, exist_ok=True)
-        for _ in range(5):
-            self.port = free_port([address(h) for h in range(N_HOSTS)])
-            listen = "\n".join(f"        listen {address(h)}:{self.port};" for h in range(N_HOSTS))
-            conf = self.work / "nginx.conf"
-            conf.write_text(NGINX_CONF.format(work=self.work, root=self.root, listen=listen))
-            log = open(self.work / "stderr.log", "ab")  # noqa: SIM115 - nginx holds it
-            self.process = subprocess.Popen(
-                [self.binary, "-p", str(self.work), "-c", str(conf)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-            )
-            log.close()
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and self.process.poll() is None:
-                if all(self._listening(h) for h in (0, N_HOSTS - 1)):
-                    return
-                time.sleep(0.02)
-            self.stop()
-        errors = (self.work / "stderr.log").read_text(errors="replace")
-        raise SystemExit(f"nginx did not start: {errors[-2000:]}")
-
-    def _listening(self, host: int) -> bool:
-        try:
-            with socket.create_connection((address(host), self.port), timeout=0.2):
-                return True
-        except OSError:
-            return False
-
-    def cpu_seconds(self) -> float:
-        """nginx's own CPU so far (utime + stime from /proc), to show the server's share."""
-        assert self.process is not None
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=5)
 
 
 def check_site(port: int, files: list[tuple[int, str, str]]) -> None:
@@ -339,18 +252,13 @@ def run_wrk(work: Path, port: int, files: list, seconds: float, conditional: boo
         str(paths),
         "conditional" if conditional else "plain",
     ]
-    cpu0 = children_cpu()
+    cpu0 = reaped_children_cpu_seconds()
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     line = next(x for x in done.stdout.splitlines() if x.startswith("JSON "))
     result = json.loads(line[5:])
-    result["cpu"] = children_cpu() - cpu0
+    result["cpu"] = reaped_children_cpu_seconds() - cpu0
     result["peak_rss_mb"] = float("nan")
     return result
-
-
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 # ---- the bare aiohttp loop (child) ---------------------------------------------------------------
@@ -402,13 +310,13 @@ def child_aiohttp(spec: dict) -> dict:
                 wait_go()  # blocks the loop while the others run: nothing else is pending
                 statuses.clear()
                 step = get if k == 0 else revalidate
-                t0, wall0, c0 = time.monotonic(), time.perf_counter(), cpu_seconds()
+                t0, wall0, c0 = time.monotonic(), time.perf_counter(), own_cpu_seconds()
                 await asyncio.gather(*(step(session, u) for u in urls))
                 passes.append(
                     {
                         "requests": len(urls),
                         "seconds": time.perf_counter() - wall0,
-                        "cpu": cpu_seconds() - c0,
+                        "cpu": own_cpu_seconds() - c0,
                         "start": t0,
                         "end": time.monotonic(),
                         "statuses": dict(statuses),
@@ -447,18 +355,7 @@ def child_stage(spec: dict) -> dict:
     from freshness_pipeline.web.client import host_key
 
     # Time the network part apart from the stage's own polars and Parquet work.
-    inner = {"seconds": 0.0, "cpu": 0.0}
-    real_fetch = fetch_module.fetch_all_sync
-
-    def timed_fetch(*args, **kwargs):
-        t0, c0 = time.perf_counter(), cpu_seconds()
-        try:
-            return real_fetch(*args, **kwargs)
-        finally:
-            inner["seconds"] += time.perf_counter() - t0
-            inner["cpu"] += cpu_seconds() - c0
-
-    fetch_module.fetch_all_sync = timed_fetch
+    inner = TimeInside(fetch_module, "fetch_all_sync")
 
     urls = [u for u, host in spec["urls"] if host % spec["workers"] == spec["worker"]]
     keys = [host_key(u) for u in urls]
@@ -489,12 +386,12 @@ def child_stage(spec: dict) -> dict:
     for k in range(1 + spec["rounds"]):
         wait_go()
         now = NOW + k * CYCLE
-        inner.update(seconds=0.0, cpu=0.0)
-        t0, wall0, c0 = time.monotonic(), time.perf_counter(), cpu_seconds()
+        inner.reset()
+        t0, wall0, c0 = time.monotonic(), time.perf_counter(), own_cpu_seconds()
         stage = fetch_module.run_fetch_stage(
             plan, hosts, now, wh, config, settings, allow, archive=spec.get("archive", True)
         )
-        seconds, cpu, t1 = time.perf_counter() - wall0, cpu_seconds() - c0, time.monotonic()
+        seconds, cpu, t1 = time.perf_counter() - wall0, own_cpu_seconds() - c0, time.monotonic()
         frame = stage.frame
         if k == 0:
             learned = frame.select("url", "etag", "last_modified", "fingerprint")
@@ -509,8 +406,8 @@ def child_stage(spec: dict) -> dict:
                 "cpu": cpu,
                 "start": t0,
                 "end": t1,
-                "fetch_seconds": inner["seconds"],
-                "fetch_cpu": inner["cpu"],
+                "fetch_seconds": inner.seconds,
+                "fetch_cpu": inner.cpu_seconds,
                 "statuses": {str(o): v for o, v in frame.group_by("outcome").len().iter_rows()},
                 "archive_bytes": sum(
                     f.stat().st_size for f in (Path(spec["home"]) / "archive").glob("*.warc.gz")
@@ -524,22 +421,19 @@ def child_stage(spec: dict) -> dict:
 # ---- Scrapy (child, in its own venv) -------------------------------------------------------------
 
 SCRAPY_SCRIPT = '''\
-"""One Scrapy pass over the benchmark URLs with the RFC 2616 cache; prints JSON."""
-import json, resource, sys, time
+"""One Scrapy pass over the benchmark URLs with the RFC 2616 cache; sends its figures."""
+import sys, time
 from pathlib import Path
 
 import scrapy
 from scrapy import signals
 from scrapy.crawler import CrawlerProcess
 
+from harness import own_cpu_seconds, own_peak_rss_mb, send_result
+
 urls_file, mode, cache_dir, concurrency = sys.argv[1:5]
 URLS = Path(urls_file).read_text().split()
 OUT = {}
-
-
-def cpu():
-    u = resource.getrusage(resource.RUSAGE_SELF)
-    return u.ru_utime + u.ru_stime
 
 
 class Bench(scrapy.Spider):
@@ -553,7 +447,7 @@ class Bench(scrapy.Spider):
         return spider
 
     def opened(self, spider):
-        OUT["t0"], OUT["c0"] = time.perf_counter(), cpu()
+        OUT["t0"], OUT["c0"] = time.perf_counter(), own_cpu_seconds()
 
     async def start(self):
         # Without max-age=0 RFC2616Policy answers from the cache (heuristic freshness from
@@ -567,7 +461,7 @@ class Bench(scrapy.Spider):
         key = str(response.status) + ("-cached" if "cached" in response.flags else "")
         self.statuses[key] = self.statuses.get(key, 0) + 1
         if self.n == len(URLS):
-            OUT["t1"], OUT["c1"] = time.perf_counter(), cpu()
+            OUT["t1"], OUT["c1"] = time.perf_counter(), own_cpu_seconds()
 
 
 process = CrawlerProcess(
@@ -590,22 +484,18 @@ process.crawl(crawler)
 process.start()
 stats = crawler.stats.get_stats()
 spider = crawler.spider
-rss = 0.0
-for line in Path("/proc/self/status").read_text().splitlines():
-    if line.startswith("VmHWM:"):
-        rss = int(line.split()[1]) / 1024
-print("JSON " + json.dumps({
+send_result({
     "requests": int(stats.get("downloader/request_count", 0)),
     "seconds": OUT["t1"] - OUT["t0"],
     "cpu": OUT["c1"] - OUT["c0"],
-    "peak_rss_mb": rss,
+    "peak_rss_mb": own_peak_rss_mb(),
     "statuses": spider.statuses,
     # The cache middleware swaps a 304 for the cached 200 before the stats see it; its own
     # counter of revalidations that came back 304 (or 5xx, none here) is the figure.
     "revalidated": int(stats.get("httpcache/revalidate", 0)),
     "firsthand": int(stats.get("httpcache/firsthand", 0)),
     "scrapy": scrapy.__version__,
-}))
+})
 '''
 
 
@@ -616,12 +506,16 @@ def run_scrapy(python: Path, work: Path, urls: list, concurrency: int, mode: str
     if not url_file.exists():
         url_file.write_text("".join(u + "\n" for u, _ in urls))
     cmd = [str(python), str(script), str(url_file), mode, str(work / "scrapy-cache")]
-    done = subprocess.run([*cmd, str(concurrency)], capture_output=True, text=True, check=False)
-    lines = [x for x in done.stdout.splitlines() if x.startswith("JSON ")]
-    if done.returncode != 0 or not lines:
+    # harness.py (standard library only) imported from beside this script
+    env = {**os.environ, "PYTHONPATH": str(BENCHMARKS)}
+    done = subprocess.run(
+        [*cmd, str(concurrency)], capture_output=True, text=True, check=False, env=env
+    )
+    result = result_in(done.stdout.splitlines())
+    if done.returncode != 0 or result is None:
         sys.stderr.write(done.stderr[-4000:])
         raise SystemExit(f"scrapy {mode} pass failed")
-    return json.loads(lines[-1][5:])
+    return result
 
 
 # ---- running the children ------------------------------------------------------------------------
@@ -646,9 +540,10 @@ def finish(process: subprocess.Popen[str]) -> dict:
     process.stdin.close()
     out = process.stdout.read()
     process.wait()
-    if process.returncode != 0:
+    result = result_in(out.splitlines())
+    if process.returncode != 0 or result is None:
         raise SystemExit(f"child failed with exit code {process.returncode}")
-    return json.loads(out.strip().splitlines()[-1])
+    return result
 
 
 class Contender:
@@ -728,8 +623,8 @@ def stage_contender(
 def child(args: argparse.Namespace) -> None:
     spec = json.loads(Path(args.spec).read_text())
     result = child_aiohttp(spec) if args.child == "aiohttp" else child_stage(spec)
-    result["peak_rss_mb"] = peak_rss_mb()
-    print(json.dumps(result), flush=True)
+    result["peak_rss_mb"] = own_peak_rss_mb()
+    send_result(result)
 
 
 # ---- the report ----------------------------------------------------------------------------------
@@ -745,16 +640,8 @@ def summarize(passes: list[dict], which: str) -> dict:
 
 def machine_note() -> str:
     load = os.getloadavg()
-    model = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        "unknown CPU",
-    )
     return (
-        f"{os.cpu_count()} CPUs ({model}), shared by nginx (one worker process), wrk and the "
+        f"{os.cpu_count()} CPUs ({cpu_model()}), shared by nginx (one worker process), wrk and the "
         f"client under test; load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} "
         "at the end of the run"
     )
@@ -944,22 +831,6 @@ def tuned_knobs(args: argparse.Namespace) -> dict:
     }
 
 
-def idle_rss() -> float:
-    code = (
-        "import polars, aiohttp, dagster, freshness_pipeline.assets.fetch;"
-        f"exec(open({__file__!r}).read().split('# ---- setup')[0]);"
-        "print(peak_rss_mb())"
-    )
-    # Run beside this script: its head imports loopback_nginx from benchmarks/.
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parent
-    )
-    try:
-        return float(done.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return float("nan")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=None, help="10,000 (quick: 2,000)")
@@ -989,23 +860,19 @@ def main() -> None:
         if getattr(args, name) is None:
             setattr(args, name, quick if args.quick else full)
 
-    nginx_bin = ensure_nginx("wrk")
+    ensure_nginx("wrk")  # and wrk beside it
     scrapy_python = ensure_scrapy()
     with tempfile.TemporaryDirectory(prefix="fetch-rate-", dir=args.tmp) as tmp:
         work = Path(tmp)
         t = time.perf_counter()
         files = generate_site(work / "root", args.files, args.seed)
         print(f"{len(files):,} files in {time.perf_counter() - t:.1f} s", flush=True)
-        server = Nginx(nginx_bin, work / "nginx", work / "root")
-        (work / "nginx").mkdir()
-        server.start()
-        try:
+        addresses = [address(h) for h in range(N_HOSTS)]
+        with running_nginx(SITE, work / "nginx", work / "root", addresses) as server:
             check_site(server.port, files)
             # Host by host interleaved, the order a plan ranked by priority tends to have.
             urls = [(f"http://{address(h)}:{server.port}{p}", h) for h, p, _ in files]
             res = measure(args, work, server, files, urls, scrapy_python)
-        finally:
-            server.stop()
     text = report(args, res)
     print()
     print(text)
@@ -1016,13 +883,13 @@ def main() -> None:
 def measure(
     args: argparse.Namespace,
     work: Path,
-    server: Nginx,
+    server: RunningNginx,
     files: list,
     urls: list,
     scrapy_python: Path,
 ) -> dict:
     res: dict = {"stages": {}}
-    cpu0 = server.cpu_seconds()
+    cpu0 = process_cpu_seconds(server.pid)
 
     def say(name: str, r: dict) -> None:
         print(
@@ -1065,8 +932,10 @@ def measure(
         if k < len(scrapy_runs):
             say("Scrapy", scrapy_runs[k])
     res["scrapy-warm"], res["scrapy-revalidate"] = scrapy_runs
-    res["nginx_cpu"] = server.cpu_seconds() - cpu0
-    res["idle_rss"] = idle_rss()
+    res["nginx_cpu"] = process_cpu_seconds(server.pid) - cpu0
+    res["idle_rss"] = idle_peak_rss_mb(
+        ["polars", "aiohttp", "dagster", "freshness_pipeline.assets.fetch"]
+    )
     return res
 
 

@@ -42,16 +42,12 @@ test.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import json
 import os
 import random
-import resource
 import shutil
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -61,7 +57,20 @@ import warnings
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from loopback_nginx import ensure_nginx, free_port  # benchmarks/, beside this script
+from harness import (  # benchmarks/, beside this script
+    TimeInside,
+    cpu_model,
+    memory_gib,
+    own_cpu_seconds,
+    own_peak_rss_mb,
+    own_rss_mb,
+    process_cpu_seconds,
+    reset_own_peak_rss,
+    run_child,
+    send_progress,
+    send_result,
+)
+from loopback_nginx import NginxSite, running_nginx
 
 warnings.filterwarnings("ignore")  # dagster's beta/preview warnings, once per child's import
 
@@ -77,35 +86,6 @@ QUICK_SIZES = (10_000, 100_000)
 ASSETS = ("url_inventory", "url_candidates", "revisit_plan", "fetch_results", "url_state")
 CLASSES = ("index", "listing", "article", "detail", "static")
 CLEARED_ENV = ("DAGSTER_HOME", "FRESHNESS_HOME", "DAGSTER_EVENT_BATCH_SIZE")
-
-
-def cpu_seconds() -> float:
-    """User + system CPU of this process, all threads (aiohttp's resolver, sqlite, polars)."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def proc_status_mb(field: str) -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def reset_peak_rss() -> None:
-    """VmHWM back to the current RSS, so the next phase's peak is its own and not the seed's
-    or the previous cycle's (Linux >= 4.0)."""
-    with contextlib.suppress(OSError):
-        Path("/proc/self/clear_refs").write_text("5")
-
-
-def process_cpu(pid: int) -> float:
-    """utime + stime of another process (nginx), from /proc."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # ---- the site: templates and nginx ---------------------------------------------------------------
@@ -157,37 +137,9 @@ def write_site(root: Path, seed: int) -> None:
 
 # The page number n of /p/<n> is split by the location's regex into groups of at most three
 # digits (g1 g2 g3; g1 can only be longer past a billion) and its last digit picks the template.
-NGINX_CONF = """\
-daemon off;
-master_process off;
-worker_processes 1;
-worker_rlimit_nofile 8192;
-pid "{work}/nginx.pid";
-error_log "{work}/error.log" warn;
-
-events {{
-    worker_connections 4096;
-}}
-
-http {{
-    types {{
-        text/plain txt;
-    }}
-    default_type application/octet-stream;
-    client_body_temp_path "{work}/tmp/body";
-    proxy_temp_path "{work}/tmp/proxy";
-    fastcgi_temp_path "{work}/tmp/fastcgi";
-    uwsgi_temp_path "{work}/tmp/uwsgi";
-    scgi_temp_path "{work}/tmp/scgi";
-    access_log off;
-    server_tokens off;
-    keepalive_timeout 60s;
-    keepalive_requests 1000000;
-    open_file_cache max=64 inactive=600s;
-
-    server {{
-{listen}
-        server_name _;
+# Pages are built per request, so the open-file cache holds only the ten templates.
+SITE = NginxSite(
+    server="""
         root "{root}";
 
         location = /robots.txt {{
@@ -206,70 +158,17 @@ http {{
         location / {{
             return 404;
         }}
-    }}
-}}
-"""
+    """,
+    http_options="""
+        keepalive_timeout 60s;
+        keepalive_requests 1000000;
+        open_file_cache max=64 inactive=600s;
+    """,
+)
 
 
 def address(host: int) -> str:
     return f"{ADDRESS_PREFIX}{host + 1}"
-
-
-class Nginx:
-    """nginx in the foreground as one process (no master), everything under ``work``: one
-    signal to one pid stops it and nothing outlives the benchmark (as in
-    freshness_pipeline_tests/nginx_server.py)."""
-
-    def __init__(self, binary: str, work: Path, root: Path) -> None:
-        self.binary, self.work, self.root = binary, work, root
-        self.process: subprocess.Popen[bytes] | None = None
-        self.port = 0
-
-    def start(self) -> None:
-        for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
-            (self.work / "tmp" / sub).mkdir(parents=True, exist_ok=True)
-        for _ in range(5):
-            self.port = free_port([address(h) for h in range(N_HOSTS)])
-            listen = "\n".join(f"        listen {address(h)}:{self.port};" for h in range(N_HOSTS))
-            conf = self.work / "nginx.conf"
-            conf.write_text(NGINX_CONF.format(work=self.work, root=self.root, listen=listen))
-            with open(self.work / "stderr.log", "ab") as log:
-                self.process = subprocess.Popen(
-                    [self.binary, "-p", str(self.work), "-c", str(conf)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                )
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and self.process.poll() is None:
-                if all(self._listening(h) for h in (0, N_HOSTS - 1)):
-                    return
-                time.sleep(0.02)
-            self.stop()
-        errors = (self.work / "stderr.log").read_text(errors="replace")
-        raise SystemExit(f"nginx did not start: {errors[-2000:]}")
-
-    def _listening(self, host: int) -> bool:
-        try:
-            with socket.create_connection((address(host), self.port), timeout=0.2):
-                return True
-        except OSError:
-            return False
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()  # SIGTERM: nginx's fast shutdown
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=5)
 
 
 def page_url(port: int, host: int, page: int) -> str:
@@ -378,18 +277,18 @@ class StepClock:
             return
         kind = dagster_event.event_type_value
         if kind == self.RUN_START:
-            self._run_started = cpu_seconds()
+            self._run_started = own_cpu_seconds()
         elif kind in self.RUN_ENDS and self._run_started is not None:
-            self.run_cpu += cpu_seconds() - self._run_started
+            self.run_cpu += own_cpu_seconds() - self._run_started
             self._run_started = None
         if not event.step_key:
             return
         if kind == "STEP_START":
             # The peak so far belongs to the cycle; from here on VmHWM is this step's own.
-            self.cycle_peak = max(self.cycle_peak, proc_status_mb("VmHWM"))
-            reset_peak_rss()
-            self.start_rss[event.step_key] = proc_status_mb("VmRSS")
-            self._started[event.step_key] = cpu_seconds()
+            self.cycle_peak = max(self.cycle_peak, own_peak_rss_mb())
+            reset_own_peak_rss()
+            self.start_rss[event.step_key] = own_rss_mb()
+            self._started[event.step_key] = own_cpu_seconds()
             if self.profiling and event.step_key in self.profile_steps:
                 import cProfile
 
@@ -398,15 +297,15 @@ class StepClock:
         elif kind in ("STEP_SUCCESS", "STEP_FAILURE") and event.step_key in self._started:
             if self.profiling and event.step_key in self.profilers:
                 self.profilers[event.step_key].disable()
-            spent = cpu_seconds() - self._started.pop(event.step_key)
+            spent = own_cpu_seconds() - self._started.pop(event.step_key)
             self.cpu[event.step_key] = self.cpu.get(event.step_key, 0.0) + spent
-            peak = proc_status_mb("VmHWM")
+            peak = own_peak_rss_mb()
             self.peak[event.step_key] = max(self.peak.get(event.step_key, 0.0), peak)
             self.cycle_peak = max(self.cycle_peak, peak)
 
     def start_cycle(self) -> None:
-        reset_peak_rss()
-        self.cycle_peak = proc_status_mb("VmHWM")
+        reset_own_peak_rss()
+        self.cycle_peak = own_peak_rss_mb()
 
     def take(self) -> dict:
         """This cycle's figures; the cycle's peak is the highest of every stretch's VmHWM."""
@@ -415,7 +314,7 @@ class StepClock:
             "step_peak_rss_mb": self.peak,
             "step_start_rss_mb": self.start_rss,
             "run_cpu": self.run_cpu,
-            "peak_rss_mb": max(self.cycle_peak, proc_status_mb("VmHWM")),
+            "peak_rss_mb": max(self.cycle_peak, own_peak_rss_mb()),
         }
         self.cpu, self.peak, self.start_rss = {}, {}, {}
         self.run_cpu, self.cycle_peak = 0.0, 0.0
@@ -438,10 +337,6 @@ class StepClock:
         return texts
 
 
-def progress(text: str) -> None:
-    print(f"PROGRESS {text}", flush=True)
-
-
 def child(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     import polars as pl
@@ -456,36 +351,25 @@ def child(args: argparse.Namespace) -> None:
     (home / "freshness.toml").write_text(f"[partitioning]\nhost_buckets = {args.buckets}\n")
     size = args.size
     data = seed_csv(size, args.port)
-    baseline_rss = proc_status_mb("VmRSS")
+    baseline_rss = own_rss_mb()
 
-    reset_peak_rss()
-    wall, cpu = time.perf_counter(), cpu_seconds()
+    reset_own_peak_rss()
+    wall, cpu = time.perf_counter(), own_cpu_seconds()
     load = runner.load_seeds(home, data, added_at=NOW - timedelta(days=1))
     seed = {
         "seconds": time.perf_counter() - wall,
-        "cpu": cpu_seconds() - cpu,
-        "peak_rss_mb": proc_status_mb("VmHWM"),
+        "cpu": own_cpu_seconds() - cpu,
+        "peak_rss_mb": own_peak_rss_mb(),
         "rows": load.parse.rows.height,
         "hosts": load.hosts,
     }
     del data, load
     if seed["rows"] != size or seed["hosts"] != N_HOSTS:
         raise SystemExit(f"seeded {seed['rows']} URLs on {seed['hosts']} hosts")
-    progress(f"{size:,} URLs seeded in {seed['seconds']:.1f} s")
+    send_progress(f"{size:,} URLs seeded in {seed['seconds']:.1f} s")
 
     # The network part of the fetch step, apart from its polars and Parquet work.
-    network = {"seconds": 0.0, "cpu": 0.0}
-    real_fetch = fetch_module.fetch_all_sync
-
-    def timed_fetch(*a, **kw):
-        w, c = time.perf_counter(), cpu_seconds()
-        try:
-            return real_fetch(*a, **kw)
-        finally:
-            network["seconds"] += time.perf_counter() - w
-            network["cpu"] += cpu_seconds() - c
-
-    fetch_module.fetch_all_sync = timed_fetch
+    network = TimeInside(fetch_module, "fetch_all_sync")
 
     instance = runner.open_instance(home)
     clock = StepClock(instance, args.profile or [])
@@ -493,13 +377,13 @@ def child(args: argparse.Namespace) -> None:
     for i in range(2):
         now = NOW + i * CYCLE
         clock.profiling = bool(args.profile) and i == args.profile_cycle - 1
-        network.update(seconds=0.0, cpu=0.0)
-        nginx0 = process_cpu(args.nginx_pid)
-        rss_before = proc_status_mb("VmRSS")
+        network.reset()
+        nginx0 = process_cpu_seconds(args.nginx_pid)
+        rss_before = own_rss_mb()
         clock.start_cycle()
-        wall, cpu = time.perf_counter(), cpu_seconds()
+        wall, cpu = time.perf_counter(), own_cpu_seconds()
         outcome = runner.run_cycle(home, now, budget=size // 10, instance=instance)
-        seconds, spent = time.perf_counter() - wall, cpu_seconds() - cpu
+        seconds, spent = time.perf_counter() - wall, own_cpu_seconds() - cpu
         measured = clock.take()
         peak = measured["peak_rss_mb"]
         runs = instance.get_runs(limit=outcome.runs)
@@ -523,7 +407,7 @@ def child(args: argparse.Namespace) -> None:
                 "cpu": spent,
                 **measured,
                 "rss_before_mb": rss_before,
-                "rss_after_mb": proc_status_mb("VmRSS"),
+                "rss_after_mb": own_rss_mb(),
                 "runs": outcome.runs,
                 "run_seconds": run_seconds,
                 "planned": outcome.planned,
@@ -534,9 +418,9 @@ def child(args: argparse.Namespace) -> None:
                 "status_304": int((results["http_status"] == 304).sum()),
                 "notes": outcome.notes,
                 "steps": steps,
-                "network_seconds": network["seconds"],
-                "network_cpu": network["cpu"],
-                "nginx_cpu": process_cpu(args.nginx_pid) - nginx0,
+                "network_seconds": network.seconds,
+                "network_cpu": network.cpu_seconds,
+                "nginx_cpu": process_cpu_seconds(args.nginx_pid) - nginx0,
             }
         )
         del reasons, results
@@ -546,9 +430,9 @@ def child(args: argparse.Namespace) -> None:
         frames = [o for o in gc.get_objects() if isinstance(o, pl.DataFrame)]
         cycles[-1]["live_frames"] = len(frames)
         cycles[-1]["live_frames_mb"] = sum(f.estimated_size() for f in frames) / 2**20
-        cycles[-1]["rss_after_gc_mb"] = proc_status_mb("VmRSS")
+        cycles[-1]["rss_after_gc_mb"] = own_rss_mb()
         del frames
-        progress(
+        send_progress(
             f"{size:,} URLs, cycle {i + 1}: {seconds:.1f} s, {outcome.fetched:,} fetched, "
             f"peak {peak:,.0f} MB"
         )
@@ -561,41 +445,27 @@ def child(args: argparse.Namespace) -> None:
     }
     if args.profile:
         result["profile"] = clock.profile_texts(args.profile_top)
-    print("RESULT " + json.dumps(result), flush=True)
+    send_result(result)
 
 
 def spawn(args: argparse.Namespace, size: int, tmp: Path, port: int, nginx_pid: int) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in CLEARED_ENV}
     env["FRESHNESS_ALLOW_NETWORKS"] = "127.0.0.0/8"
-    cmd = [
-        sys.executable,
-        __file__,
+    child_args = [
         "--child",
         *("--size", str(size), "--home", str(tmp / f"home-{size}"), "--port", str(port)),
         *("--nginx-pid", str(nginx_pid), "--buckets", str(args.buckets)),
         *("--profile-cycle", str(args.profile_cycle), "--profile-top", str(args.profile_top)),
         *(("--profile", *args.profile) if args.profile else ()),
     ]
-    log_path = tmp / f"child-{size}.log"  # dagster's warnings (one per host's missing sitemap)
-    result = None
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
-        try:
-            assert process.stdout is not None
-            for line in process.stdout:
-                if line.startswith("PROGRESS "):
-                    print("  " + line[9:].rstrip(), flush=True)
-                elif line.startswith("RESULT "):
-                    result = json.loads(line[7:])
-            process.wait()
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-    if process.returncode != 0 or result is None:
-        sys.stderr.write(log_path.read_text(errors="replace")[-4000:])
-        raise SystemExit(f"the {size:,}-URL child failed (exit {process.returncode})")
-    return result
+    # the log keeps dagster's warnings (one per host's missing sitemap)
+    return run_child(
+        __file__,
+        child_args,
+        what=f"the {size:,}-URL child",
+        env=env,
+        stderr_log=tmp / f"child-{size}.log",
+    )
 
 
 # ---- the report ----------------------------------------------------------------------------------
@@ -603,24 +473,8 @@ def spawn(args: argparse.Namespace, size: int, tmp: Path, port: int, nginx_pid: 
 
 def machine_note(start_load: list[float]) -> str:
     load = os.getloadavg()
-    model = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        "unknown CPU",
-    )
-    mem = next(
-        (
-            int(line.split()[1])
-            for line in Path("/proc/meminfo").read_text().splitlines()
-            if line.startswith("MemTotal:")
-        ),
-        0,
-    )
     return (
-        f"{os.cpu_count()} CPUs ({model}), {mem / 1024**2:.0f} GB RAM, shared by nginx (one "
+        f"{os.cpu_count()} CPUs ({cpu_model()}), {memory_gib():.0f} GB RAM, shared by nginx (one "
         "worker process), the client and other users' jobs; load average (1 / 5 / 15 min) "
         f"{start_load[0]:.2f} / {start_load[1]:.2f} / {start_load[2]:.2f} at the start, "
         f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} at the end"
@@ -879,14 +733,12 @@ def main() -> None:
     # A SIGTERM becomes SystemExit so the finally blocks stop nginx and remove the temp dirs.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     load0 = list(os.getloadavg())
-    binary = ensure_nginx()
     results: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="growth-", dir=args.tmp) as name:
         tmp = Path(name)
         write_site(tmp / "root", args.seed)
-        server = Nginx(binary, tmp / "nginx", tmp / "root")
-        try:
-            server.start()
+        addresses = [address(h) for h in range(N_HOSTS)]
+        with running_nginx(SITE, tmp / "nginx", tmp / "root", addresses) as server:
             print(f"nginx on {address(0)}..{address(N_HOSTS - 1)}:{server.port}", flush=True)
             notes = check_site(server.port)
             for note in notes:
@@ -895,8 +747,6 @@ def main() -> None:
                 print(f"{size:,} URLs ...", flush=True)
                 results.append(spawn(args, size, tmp, server.port, server.pid))
                 shutil.rmtree(tmp / f"home-{size}", ignore_errors=True)
-        finally:
-            server.stop()
     saved = {
         "results": results,
         "notes": notes,

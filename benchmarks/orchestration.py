@@ -29,18 +29,16 @@ three are compared (same selected URLs), so a faster path cannot be a wrong one.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 import warnings
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+from harness import TimeInside, own_cpu_seconds, run_child, send_result  # benchmarks/
 
 warnings.filterwarnings("ignore")  # dagster's beta/preview warnings, once per import
 
@@ -75,21 +73,31 @@ def direct_cycle(home: Path, now: datetime, budget: int) -> dict:
     import polars as pl
 
     from freshness_pipeline import tables
-    from freshness_pipeline.assets.candidates import apply_robots, canonical_candidates
+    from freshness_pipeline.assets.candidates import (
+        apply_robots,
+        cached_normalization,
+        canonical_candidates,
+    )
     from freshness_pipeline.assets.inventory import (
-        _seed_rows,
         hand_over_to_other_hosts,
         merge_inventory,
         redirect_discoveries,
+        seed_rows,
     )
     from freshness_pipeline.assets.plan import (
         host_capacity,
         host_health,
+        page_type_cost,
         plan_inputs,
+        with_delisting,
         with_lastmod_hints,
     )
+    from freshness_pipeline.assets.running_totals import fetch_memory
     from freshness_pipeline.checks import duplicate_urls, hosts_over_capacity, plan_over_budget
     from freshness_pipeline.resources import CycleResource, WarehouseResource
+    from freshness_pipeline.science.cost import BYTES_HISTORY
+    from freshness_pipeline.science.prior.table import GAIN_COLUMN, posterior_gains
+    from freshness_pipeline.science.retry_after import held_hosts
     from freshness_pipeline.science.schedule import PlanConfig, build_plan
     from freshness_pipeline.storage import Warehouse
 
@@ -106,14 +114,15 @@ def direct_cycle(home: Path, now: datetime, budget: int) -> dict:
             wh.read("fetch_results", hosts), wh.read("url_state", hosts), now
         )
         hand_over_to_other_hosts(wh, redirects.filter(~pl.col("host").is_in(hosts)), now)
-        found = [_seed_rows(seeds), redirects.filter(pl.col("host").is_in(hosts))]
+        found = [seed_rows(seeds), redirects.filter(pl.col("host").is_in(hosts))]
         found_rows = pl.concat(
             [tables.conform("url_inventory", f) for f in found], how="vertical_relaxed"
         )
         inventory = merge_inventory(previous, found_rows, now)
         wh.write_partitions("url_inventory", hosts, inventory)
         # url_candidates (+ its blocking check)
-        candidates, _invalid = canonical_candidates(inventory, hosts, now, config)
+        cached = cached_normalization(wh, hosts, inventory, config)
+        candidates, _invalid = canonical_candidates(inventory, hosts, now, config, norm=cached.norm)
         candidates = apply_robots(candidates, wh.read("robots", hosts))
         candidates = tables.conform("url_candidates", candidates).sort(["host", "url"])
         wh.write_partitions("url_candidates", hosts, candidates)
@@ -121,18 +130,38 @@ def direct_cycle(home: Path, now: datetime, budget: int) -> dict:
             raise RuntimeError("duplicate candidate URLs")
         # revisit_plan (+ its blocking check)
         health = host_health(wh.read("fetch_results", hosts), hosts)
-        capacity = host_capacity(wh.read("robots", hosts), health, cycle.fetch_window_s)
+        robots = wh.read("robots", hosts)
+        holds = held_hosts(robots, now)
+        capacity = host_capacity(
+            robots, health, cycle.window_s(), holds, wh.read("host_capacity", hosts)
+        )
         inputs = with_lastmod_hints(
             plan_inputs(candidates, wh.read("url_state", hosts), capacity, config),
             wh.read("lastmod_evidence", hosts),
             now,
+        )
+        inputs = with_delisting(inputs, robots)
+        sent_bytes = (
+            fetch_memory(wh, hosts, inputs, since=now - BYTES_HISTORY).filter(
+                pl.col("cycle_at").is_between(now - BYTES_HISTORY, now, closed="left")
+                & (pl.col("cycles") == 1)
+            )
+            if config.cost_basis == "bytes"
+            else None
+        )
+        inputs = inputs.with_columns(pl.col("cost") * page_type_cost(inputs, config, sent_bytes))
+        plan_config = PlanConfig(objective=cycle.plan_objective(config))  # type: ignore[arg-type]
+        gains = posterior_gains(inputs, wh.read("change_prior", hosts), now=now)
+        inputs = inputs.with_columns(
+            expected_gain_override=gains[GAIN_COLUMN[plan_config.objective]],
+            expected_change=gains["expected_capture"],
         )
         plan = build_plan(
             inputs,
             capacity.select("host", "capacity"),
             now=now,
             budget=cycle.budget_or_none(),
-            config=PlanConfig(objective=cycle.objective),  # type: ignore[arg-type]
+            config=plan_config,
         ).with_columns(planned_at=pl.lit(now).cast(tables.UTC_TIME))
         plan = tables.conform("revisit_plan", plan).sort(["host", "url"])
         wh.write_partitions("revisit_plan", hosts, plan)
@@ -182,45 +211,26 @@ def _kind(event) -> str:
 
 
 def dagster_cycle(home: Path, now: datetime, budget: int, instance, timer: EventTimer) -> dict:
-    import dagster as dg
-
     from freshness_pipeline import runner
 
-    spent = {"register": 0.0, "materialize": 0.0}
-    register, materialize = runner.register_seeded_hosts, dg.materialize
-
-    def timed(name, fn):
-        def call(*args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                spent[name] += time.perf_counter() - start
-
-        return call
-
-    runner.register_seeded_hosts = timed("register", register)
-    dg.materialize = timed("materialize", materialize)
+    # What run_cycle calls by these names: registering the hosts as partitions (not when
+    # bucketed) and the one run of the cycle job.
+    register = TimeInside(runner, "register_hosts")
+    execute = TimeInside(runner, "execute_cycle_run")
     try:
         outcome = runner.run_cycle(home, now, budget=budget, dry_run=True, instance=instance)
     finally:
-        runner.register_seeded_hosts, dg.materialize = register, materialize
+        register.restore()
+        execute.restore()
     event_seconds, events = timer.take()
     return {
         "planned": outcome.planned,
         "runs": outcome.runs,
-        "register": spent["register"],
-        "materialize": spent["materialize"],
+        "register": register.seconds,
+        "run": execute.seconds,
         "event_store": event_seconds,
         "events": events,
     }
-
-
-def cpu_seconds() -> float:
-    """User + system CPU of this process, sqlite included (it runs in-process): less moved by
-    other jobs on the machine than wall time."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def child(args: argparse.Namespace) -> None:
@@ -243,15 +253,15 @@ def child(args: argparse.Namespace) -> None:
     cycles = []
     for i in range(args.runs):
         now = NOW + i * CYCLE
-        t, cpu = time.perf_counter(), cpu_seconds()
+        t, cpu = time.perf_counter(), own_cpu_seconds()
         if args.mode == "direct":
             detail = direct_cycle(home, now, budget)
         else:
             detail = dagster_cycle(home, now, budget, instance, timer)
         detail["seconds"] = time.perf_counter() - t
-        detail["cpu"] = cpu_seconds() - cpu
+        detail["cpu"] = own_cpu_seconds() - cpu
         cycles.append(detail)
-    print(json.dumps({"import": imported, "cycles": cycles}))
+    send_result({"import": imported, "cycles": cycles})
 
 
 def selected_digest(home: Path) -> tuple[int, int]:
@@ -278,22 +288,13 @@ def seed_home(home: Path, n_hosts: int, per_host: int) -> float:
 
 def spawn(args: argparse.Namespace, mode: str, home: Path, n_hosts: int) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in CLEARED_ENV}
-    cmd = [
-        sys.executable,
-        __file__,
+    child_args = [
         "--child",
-        "--mode",
-        mode,
-        "--home",
-        str(home),
+        *("--mode", mode, "--home", str(home)),
         *("--hosts", str(n_hosts), "--urls-per-host", str(args.urls_per_host)),
         *("--runs", str(args.runs)),
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    if done.returncode != 0:
-        sys.stderr.write(done.stderr[-4000:])
-        raise SystemExit(f"{mode} at {n_hosts} hosts failed")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_child(__file__, child_args, what=f"{mode} at {n_hosts} hosts", env=env)
 
 
 def machine_note() -> str:
@@ -335,7 +336,7 @@ def run_size(args: argparse.Namespace, tmp: Path, n_hosts: int) -> list[str]:
         f"{args.buckets} host buckets",
         "",
         "| mode | cycle | total s | x direct | CPU s | x direct (CPU) | register hosts s "
-        "| materialize s | event-log writes s (events) | rest s |",
+        "| job run s | event-log writes s (events) | rest s |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for i in range(args.runs):
@@ -345,12 +346,12 @@ def run_size(args: argparse.Namespace, tmp: Path, n_hosts: int) -> list[str]:
         lines.append(f"| direct | {label} | {direct:.2f} | 1.0 | {direct_cpu:.2f} | 1.0 | | | | |")
         for mode in modes[1:]:
             c = results[mode]["cycles"][i]
-            rest = c["seconds"] - c["register"] - c["materialize"]
+            rest = c["seconds"] - c["register"] - c["run"]
             n_events = sum(c["events"].values())
             lines.append(
                 f"| dagster {mode} | {label} | {c['seconds']:.2f} | "
                 f"{c['seconds'] / direct:.1f} | {c['cpu']:.2f} | {c['cpu'] / direct_cpu:.1f} | "
-                f"{c['register']:.2f} | {c['materialize']:.2f} | "
+                f"{c['register']:.2f} | {c['run']:.2f} | "
                 f"{c['event_store']:.2f} ({n_events:,}) | {rest:.2f} |"
             )
     lines.append("")

@@ -38,25 +38,25 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import random
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from growth import NGINX_CONF, write_site  # benchmarks/, beside this script
-from loopback_nginx import ensure_nginx, free_port
+from growth import SITE as GROWTH_SITE  # benchmarks/, beside this script
+from growth import write_site
+from harness import run_measured, tree_rss_kb
+from loopback_nginx import NginxSite, running_nginx
 
 CLASSES = ("index", "listing", "article", "detail", "static")
 SEEDED_AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -87,69 +87,14 @@ def address(i: int) -> str:
 # ---- the web -------------------------------------------------------------------------------------
 
 
-class Nginx:
-    """growth.py's nginx configuration on ``n_hosts`` addresses: one process (no master), every
-    path under ``work``, so one signal stops it and nothing outlives the benchmark."""
-
-    def __init__(self, binary: str, work: Path, root: Path, n_hosts: int) -> None:
-        self.binary, self.work, self.root, self.n_hosts = binary, work, root, n_hosts
-        self.process: subprocess.Popen[bytes] | None = None
-        self.port = 0
-
-    def config(self, listen: str) -> str:
-        # Every listening socket takes a connection slot and a file: raise growth.py's limits.
-        limits = {
-            "worker_rlimit_nofile 8192;": f"worker_rlimit_nofile {2 * self.n_hosts + 8192};",
-            "worker_connections 4096;": f"worker_connections {self.n_hosts + 4096};",
-        }
-        text = NGINX_CONF
-        for old, new in limits.items():
-            if old not in text:
-                raise SystemExit(f"growth.NGINX_CONF no longer says {old!r}")
-            text = text.replace(old, new)
-        return text.format(work=self.work, root=self.root, listen=listen)
-
-    def start(self) -> None:
-        for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
-            (self.work / "tmp" / sub).mkdir(parents=True, exist_ok=True)
-        addresses = [address(i) for i in range(self.n_hosts)]
-        for _ in range(5):
-            self.port = free_port(addresses)
-            listen = "\n".join(f"        listen {a}:{self.port};" for a in addresses)
-            conf = self.work / "nginx.conf"
-            conf.write_text(self.config(listen))
-            with open(self.work / "stderr.log", "ab") as log:
-                self.process = subprocess.Popen(
-                    [self.binary, "-p", str(self.work), "-c", str(conf)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                )
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and self.process.poll() is None:
-                if all(self._listening(a) for a in (addresses[0], addresses[-1])):
-                    return
-                time.sleep(0.05)
-            self.stop()
-        errors = (self.work / "stderr.log").read_text(errors="replace")
-        raise SystemExit(f"nginx did not start: {errors[-2000:]}")
-
-    def _listening(self, host: str) -> bool:
-        try:
-            with socket.create_connection((host, self.port), timeout=0.2):
-                return True
-        except OSError:
-            return False
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=5)
+def nginx_site(n_hosts: int) -> NginxSite:
+    """growth.py's site on ``n_hosts`` addresses: every listening socket takes a connection slot
+    and a file, so growth.py's limits grow by one of each per address (two files)."""
+    return dataclasses.replace(
+        GROWTH_SITE,
+        worker_connections=GROWTH_SITE.worker_connections + n_hosts,
+        files_limit=(GROWTH_SITE.files_limit or 0) + 2 * n_hosts,
+    )
 
 
 def page_url(port: int, host: int, page: int) -> str:
@@ -190,24 +135,6 @@ def seed_csv(path: Path, n_urls: int, n_hosts: int, port: int) -> None:
 # ---- measuring one command --------------------------------------------------------------------
 
 
-def tree_rss_kb(root: int) -> int:
-    """The summed VmRSS of ``root`` and its descendants (children lists from /proc)."""
-    total, stack, seen = 0, [root], set()
-    while stack:
-        pid = stack.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        with contextlib.suppress(OSError, ValueError):
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-                    break
-            for task in Path(f"/proc/{pid}/task").iterdir():
-                stack.extend(int(c) for c in (task / "children").read_text().split())
-    return total
-
-
 def folder_bytes(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if folder.exists() else 0
 
@@ -232,50 +159,30 @@ def run_command(
     Dagster instance folder."""
     before = folder_bytes(dagster_dir) if dagster_dir else 0
     rows_before = instance_rows(dagster_dir) if dagster_dir and dagster_dir.exists() else {}
-    peak = [0]
-    start = time.perf_counter()
     with open(log, "ab") as err:
         err.write(f"\n==== {name}: {' '.join(argv)}\n".encode())
         err.flush()
         # cwd: not the checkout, whose folder `python -m` would put first on sys.path
-        process = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=err, env=env, cwd=log.parent
+        run = run_measured(
+            argv,
+            probe=tree_rss_kb,
+            every_s=0.05,
+            env=env,
+            cwd=log.parent,
+            stdout=subprocess.PIPE,
+            stderr=err,
         )
-    done = threading.Event()
-
-    samples: list[tuple[float, int]] = []
-
-    def sample() -> None:
-        while not done.wait(0.05):
-            rss = tree_rss_kb(process.pid)
-            peak[0] = max(peak[0], rss)
-            samples.append((time.time(), rss))
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
-        assert process.stdout is not None
-        stdout = process.stdout.read().decode(errors="replace")
-        _, status, usage = os.wait4(process.pid, 0)
-    finally:
-        done.set()
-        if process.returncode is None and process.poll() is None:
-            process.kill()
-            process.wait()
-    wall = time.perf_counter() - start
-    sampler.join()
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode != 0:
+    if run.returncode != 0:
         sys.stderr.write(log.read_text(errors="replace")[-4000:])
-        raise SystemExit(f"{name} failed (exit {process.returncode}): {stdout[-2000:]}")
+        raise SystemExit(f"{name} failed (exit {run.returncode}): {run.stdout[-2000:]}")
     result = {
         "name": name,
-        "seconds": wall,
-        "cpu": usage.ru_utime + usage.ru_stime,
-        "peak_rss_mb": max(peak[0], usage.ru_maxrss) / 1024,
-        "stdout": stdout.strip(),
+        "seconds": run.wall_s,
+        "cpu": run.cpu_s,
+        "peak_rss_mb": max(run.peak_sample_kb, run.max_rss_kb) / 1024,
+        "stdout": run.stdout.strip(),
         # (epoch seconds, tree RSS kB) every 50 ms: which step the peak falls in (step_peaks)
-        "rss_samples": samples,
+        "rss_samples": run.samples,
     }
     if dagster_dir:
         after = instance_rows(dagster_dir)
@@ -362,15 +269,13 @@ def benchmark(args: argparse.Namespace) -> dict:
         check=True,
     ).stdout.strip()
     print(f"the CLI runs {where}", flush=True)
-    binary = ensure_nginx()
     load0 = os.getloadavg()
     phases: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="scale-cli-", dir=args.tmp) as name:
         tmp = Path(name)
         write_site(tmp / "root", 11)
-        server = Nginx(binary, tmp / "nginx", tmp / "root", n_hosts)
-        try:
-            server.start()
+        addresses = [address(i) for i in range(n_hosts)]
+        with running_nginx(nginx_site(n_hosts), tmp / "nginx", tmp / "root", addresses) as server:
             note = check_web(server.port, n_hosts)
             print(
                 f"nginx on {address(0)}..{address(n_hosts - 1)}:{server.port}; {note}", flush=True
@@ -424,8 +329,6 @@ def benchmark(args: argparse.Namespace) -> dict:
                     "dagster_mb": folder_bytes(dagster_dir) / 1e6,
                 }
             )
-        finally:
-            server.stop()
     return {
         "urls": n_urls,
         "hosts": n_hosts,

@@ -38,15 +38,20 @@ ratios, also printed). Not a unit test.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
-import subprocess
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+from harness import (  # benchmarks/, beside this script
+    idle_peak_rss_mb,
+    memory_gib,
+    own_cpu_seconds,
+    own_peak_rss_mb,
+    run_child,
+    send_result,
+)
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 # The next cycle plans 6 h after this one's fetches: a page fetched now is not due at once.
@@ -67,21 +72,6 @@ PHASES = ("floor", "full", "incremental")
 # files (what the floor does) instead of Warehouse.read's file-by-file reads, to show how much of
 # the gap is the reader and how much the work.
 SCAN_PHASE = "incremental-scan"
-
-
-def cpu_seconds() -> float:
-    """User + system CPU of this process (all its threads): less moved by other jobs on the
-    machine than wall time, so the CPU ratios back up the wall-clock ones under load."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def peak_rss_mb() -> float:
-    """VmHWM of this process: the peak resident set, which is what an OOM killer looks at."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 # ---- the synthetic url_state ------------------------------------------------------------------
@@ -398,19 +388,19 @@ def phase_run(args: argparse.Namespace) -> dict:
     home = Path(args.home)
     seconds: dict[str, float] = {}
     cpu: dict[str, float] = {}
-    cpu0 = cpu_seconds()
+    cpu0 = own_cpu_seconds()
     t0 = t = time.perf_counter()
 
     def step(name: str) -> None:
         nonlocal t
         seconds[name] = time.perf_counter() - t
-        cpu[name] = cpu_seconds() - cpu0 - sum(cpu.values())
+        cpu[name] = own_cpu_seconds() - cpu0 - sum(cpu.values())
         t = time.perf_counter()
 
     if args.phase == "floor":
         ordered = read_state(args.layout, home, bare=True).sort("next_check_at").collect()
         seconds["read+sort"] = time.perf_counter() - t
-        return {"rows": ordered.height, "seconds": seconds, "cpu": cpu_seconds() - cpu0}
+        return {"rows": ordered.height, "seconds": seconds, "cpu": own_cpu_seconds() - cpu0}
     scan = args.phase == SCAN_PHASE
     state = read_state(args.layout, home, bare=False, scan=scan)
     step("read")
@@ -436,7 +426,7 @@ def phase_run(args: argparse.Namespace) -> dict:
     return {
         "rows": plan.height,
         "seconds": seconds,
-        "cpu": cpu_seconds() - cpu0,
+        "cpu": own_cpu_seconds() - cpu0,
         "cpu_steps": cpu,
         "selected": chosen.height,
         "observed": int(fetched.sum()),
@@ -455,29 +445,18 @@ def phase_run(args: argparse.Namespace) -> dict:
 
 def child(args: argparse.Namespace) -> None:
     result = phase_generate(args) if args.phase == "generate" else phase_run(args)
-    result["peak_rss_mb"] = peak_rss_mb()
-    print(json.dumps(result))
+    result["peak_rss_mb"] = own_peak_rss_mb()
+    send_result(result)
 
 
 def spawn(args: argparse.Namespace, phase: str, layout: str = "") -> dict:
-    cmd = [
-        sys.executable,
-        __file__,
-        "--phase",
-        phase,
-        "--layout",
-        layout or "hosts",
-        "--home",
-        args.home,
+    child_args = [
+        *("--phase", phase, "--layout", layout or "hosts", "--home", args.home),
         *("--urls", str(args.urls), "--hosts", str(args.hosts), "--obs", str(args.obs)),
         *("--fetched", str(args.fetched), "--budget", str(args.budget), "--seed", str(args.seed)),
     ]
     start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        sys.stderr.write(done.stderr)
-        raise SystemExit(f"phase {phase} {layout} failed")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_child(__file__, child_args, what=f"phase {phase} {layout}")
     result["wall"] = time.perf_counter() - start
     return result
 
@@ -491,17 +470,8 @@ def phases(layout: str) -> tuple[str, ...]:
 
 def machine_note() -> str:
     load = os.getloadavg()
-    cpus = os.cpu_count()
-    mem = next(
-        (
-            line.split()[1]
-            for line in Path("/proc/meminfo").read_text().splitlines()
-            if line.startswith("MemTotal:")
-        ),
-        "0",
-    )
     return (
-        f"{cpus} CPUs, {int(mem) / 1024**2:.0f} GB RAM, load average "
+        f"{os.cpu_count()} CPUs, {memory_gib():.0f} GB RAM, load average "
         f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} (1 / 5 / 15 min) at the end of the run"
     )
 
@@ -623,20 +593,15 @@ def main() -> None:
         print(f"generating {args.urls:,} URLs over {args.hosts:,} hosts in {tmp} ...", flush=True)
         gen = spawn(args, "generate")
         runs: dict = {}
-        runs["idle"] = float(
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-c",
-                    "import polars, numpy, duckdb, freshness_pipeline.storage, "
-                    "freshness_pipeline.science.schedule, freshness_pipeline.science.prior.table;"
-                    f"exec(open({__file__!r}).read().split('# ---- the synthetic')[0]);"
-                    "print(peak_rss_mb())",
-                ],
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout.strip()
+        runs["idle"] = idle_peak_rss_mb(
+            [
+                "polars",
+                "numpy",
+                "duckdb",
+                "freshness_pipeline.storage",
+                "freshness_pipeline.science.schedule",
+                "freshness_pipeline.science.prior.table",
+            ]
         )
         # Interleaved (floor, full, incremental per layout, per repeat) so that a burst of load
         # from elsewhere lands on all phases alike instead of on one.

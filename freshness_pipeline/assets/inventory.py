@@ -112,7 +112,9 @@ def hand_over_to_other_hosts(wh: Warehouse, found: pl.DataFrame, now: datetime) 
     return handed
 
 
-def _seed_rows(seeds: pl.DataFrame) -> pl.DataFrame:
+def seed_rows(seeds: pl.DataFrame) -> pl.DataFrame:
+    """The seeds as url_inventory rows, first seen when they were added. Public because
+    benchmarks/orchestration.py replays url_inventory's body without Dagster."""
     return seeds.select(
         "url",
         "host",
@@ -247,7 +249,7 @@ def url_inventory(
         wh.read("fetch_results", hosts), wh.read("url_state", hosts), now
     )
     handed_over = hand_over_to_other_hosts(wh, redirects.filter(~pl.col("host").is_in(hosts)), now)
-    found = [_seed_rows(seeds), redirects.filter(pl.col("host").is_in(hosts))]
+    found = [seed_rows(seeds), redirects.filter(pl.col("host").is_in(hosts))]
     discovery = dict.fromkeys(COUNT_KEYS, 0)
     if not cycle.dry_run:
         known = pl.concat([previous.select("url", "host"), seeds.select("url", "host")])
