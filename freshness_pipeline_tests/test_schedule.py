@@ -690,3 +690,68 @@ def test_delisting_needs_a_complete_read_after_the_last_listing_and_no_fetch_sin
         "never_listed": False,
         "other_host": False,  # no complete read after it was last listed
     }
+
+
+# ---------------------------------------------------------------------------- probes
+
+
+def _with_history(cands: pl.DataFrame, histories: list[tuple | None]) -> pl.DataFrame:
+    """Add obs_interval_days / obs_changed / obs_age_days from (intervals, changed, ages)."""
+    return cands.with_columns(
+        pl.Series("obs_interval_days", [h and h[0] for h in histories], dtype=pl.List(pl.Float64)),
+        pl.Series("obs_changed", [h and h[1] for h in histories], dtype=pl.List(pl.Boolean)),
+        pl.Series(
+            "obs_age_days",
+            [h and (h[2] if len(h) > 2 else [None] * len(h[0])) for h in histories],
+            dtype=pl.List(pl.Float64),
+        ),
+    )
+
+
+def test_probes_recheck_pages_seen_changed_at_every_far_apart_fetch() -> None:
+    # 100 well-known pages soak up the budget; the others were all fetched 6 hours ago
+    rows = [{"age": 3.0, "value": 1e6, "rate": 1.0} for _ in range(100)]
+    histories: list[tuple | None] = [([3.0, 3.0], [True, False])] * 100
+    cases = {
+        "all changed, days apart": ([2.0, 3.0, 2.5], [True, True, True]),
+        "one unchanged": ([2.0, 3.0, 2.5], [True, False, True]),
+        "already seen at 10 h": ([0.4, 3.0], [True, True]),
+        "no observation yet": ([], []),
+    }
+    for name, history in cases.items():
+        rows.append({"url": f"http://h.example/{name}", "age": 0.25, "value": 1.0})
+        histories.append(history)
+    cands = _with_history(_cands(rows), histories)
+    config = PlanConfig(probe_share=0.05, verify_share=0.0, reestimate_share=0.0, new_share=0.0)
+    plan = build_plan(cands, BIG, now=NOW, budget=100, config=config)
+    probes = plan.filter(pl.col("reason") == "probe")["url"].to_list()
+    # 0.25 / 2.0 <= 0.5: a probe; 0.25 / 0.4 > 0.5, one unchanged or no history: not
+    assert probes == ["http://h.example/all changed, days apart"]
+    # without the share the same page is left to priority, which here has no room for it
+    plan = build_plan(cands, BIG, now=NOW, budget=100, config=replace(config, probe_share=0.0))
+    assert "probe" not in plan["reason"].to_list()
+    assert "http://h.example/all changed, days apart" not in _selected(plan)
+
+
+def test_probes_take_undated_then_valuable_pages_within_their_share() -> None:
+    rows, histories = [], []
+    for i in range(40):
+        # even: dated (a content age on a change); values rise with i
+        rows.append({"age": 0.25, "value": 1.0 + i, "rate": 3.0})
+        ages = [0.1, 0.2] if i % 2 == 0 else [None, None]
+        histories.append(([1.0, 2.0], [True, True], ages))
+    cands = _with_history(_cands(rows), histories)
+    config = PlanConfig(probe_share=0.1, verify_share=0.0, reestimate_share=0.0, new_share=0.0)
+    plan = build_plan(cands, BIG, now=NOW, budget=40, config=config)
+    probes = plan.filter(pl.col("reason") == "probe")
+    assert probes.height == 4  # 10 % of 40
+    # the four most valuable undated pages: odd i = 39, 37, 35, 33
+    assert sorted(probes["value"].to_list()) == [34.0, 36.0, 38.0, 40.0]
+    assert probes["rank"].is_not_null().all()
+
+
+def test_probe_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="probe_max_ratio"):
+        PlanConfig(probe_max_ratio=0.0)
+    with pytest.raises(ValueError, match="shares"):
+        PlanConfig(new_share=0.5, reestimate_share=0.3, probe_share=0.3)

@@ -41,7 +41,9 @@ The plan is filled in this order, each step capped per host by ``host_capacity``
    share growing with how many of them wait; then by value), ``reestimate`` (long-quiet or
    barely observed pages, and gone pages after ``gone_recheck_days``: the estimator only learns
    from what the scheduler fetches, so pages it starves would stay misjudged forever; the most
-   overdue first, weighted by value per cost, see ``reestimate_order``), and a random
+   overdue first, weighted by value per cost, see ``reestimate_order``), ``probe`` (pages seen
+   changed at every fetch, fetched again soon after the last one, so that an interval short
+   enough to miss a change bounds the rate from above; see ``probe_share``), and a random
    ``verify`` sample that checks the model on pages it would not choose;
 4. ``priority``: the rest of the budget, including any unused reserve, by priority.
 
@@ -79,7 +81,7 @@ __all__ = [
     "freshness_index",
 ]
 
-REASONS = ("floor", "delisted", "new", "reestimate", "verify", "priority")
+REASONS = ("floor", "delisted", "new", "reestimate", "probe", "verify", "priority")
 #: The reason of a reserve row that the fetch stage fetched with budget another host left.
 REFILL_REASON = "refill"
 
@@ -226,6 +228,16 @@ class PlanConfig:
     #: backlog of never-fetched seeds must not keep it waiting cycle after cycle
     discovery_max_share: float = 0.30
     reestimate_share: float = 0.05
+    #: the most of the budget short-interval re-checks may take: a page seen changed at every
+    #: fetch, all of them far apart, is fetched again soon after its last fetch (see
+    #: ``probe_max_ratio``). Such a history says only "at least as fast as we sample": a page
+    #: changing once a day and one changing ten times a day leave the same record when fetched
+    #: days apart, and no estimator can tell them apart until an interval short enough to
+    #: miss a change of the slower one is observed
+    probe_share: float = 0.04
+    #: a re-check counts as a probe when the interval it observes is at most this share of the
+    #: shortest interval the page's history holds
+    probe_max_ratio: float = 0.5
     verify_share: float = 0.02
     #: no page is fetched again sooner than this (1 hour): politeness and zero-information guard
     min_interval_days: float = 1.0 / 24.0
@@ -234,8 +246,7 @@ class PlanConfig:
     max_interval_days: float = 30.0
     #: the most of the cycle's budget the floor may take (oldest first; the rest waits): a
     #: budget too small to revisit every page within ``max_interval_days`` would otherwise go
-    #: to the floor, whatever the pages are worth (at 2 % of the pages per 6-hour cycle it took
-    #: a fifth of the budget and 0.009 of freshness / oracle, docs/scheduling.md); 1 = uncapped
+    #: to the floor, whatever the pages are worth (docs/scheduling.md measures it); 1 = uncapped
     floor_share: float = 0.05
     #: the hard limit, as a multiple of ``max_interval_days``: a page this overdue is forced in
     #: whatever the floor's share, so the cap can delay a page but never forget it
@@ -267,7 +278,7 @@ class PlanConfig:
             raise ValueError(
                 f"reestimate_order must be 'value' or 'age', not {self.reestimate_order!r}"
             )
-        shares = (self.new_share, self.reestimate_share, self.verify_share)
+        shares = (self.new_share, self.reestimate_share, self.probe_share, self.verify_share)
         if any(not 0.0 <= s <= 1.0 for s in shares) or sum(shares) > 1.0:
             raise ValueError("shares must be in [0, 1] and sum to at most 1")
         if not 0.0 <= self.delisted_share <= 1.0:
@@ -280,6 +291,8 @@ class PlanConfig:
             raise ValueError("floor_hard_factor must be >= 1")
         if not 0.0 <= self.min_interval_days < self.max_interval_days:
             raise ValueError("need 0 <= min_interval_days < max_interval_days")
+        if not 0.0 < self.probe_max_ratio <= 1.0:
+            raise ValueError("probe_max_ratio must be in (0, 1]")
         if self.reestimate_after_days <= 0 or self.gone_recheck_days <= 0:
             raise ValueError("reestimate_after_days and gone_recheck_days must be positive")
         if self.min_cost <= 0:
@@ -338,8 +351,32 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
         .otherwise(_prior_alpha_expr(url_class))
     )
 
+    # Pages whose every observation saw a change: their rate is only bounded below, and a fetch
+    # soon after the last one is what can bound it above (``_shortest``: the shortest interval
+    # their history holds; null for the others). ``_dated``: some change came with a content
+    # age, which already says more than "changed".
+    if {"obs_interval_days", "obs_changed"} <= cols:
+        changed = pl.col("obs_changed").cast(pl.List(pl.Boolean))
+        unresolved = (changed.list.len() > 0) & changed.list.all()
+        shortest: pl.Expr = pl.when(unresolved).then(
+            pl.col("obs_interval_days").cast(pl.List(pl.Float64)).list.min()
+        )
+    else:
+        shortest = pl.lit(None, dtype=pl.Float64)
+    dated = (
+        pl.col("obs_age_days")
+        .cast(pl.List(pl.Float64))
+        .list.eval(pl.element().is_finite())
+        .list.any()
+        .fill_null(False)
+        if "obs_age_days" in cols
+        else pl.lit(False)
+    )
+
     work = candidates.select(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("_idx"),
+        shortest.cast(pl.Float64).alias("_shortest"),
+        dated.alias("_dated"),
         pl.col("url").cast(pl.String).alias("_url"),
         pl.col("host").cast(pl.String).alias("_host"),
         pl.col("status").cast(pl.String).str.to_lowercase().alias("_status"),
@@ -367,7 +404,11 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
     ).with_columns(
         pl.col("_status").fill_null(
             pl.when(pl.col("age_days").is_null()).then(pl.lit("new")).otherwise(pl.lit("active"))
-        )
+        ),
+        # the interval a fetch now observes, as a share of the shortest one seen
+        pl.when(pl.col("_shortest") > 0)
+        .then(pl.col("age_days") / pl.col("_shortest"))
+        .alias("_probe_ratio"),
     )
     # A never-fetched page is infinitely stale: its index is the cap 1/λ (capture: 1).
     age_eff = pl.col("age_days").clip(lower_bound=0.0).fill_null(math.inf)
@@ -512,6 +553,8 @@ def build_plan(
             )
             | ((status == "gone") & (age >= cfg.gone_recheck_days).fill_null(True))
         ),
+        _probe=spaced & known & (pl.col("_probe_ratio") <= cfg.probe_max_ratio).fill_null(False),
+        _worth=pl.col("_value") / pl.col("_cost"),
         _verify=spaced & known,
         _prio=spaced & not_gone_or_blocked & (pl.col("priority") > 0),
         _overdue=overdue,
@@ -532,7 +575,7 @@ def build_plan(
     # Shares of a small budget are fractions of a fetch: round them at random (reproducibly per
     # cycle) so that a 2 % verification share of 10 fetches is one fetch every fifth cycle on
     # average instead of never.
-    draws = _rng(cfg.seed, now, stream=1).random(5)
+    draws = _rng(cfg.seed, now, stream=1).random(6)
     quotas: dict[str, int | None] = {
         name: math.floor(share * base) + int(draw < share * base - math.floor(share * base))
         for (name, share), draw in zip(
@@ -542,6 +585,7 @@ def build_plan(
                 ("verify", cfg.verify_share),
                 ("floor", cfg.floor_share),
                 ("delisted", cfg.delisted_share),
+                ("probe", cfg.probe_share),
             ),
             draws,
             strict=True,
@@ -583,6 +627,15 @@ def build_plan(
     run("delisted", "_delist", ["_value", "priority"], [True, True], quotas["delisted"])
     run("new", "_new", ["_discovered", "_value", "priority"], [True, True, True], quotas["new"])
     run("reestimate", "_reest", ["_overdue", "_value"], [True, True], quotas["reestimate"])
+    # undated histories first (nothing else can tell their pages apart), the most valuable
+    # next, then the shortest interval relative to what was seen
+    run(
+        "probe",
+        "_probe",
+        ["_dated", "_worth", "_probe_ratio"],
+        [False, True, False],
+        quotas["probe"],
+    )
     run("verify", "_verify", ["_vkey"], [False], quotas["verify"])
     run("priority", "_prio", ["priority"], [True], None)
     selected_n = taken_idx.len()
