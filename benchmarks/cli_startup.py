@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
     script = Path(sys.executable).with_name("freshness")
-    cli = [str(script)] if script.exists() else [sys.executable, "-m", "freshness_pipeline.cli"]
+    cli = [str(script)] if script.exists() else [sys.executable, "-m", "freshness_pipeline.app.cli"]
     cases = [
         ("python -c pass (floor)", [sys.executable, "-c", "pass"], 0),
         ("freshness --help", [*cli, "--help"], 0),

@@ -126,7 +126,7 @@ def _full_response_size(revisit: Any, original: Any) -> int:
 
 def archive_figures(home: Path) -> dict[str, Any]:
     """Bytes and records of a home's archive, as written and as it would be in full."""
-    from freshness_pipeline.archive import (
+    from freshness_pipeline.warehouse.archive import (
         FETCH_KIND_FIELD,
         ArchiveReader,
         archive_dir_for,
@@ -194,7 +194,7 @@ def _environment() -> None:
 
 def space_demo(work: Path, cycles: int) -> dict[str, Any]:
     """The demo's web and budget, ``cycles`` six-hour cycles."""
-    from freshness_pipeline.runner import load_seeds, open_instance, run_cycle
+    from freshness_pipeline.app.runner import load_seeds, open_instance, run_cycle
     from freshness_pipeline.synthweb import SyntheticWeb, build_world
 
     _environment()
@@ -263,7 +263,7 @@ def _write_page(root: Path, host: int, page: int, version: int, rng: random.Rand
 def space_nginx(work: Path, pages: int, cycles: int) -> dict[str, Any]:
     """Every page every cycle against nginx's own validators, 10 % of files rewritten between
     cycles."""
-    from freshness_pipeline.runner import load_seeds, open_instance, run_cycle
+    from freshness_pipeline.app.runner import load_seeds, open_instance, run_cycle
 
     _environment()
     rng = random.Random(7)
@@ -310,8 +310,8 @@ def build_export_home(home: Path, n_versions: int) -> dict[str, Any]:
     by the warehouse's own writer, columns built by polars expressions over the whole frame."""
     import polars as pl
 
-    from freshness_pipeline import tables
-    from freshness_pipeline.storage import Warehouse
+    from freshness_pipeline.warehouse import tables
+    from freshness_pipeline.warehouse.storage import Warehouse
 
     started = time.perf_counter()
     wh = Warehouse(home)
@@ -393,6 +393,14 @@ def measure(command: list[str], env: dict[str, str], cwd: Path | None = None) ->
     }
 
 
+def cli_module(code: Path) -> str:
+    """The CLI's module in the checkout ``code``: ``freshness_pipeline.app.cli``, or
+    ``freshness_pipeline.cli`` in a checkout from before the package's layers."""
+    if (code / "freshness_pipeline" / "app" / "cli.py").exists():
+        return "freshness_pipeline.app.cli"
+    return "freshness_pipeline.cli"
+
+
 def export_runs(
     work: Path, sizes: list[int], codes: list[tuple[str, Path]]
 ) -> list[dict[str, Any]]:
@@ -416,11 +424,11 @@ def export_runs(
             f"  built {size:,} versions in {built['files']:,} files ({built['build_s']:.0f} s)",
             flush=True,
         )
-        cli = [sys.executable, "-m", "freshness_pipeline.cli", "export", "--home", str(home)]
         empty = (START + timedelta(days=365)).isoformat()
         for label, code in codes:
             # in the checkout's folder: `python -m` puts the working folder first on sys.path
             code_env = {**env, "PYTHONPATH": str(code)}
+            cli = [sys.executable, "-m", cli_module(code), "export", "--home", str(home)]
             startup = measure(
                 [*cli, "--since", empty, "--out", str(work / "empty.jsonl")], code_env, code
             )

@@ -117,11 +117,11 @@ def main(argv: list[str] | None = None) -> None:
         import dagster as dg
         import polars as pl
 
+        from freshness_pipeline.app.runner import open_instance
         from freshness_pipeline.definitions import defs
-        from freshness_pipeline.partitions import register_hosts
-        from freshness_pipeline.runner import open_instance
-        from freshness_pipeline.sensors import new_hosts_sensor
-        from freshness_pipeline.storage import Warehouse
+        from freshness_pipeline.defs.partitions import register_hosts
+        from freshness_pipeline.defs.sensors import new_hosts_sensor
+        from freshness_pipeline.warehouse.storage import Warehouse
 
         rows: list[tuple[str, list[float], str]] = []
         print(f"loading the code location {args.repeat}x in fresh interpreters ...", flush=True)

@@ -220,7 +220,7 @@ def build_sites(quick: bool):
 
 
 def seed_home(home: Path, seeds: bytes, n_buckets: int, start):
-    from freshness_pipeline.runner import load_seeds, open_instance
+    from freshness_pipeline.app.runner import load_seeds, open_instance
 
     home.mkdir()
     (home / "freshness.toml").write_text(f"[partitioning]\nhost_buckets = {n_buckets}\n")
@@ -233,7 +233,7 @@ def sortable(frame) -> list[str]:
 
 
 def table_names(*homes: Path) -> list[str]:
-    from freshness_pipeline.storage import Warehouse
+    from freshness_pipeline.warehouse.storage import Warehouse
 
     return sorted({p.name for h in homes for p in Warehouse(h).root.iterdir() if p.is_dir()})
 
@@ -245,7 +245,7 @@ def compare_homes(a: Path, b: Path) -> tuple[list[str], list[str]]:
     import polars as pl
     from polars.testing import assert_frame_equal
 
-    from freshness_pipeline.storage import Warehouse
+    from freshness_pipeline.warehouse.storage import Warehouse
 
     lines, problems = [], []
     for table in table_names(a, b):
@@ -315,11 +315,11 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.pop(name, None)
     os.environ["FRESHNESS_ALLOW_NETWORKS"] = "127.0.0.0/8"  # the synthetic web only
 
-    from freshness_pipeline.distributed import BROKER_ENV, bucket_groups, run_distributed_cycle
-    from freshness_pipeline.partitions import hosts_in_buckets
-    from freshness_pipeline.runner import run_cycle
-    from freshness_pipeline.storage import Warehouse
+    from freshness_pipeline.app.distributed import BROKER_ENV, bucket_groups, run_distributed_cycle
+    from freshness_pipeline.app.runner import run_cycle
+    from freshness_pipeline.defs.partitions import hosts_in_buckets
     from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb, build_world
+    from freshness_pipeline.warehouse.storage import Warehouse
 
     tmp = Path(tempfile.mkdtemp(prefix="distributed-cycle-"))
     started = Started()
@@ -463,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _keys(n: int) -> list[str]:
-    from freshness_pipeline.partitions import bucket_keys
+    from freshness_pipeline.defs.partitions import bucket_keys
 
     return bucket_keys(n)
 

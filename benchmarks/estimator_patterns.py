@@ -37,9 +37,8 @@ for path in (ROOT, ROOT / "benchmarks"):
 
 from scheduling import CYCLE, Web, _encode, fmt_table, moment  # noqa: E402
 
-from freshness_pipeline import tables  # noqa: E402
-from freshness_pipeline.assets.plan import plan_inputs, with_lastmod_hints  # noqa: E402
-from freshness_pipeline.assets.state import update_state  # noqa: E402
+from freshness_pipeline.defs.assets.plan import plan_inputs, with_lastmod_hints  # noqa: E402
+from freshness_pipeline.defs.assets.state import update_state  # noqa: E402
 from freshness_pipeline.science.estimate import (  # noqa: E402
     aligned_ages,
     clean_ages,
@@ -55,6 +54,7 @@ from freshness_pipeline.science.prior.table import (  # noqa: E402
     prior_weights,
 )
 from freshness_pipeline.science.schedule import PlanConfig, build_plan  # noqa: E402
+from freshness_pipeline.warehouse import tables  # noqa: E402
 
 HOSTS = 20
 PAGES_PER_HOST = 150

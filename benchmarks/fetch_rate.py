@@ -333,7 +333,7 @@ def child_aiohttp(spec: dict) -> dict:
 
 def stage_settings(spec: dict) -> Any:
     """The HttpClientResource's settings (defaults), or FetchSettings with the knobs set."""
-    from freshness_pipeline.resources import HttpClientResource
+    from freshness_pipeline.defs.resources import HttpClientResource
     from freshness_pipeline.web.client import FetchSettings
 
     if spec["knobs"] is None:
@@ -348,10 +348,10 @@ def child_stage(spec: dict) -> dict:
 
     import polars as pl
 
-    from freshness_pipeline import tables
-    from freshness_pipeline.assets import fetch as fetch_module
     from freshness_pipeline.config import PipelineConfig
-    from freshness_pipeline.storage import Warehouse
+    from freshness_pipeline.defs.assets import fetch as fetch_module
+    from freshness_pipeline.warehouse import tables
+    from freshness_pipeline.warehouse.storage import Warehouse
     from freshness_pipeline.web.client import host_key
 
     # Time the network part apart from the stage's own polars and Parquet work.
@@ -934,7 +934,7 @@ def measure(
     res["scrapy-warm"], res["scrapy-revalidate"] = scrapy_runs
     res["nginx_cpu"] = process_cpu_seconds(server.pid) - cpu0
     res["idle_rss"] = idle_peak_rss_mb(
-        ["polars", "aiohttp", "dagster", "freshness_pipeline.assets.fetch"]
+        ["polars", "aiohttp", "dagster", "freshness_pipeline.defs.assets.fetch"]
     )
     return res
 

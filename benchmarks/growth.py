@@ -341,9 +341,9 @@ def child(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     import polars as pl
 
-    from freshness_pipeline import runner
-    from freshness_pipeline.assets import fetch as fetch_module
-    from freshness_pipeline.storage import Warehouse
+    from freshness_pipeline.app import runner
+    from freshness_pipeline.defs.assets import fetch as fetch_module
+    from freshness_pipeline.warehouse.storage import Warehouse
 
     imported = time.perf_counter() - t0
     home = Path(args.home)
@@ -684,7 +684,7 @@ def report(args: argparse.Namespace, saved: dict) -> str:
         *(f"- {n}" for n in notes),
         "- child's RSS after its imports, before seeding: "
         + ", ".join(f"{r['baseline_rss_mb']:,.0f} MB" for r in results)
-        + f"; importing freshness_pipeline.runner took {results[0]['import_seconds']:.1f} s",
+        + f"; importing freshness_pipeline.app.runner took {results[0]['import_seconds']:.1f} s",
         f"- machine: {saved['machine']}",
     ]
     for r in results:

@@ -72,19 +72,18 @@ def direct_cycle(home: Path, now: datetime, budget: int) -> dict:
     """
     import polars as pl
 
-    from freshness_pipeline import tables
-    from freshness_pipeline.assets.candidates import (
+    from freshness_pipeline.defs.assets.candidates import (
         apply_robots,
         cached_normalization,
         canonical_candidates,
     )
-    from freshness_pipeline.assets.inventory import (
+    from freshness_pipeline.defs.assets.inventory import (
         hand_over_to_other_hosts,
         merge_inventory,
         redirect_discoveries,
         seed_rows,
     )
-    from freshness_pipeline.assets.plan import (
+    from freshness_pipeline.defs.assets.plan import (
         host_capacity,
         host_health,
         page_type_cost,
@@ -92,14 +91,15 @@ def direct_cycle(home: Path, now: datetime, budget: int) -> dict:
         with_delisting,
         with_lastmod_hints,
     )
-    from freshness_pipeline.assets.running_totals import fetch_memory
-    from freshness_pipeline.checks import duplicate_urls, hosts_over_capacity, plan_over_budget
-    from freshness_pipeline.resources import CycleResource, WarehouseResource
+    from freshness_pipeline.defs.assets.running_totals import fetch_memory
+    from freshness_pipeline.defs.checks import duplicate_urls, hosts_over_capacity, plan_over_budget
+    from freshness_pipeline.defs.resources import CycleResource, WarehouseResource
     from freshness_pipeline.science.cost import BYTES_HISTORY
     from freshness_pipeline.science.prior.table import GAIN_COLUMN, posterior_gains
     from freshness_pipeline.science.retry_after import held_hosts
     from freshness_pipeline.science.schedule import PlanConfig, build_plan
-    from freshness_pipeline.storage import Warehouse
+    from freshness_pipeline.warehouse import tables
+    from freshness_pipeline.warehouse.storage import Warehouse
 
     cycle = CycleResource(now=now.isoformat(), budget=budget, dry_run=True)
     wh = Warehouse(home)
@@ -211,7 +211,7 @@ def _kind(event) -> str:
 
 
 def dagster_cycle(home: Path, now: datetime, budget: int, instance, timer: EventTimer) -> dict:
-    from freshness_pipeline import runner
+    from freshness_pipeline.app import runner
 
     # What run_cycle calls by these names: registering the hosts as partitions (not when
     # bucketed) and the one run of the cycle job.
@@ -237,7 +237,7 @@ def child(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     import dagster as dg
 
-    from freshness_pipeline import runner
+    from freshness_pipeline.app import runner
 
     imported = time.perf_counter() - start
     home = Path(args.home)
@@ -267,7 +267,7 @@ def child(args: argparse.Namespace) -> None:
 def selected_digest(home: Path) -> tuple[int, int]:
     import polars as pl
 
-    from freshness_pipeline.storage import Warehouse
+    from freshness_pipeline.warehouse.storage import Warehouse
 
     plan = Warehouse(home).read("revisit_plan").filter(pl.col("selected"))
     return plan.height, int(plan.select(pl.col("url").hash(0).sum()).item() or 0)
@@ -277,7 +277,7 @@ def selected_digest(home: Path) -> tuple[int, int]:
 
 
 def seed_home(home: Path, n_hosts: int, per_host: int) -> float:
-    from freshness_pipeline.runner import load_seeds
+    from freshness_pipeline.app.runner import load_seeds
 
     start = time.perf_counter()
     load = load_seeds(home, seed_csv(n_hosts, per_host), added_at=NOW - timedelta(days=1))
@@ -365,7 +365,7 @@ def run_size(args: argparse.Namespace, tmp: Path, n_hosts: int) -> list[str]:
     lines.append(
         f"same selected URLs in all {len(modes)} ways: {'yes' if same else 'NO: ' + str(digests)} "
         f"({digests['direct'][0]:,} selected); seeding took {seeded:.1f} s; importing "
-        f"freshness_pipeline.runner (dagster) took {results[modes[-1]]['import']:.1f} s per process"
+        f"freshness_pipeline.app.runner (dagster) took {results[modes[-1]]['import']:.1f} s per process"
     )
     lines.append(f"machine: {machine_note()}")
     return lines

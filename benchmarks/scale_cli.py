@@ -30,7 +30,7 @@ instance folder (``<home>/dagster``) with the rows the instance's sqlite files g
 cycle, the ``fetch_results`` step's wall time from the instance's step stats, and the cycle's
 "non-fetch" time (its wall minus that step). The targets are printed with each figure.
 ``--code DIR`` runs the commands from the checkout in DIR (``PYTHONPATH``, so ``python -m
-freshness_pipeline.cli``) with this venv's packages: how the "before" column of docs/scaling.md
+freshness_pipeline.app.cli``) with this venv's packages: how the "before" column of docs/scaling.md
 is measured against a clone of an earlier commit. Not a unit test.
 """
 
@@ -249,6 +249,14 @@ def timed_steps(result: dict, dagster_dir: Path, python: str, env: dict[str, str
 # ---- the benchmark ------------------------------------------------------------------------------
 
 
+def cli_module(code: Path) -> str:
+    """The CLI's module in the checkout ``code``: ``freshness_pipeline.app.cli``, or
+    ``freshness_pipeline.cli`` in a checkout from before the package's layers."""
+    if (code / "freshness_pipeline" / "app" / "cli.py").exists():
+        return "freshness_pipeline.app.cli"
+    return "freshness_pipeline.cli"
+
+
 def benchmark(args: argparse.Namespace) -> dict:
     n_urls, n_hosts = (args.urls, args.hosts) if args.urls else (QUICK if args.quick else FULL)
     if n_hosts > 62 * PER_SUBNET * 250:
@@ -259,7 +267,7 @@ def benchmark(args: argparse.Namespace) -> dict:
     env |= {"FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8", "NO_PROXY": "*", "no_proxy": "*"}
     if args.code:
         env["PYTHONPATH"] = str(Path(args.code).resolve())
-    cli = [python, "-m", "freshness_pipeline.cli"]
+    cli = [python, "-m", cli_module(Path(args.code)) if args.code else "freshness_pipeline.app.cli"]
     where = subprocess.run(
         [python, "-c", "import freshness_pipeline as f; print(f.__path__[0])"],
         capture_output=True,

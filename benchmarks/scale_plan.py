@@ -95,12 +95,12 @@ def synthetic_state(n_urls: int, n_hosts: int, n_obs: int, seed: int):
     import numpy as np
     import polars as pl
 
-    from freshness_pipeline import tables
     from freshness_pipeline.science.estimate import (
         PRIORS_BY_CLASS,
         estimate_rates,
         prior_columns,
     )
+    from freshness_pipeline.warehouse import tables
 
     rng = np.random.default_rng(seed)
     per_host = -(-n_urls // n_hosts)
@@ -200,7 +200,7 @@ def this_cycle_observations(state, fetched_share: float, seed: int):
     so every phase and layout gets exactly the same observations."""
     import polars as pl
 
-    from freshness_pipeline import tables
+    from freshness_pipeline.warehouse import tables
 
     buckets = 1_000_000
     pick = (pl.col("url").hash(seed + 2) % buckets) < int(fetched_share * buckets)
@@ -221,8 +221,8 @@ def cycle_update(state, fetched_share: float, seed: int):
     fetch moved to now (what url_state's merge does before the estimate)."""
     import polars as pl
 
-    from freshness_pipeline import tables
     from freshness_pipeline.science.estimate import append_observations
+    from freshness_pipeline.warehouse import tables
 
     obs = this_cycle_observations(state, fetched_share, seed)
     fetched = obs["fetched"]
@@ -240,8 +240,8 @@ def previous_prior(state):
     """The change_prior rows the cycles before this one left: the table holds the newest fit
     before a cycle next to the cycle's own, so two fits (12 h and 6 h before now), the second
     warm-started from the first as url_state does. Untimed: made once, in the generate phase."""
-    from freshness_pipeline import tables
     from freshness_pipeline.science.prior.table import refit_change_prior
+    from freshness_pipeline.warehouse import tables
 
     older = refit_change_prior(state, None, now=NOW - 2 * PLAN_AFTER)
     return tables.conform("change_prior", refit_change_prior(state, older, now=NOW - PLAN_AFTER))
@@ -308,7 +308,7 @@ def plan_next(inputs, capacity, budget_share: float):
 
 
 def url_state_files(home: Path) -> list[str]:
-    from freshness_pipeline.storage import Warehouse
+    from freshness_pipeline.warehouse.storage import Warehouse
 
     root = Warehouse(home).table_dir("url_state")
     return sorted(str(p) for p in root.glob("host=*/data.parquet"))
@@ -317,7 +317,7 @@ def url_state_files(home: Path) -> list[str]:
 def phase_generate(args: argparse.Namespace) -> dict:
     import polars as pl
 
-    from freshness_pipeline.storage import Warehouse
+    from freshness_pipeline.warehouse.storage import Warehouse
 
     t0 = time.perf_counter()
     state = synthetic_state(args.urls, args.hosts, args.obs, args.seed)
@@ -356,8 +356,8 @@ def read_table(table: str, layout: str, home: Path, scan: bool = False):
     file conformed to the schema), or with ``scan`` as one lazy scan conformed to the schema."""
     import polars as pl
 
-    from freshness_pipeline import tables
-    from freshness_pipeline.storage import Warehouse
+    from freshness_pipeline.warehouse import tables
+    from freshness_pipeline.warehouse.storage import Warehouse
 
     one = {"url_state": BIG_FILE, "change_prior": BIG_PRIOR_FILE}[table]
     if layout == "one":
@@ -598,7 +598,7 @@ def main() -> None:
                 "polars",
                 "numpy",
                 "duckdb",
-                "freshness_pipeline.storage",
+                "freshness_pipeline.warehouse.storage",
                 "freshness_pipeline.science.schedule",
                 "freshness_pipeline.science.prior.table",
             ]

@@ -41,11 +41,11 @@ from typing import TypeVar
 
 import polars as pl
 
-from freshness_pipeline import tables
+from freshness_pipeline.warehouse import tables
 
 with warnings.catch_warnings():  # dagster's beta notices on the asset module, once per process
     warnings.simplefilter("ignore")
-    from freshness_pipeline.assets.running_totals import (
+    from freshness_pipeline.defs.assets.running_totals import (
         VALIDATOR_HISTORY,
         remember_cycle,
         validator_memory,
@@ -55,7 +55,7 @@ from freshness_pipeline.science.validators import (
     trust_before,
     validator_trust,
 )
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.warehouse.storage import Warehouse
 
 T = TypeVar("T")
 

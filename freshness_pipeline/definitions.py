@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import dagster as dg
 
-from freshness_pipeline.graph import build_resources, cycle_graph
-from freshness_pipeline.jobs import freshness_cycle_job
-from freshness_pipeline.partitions import Partitioning, choose_partitioning, location_partitioning
-from freshness_pipeline.schedules import build_cycle_schedule
-from freshness_pipeline.sensors import change_notifications_sensor, new_hosts_sensor
+from freshness_pipeline.defs.graph import build_resources, cycle_graph
+from freshness_pipeline.defs.jobs import freshness_cycle_job
+from freshness_pipeline.defs.partitions import (
+    Partitioning,
+    choose_partitioning,
+    location_partitioning,
+)
+from freshness_pipeline.defs.schedules import build_cycle_schedule
+from freshness_pipeline.defs.sensors import change_notifications_sensor, new_hosts_sensor
 
 
 def build_definitions(partitioning: Partitioning | int = 0) -> dg.Definitions:

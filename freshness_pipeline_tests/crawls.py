@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from freshness_pipeline.runner import load_seeds, run_cycle
+from freshness_pipeline.app.runner import load_seeds, run_cycle
 from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb
 from freshness_pipeline.synthweb.world import Page
 

@@ -15,7 +15,9 @@ def run_freshness(
     """Run `freshness ARGS` with FRESHNESS_HOME=home, loopback allowed and no inherited
     DAGSTER_HOME (the command keeps its Dagster instance under the home)."""
     script = Path(sys.executable).with_name("freshness")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "freshness_pipeline.cli"]
+    command = (
+        [str(script)] if script.exists() else [sys.executable, "-m", "freshness_pipeline.app.cli"]
+    )
     full_env = {
         **os.environ,
         "FRESHNESS_HOME": str(home),

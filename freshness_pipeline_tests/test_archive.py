@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from freshness_pipeline.archive import (
+from freshness_pipeline.warehouse.archive import (
     FETCH_KIND_FIELD,
     ORIG_HEADER_PREFIX,
     PROFILE_IDENTICAL_PAYLOAD,
@@ -42,7 +42,7 @@ from freshness_pipeline.archive import (
     read_record,
     remove_abandoned,
 )
-from freshness_pipeline.archive.index import index_warc, lines_for_key
+from freshness_pipeline.warehouse.archive.index import index_warc, lines_for_key
 from freshness_pipeline_tests.pywb_server import warcio_check
 
 T1 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)

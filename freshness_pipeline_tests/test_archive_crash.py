@@ -16,7 +16,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from freshness_pipeline.archive import (
+from freshness_pipeline.warehouse.archive import (
     ensure_indexes,
     index_name_for,
     iter_records,
@@ -33,7 +33,7 @@ CRASH_CHILD = textwrap.dedent(
     import json, os, random, sys
     from datetime import UTC, datetime, timedelta
     from pathlib import Path
-    from freshness_pipeline.archive import ArchiveWriter, HttpExchange
+    from freshness_pipeline.warehouse.archive import ArchiveWriter, HttpExchange
 
     archive, side, seed = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     side_fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -126,7 +126,7 @@ FULL_CHILD = textwrap.dedent(
     import json, resource, signal, sys
     from datetime import UTC, datetime, timedelta
     from pathlib import Path
-    from freshness_pipeline.archive import ArchiveClosedError, ArchiveWriteError, ArchiveWriter, HttpExchange
+    from freshness_pipeline.warehouse.archive import ArchiveClosedError, ArchiveWriteError, ArchiveWriter, HttpExchange
 
     archive, limit = Path(sys.argv[1]), int(sys.argv[2])
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG

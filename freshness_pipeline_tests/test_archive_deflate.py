@@ -20,7 +20,7 @@ import pytest
 from isal import isal_zlib
 from warcio.archiveiterator import ArchiveIterator
 
-from freshness_pipeline.archive import (
+from freshness_pipeline.warehouse.archive import (
     ArchivedOriginal,
     ArchiveIndex,
     ArchiveWriter,
@@ -28,7 +28,7 @@ from freshness_pipeline.archive import (
     encoding,
     list_warcs,
 )
-from freshness_pipeline.archive.encoding import DEFAULT_COMPRESS_LEVEL, RecordEncoder
+from freshness_pipeline.warehouse.archive.encoding import DEFAULT_COMPRESS_LEVEL, RecordEncoder
 from freshness_pipeline_tests.test_archive import REQ, html
 
 T = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)

@@ -22,7 +22,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from freshness_pipeline.archive import (
+from freshness_pipeline.warehouse.archive import (
     PROFILE_IDENTICAL_PAYLOAD,
     PROFILE_SERVER_NOT_MODIFIED,
     ArchivedOriginal,

@@ -14,11 +14,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from freshness_pipeline.archive import index_name_for, list_warcs
-from freshness_pipeline.archive.files import OPEN_SUFFIX
-from freshness_pipeline.runner import load_seeds, run_cycle
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.app.runner import load_seeds, run_cycle
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
+from freshness_pipeline.warehouse.archive import index_name_for, list_warcs
+from freshness_pipeline.warehouse.archive.files import OPEN_SUFFIX
+from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline_tests.pywb_server import warcio_check
 from freshness_pipeline_tests.support import run_freshness
 

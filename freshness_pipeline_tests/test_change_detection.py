@@ -19,10 +19,10 @@ import lxml.html
 import polars as pl
 import pytest
 
-from freshness_pipeline.runner import load_seeds, run_cycle
+from freshness_pipeline.app.runner import load_seeds, run_cycle
 from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION, content_fingerprint
-from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
+from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline_tests import page_mutations, real_pages
 
 FETCHES_PER_PAGE = 16  # a baseline, then 10 unchanged fetches and one edit of each kind

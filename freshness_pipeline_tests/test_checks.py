@@ -9,11 +9,11 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from freshness_pipeline import checks
 from freshness_pipeline.definitions import defs
-from freshness_pipeline.io_manager import WarehouseIOManager
-from freshness_pipeline.partitions import hosts_partitions, hosts_tag, range_tags
-from freshness_pipeline.resources import CycleResource, WarehouseResource
+from freshness_pipeline.defs import checks
+from freshness_pipeline.defs.io_manager import WarehouseIOManager
+from freshness_pipeline.defs.partitions import hosts_partitions, hosts_tag, range_tags
+from freshness_pipeline.defs.resources import CycleResource, WarehouseResource
 
 HOSTS = ["a.example", "b.example"]
 

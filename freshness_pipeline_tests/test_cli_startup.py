@@ -14,7 +14,7 @@ HEAVY = ("dagster", "polars", "duckdb", "aiohttp", "pyarrow")
 
 def test_importing_the_cli_loads_none_of_the_pipeline():
     probe = (
-        "import sys, freshness_pipeline.cli; "
+        "import sys, freshness_pipeline.app.cli; "
         f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
     )
     done = subprocess.run(
@@ -24,7 +24,7 @@ def test_importing_the_cli_loads_none_of_the_pipeline():
 
 
 def test_help_says_what_the_defaults_mean_and_flags_take_no_value():
-    from freshness_pipeline.cli import app
+    from freshness_pipeline.app.cli import app
 
     text = CliRunner().invoke(app, ["cycle", "--help"], env={"COLUMNS": "200"}).output
     lines = {line.split()[1]: line for line in text.splitlines() if line.startswith("│ --")}

@@ -10,12 +10,12 @@ import sys
 
 import pytest
 
-from freshness_pipeline.storage import HomeBusy, Warehouse
+from freshness_pipeline.warehouse.storage import HomeBusy, Warehouse
 from freshness_pipeline_tests.support import run_freshness
 
 HOLD = """
 import sys, time
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.warehouse.storage import Warehouse
 with Warehouse(sys.argv[1]).exclusive("cycle 2026-11-30T12:00:00+00:00"):
     print("holding", flush=True)
     time.sleep(120)

@@ -13,11 +13,11 @@ from datetime import timedelta
 import polars as pl
 import pytest
 
+from freshness_pipeline.app.runner import CycleFailed, load_seeds, run_cycle
 from freshness_pipeline.config import ConfigError, extractor_version, load_config
-from freshness_pipeline.runner import CycleFailed, load_seeds, run_cycle
 from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION
-from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
+from freshness_pipeline.warehouse.storage import Warehouse
 
 T1 = DEFAULT_START + timedelta(hours=6)
 
@@ -188,7 +188,7 @@ def test_strip_params_and_selectors_take_effect(tmp_path):
         # through the CLI a bad freshness.toml is bad input (exit 2), named, and nothing ran
         from typer.testing import CliRunner
 
-        from freshness_pipeline.cli import app
+        from freshness_pipeline.app.cli import app
 
         before = wh.read("fetch_log").height
         later = (T1 + timedelta(hours=6)).isoformat()

@@ -14,11 +14,11 @@ import duckdb
 import polars as pl
 import pytest
 
+from freshness_pipeline.app.runner import load_seeds, run_cycle
 from freshness_pipeline.config import extractor_version
-from freshness_pipeline.runner import load_seeds, run_cycle
 from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION
-from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
+from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline_tests.crawls import hand_page
 from freshness_pipeline_tests.support import readme_sql_blocks
 

@@ -23,9 +23,9 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from freshness_pipeline.cli import app
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.app.cli import app
 from freshness_pipeline.synthweb import DEFAULT_START, Page, SiteSpec, SyntheticWeb, World
+from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline_tests.crawls import crawl
 from freshness_pipeline_tests.support import readme_sql_blocks
 
@@ -206,7 +206,9 @@ def test_diff_is_plain_when_piped_and_coloured_on_a_terminal(copy):
     assert piped.exit_code == 0 and piped.stdout
     assert "\x1b" not in piped.stdout
     script = Path(sys.executable).with_name("freshness")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "freshness_pipeline.cli"]
+    command = (
+        [str(script)] if script.exists() else [sys.executable, "-m", "freshness_pipeline.app.cli"]
+    )
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "400"}
     for name in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE"):
         env.pop(name, None)

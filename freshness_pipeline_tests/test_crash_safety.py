@@ -14,13 +14,13 @@ import duckdb
 import polars as pl
 import pytest
 
-from freshness_pipeline import tables
-from freshness_pipeline.archive import index_name_for, list_warcs, read_record
-from freshness_pipeline.archive.files import OPEN_SUFFIX
-from freshness_pipeline.crashpoints import ENV, POINTS
-from freshness_pipeline.runner import load_seeds, run_cycle
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.app.runner import load_seeds, run_cycle
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
+from freshness_pipeline.warehouse import tables
+from freshness_pipeline.warehouse.archive import index_name_for, list_warcs, read_record
+from freshness_pipeline.warehouse.archive.files import OPEN_SUFFIX
+from freshness_pipeline.warehouse.crashpoints import ENV, POINTS
+from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline_tests.support import run_freshness
 
 T0 = DEFAULT_START

@@ -12,7 +12,9 @@ import duckdb
 import polars as pl
 import pytest
 
-from freshness_pipeline.archive import (
+from freshness_pipeline.science.fingerprint import content_fingerprint
+from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
+from freshness_pipeline.warehouse.archive import (
     FETCH_KIND_FIELD,
     PROFILE_IDENTICAL_PAYLOAD,
     PROFILE_SERVER_NOT_MODIFIED,
@@ -20,8 +22,6 @@ from freshness_pipeline.archive import (
     archive_dir_for,
     iter_records,
 )
-from freshness_pipeline.science.fingerprint import content_fingerprint
-from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
 from freshness_pipeline_tests.support import run_freshness
 
 CYCLES = 5

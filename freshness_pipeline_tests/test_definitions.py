@@ -10,10 +10,10 @@ import dagster as dg
 import polars as pl
 
 from freshness_pipeline.definitions import defs
-from freshness_pipeline.partitions import RANGE_END_TAG, RANGE_START_TAG, register_hosts
-from freshness_pipeline.resources import parse_now
-from freshness_pipeline.sensors import new_hosts_sensor
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.defs.partitions import RANGE_END_TAG, RANGE_START_TAG, register_hosts
+from freshness_pipeline.defs.resources import parse_now
+from freshness_pipeline.defs.sensors import new_hosts_sensor
+from freshness_pipeline.warehouse.storage import Warehouse
 
 ASSETS = ["url_inventory", "url_candidates", "revisit_plan", "fetch_results", "url_state"]
 
@@ -112,8 +112,8 @@ def test_cycle_runs_are_serialized_by_the_instance_config(tmp_path, monkeypatch)
 
     import yaml
 
-    from freshness_pipeline.jobs import CYCLE_TAG, freshness_cycle_job
-    from freshness_pipeline.runner import open_instance
+    from freshness_pipeline.app.runner import open_instance
+    from freshness_pipeline.defs.jobs import CYCLE_TAG, freshness_cycle_job
 
     assert freshness_cycle_job.tags[CYCLE_TAG] == "true"
     monkeypatch.delenv("DAGSTER_HOME", raising=False)

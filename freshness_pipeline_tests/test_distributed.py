@@ -12,8 +12,7 @@ import dagster as dg
 import pytest
 import yaml
 
-from freshness_pipeline.checks import ALL_CHECKS
-from freshness_pipeline.distributed import (
+from freshness_pipeline.app.distributed import (
     CYCLE_ID_TAG,
     GROUP_RUN_TAG,
     JOB_NAME,
@@ -23,8 +22,9 @@ from freshness_pipeline.distributed import (
     distributed_dagster_yaml,
     group_run_tags,
 )
-from freshness_pipeline.jobs import CYCLE_TAG
-from freshness_pipeline.partitions import (
+from freshness_pipeline.defs.checks import ALL_CHECKS
+from freshness_pipeline.defs.jobs import CYCLE_TAG
+from freshness_pipeline.defs.partitions import (
     HOST_BUCKET_TAG,
     RANGE_END_TAG,
     RANGE_START_TAG,
@@ -90,8 +90,8 @@ def test_deployment_instance_limits_runs_per_group_not_per_cycle(tmp_path):
 
 def test_base_install_never_imports_celery():
     code = (
-        "import sys, freshness_pipeline.definitions, freshness_pipeline.cli, "
-        "freshness_pipeline.distributed; "
+        "import sys, freshness_pipeline.definitions, freshness_pipeline.app.cli, "
+        "freshness_pipeline.app.distributed, freshness_pipeline.distributed; "
         "assert not [m for m in sys.modules if m.split('.')[0] in ('celery', 'dagster_celery')]"
     )
     done = subprocess.run(
@@ -100,9 +100,21 @@ def test_base_install_never_imports_celery():
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+def test_the_cron_command_answers_help():
+    """`python -m freshness_pipeline.distributed` is the documented cron command."""
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-m", "freshness_pipeline.distributed", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "--budget-per-group" in done.stdout
+
+
 def test_celery_job_builds_over_buckets_with_the_celery_executor(tmp_path, monkeypatch):
     pytest.importorskip("dagster_celery", reason="the `distributed` extra is not installed")
-    from freshness_pipeline.distributed import BROKER_ENV, build_distributed_definitions
+    from freshness_pipeline.app.distributed import BROKER_ENV, build_distributed_definitions
 
     monkeypatch.setenv(BROKER_ENV, "redis://127.0.0.1:1/0")  # never contacted
     defs = build_distributed_definitions(str(tmp_path), host_buckets=8, n_groups=2)

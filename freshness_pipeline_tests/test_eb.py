@@ -5,7 +5,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-from freshness_pipeline import tables
 from freshness_pipeline.science.prior.components import GLOBAL, Period, initial_weights, rate_grid
 from freshness_pipeline.science.prior.fit import fit_grid_prior
 from freshness_pipeline.science.prior.histories import flatten_histories, histories_from_arrays
@@ -30,6 +29,7 @@ from freshness_pipeline.science.prior.table import (
     weights_from_frame,
 )
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
+from freshness_pipeline.warehouse import tables
 
 GRID = rate_grid()
 

@@ -11,12 +11,12 @@ import duckdb
 import polars as pl
 import pytest
 
-from freshness_pipeline.assets.fetch import results_frame
 from freshness_pipeline.config import PipelineConfig
+from freshness_pipeline.defs.assets.fetch import results_frame
 from freshness_pipeline.science.calibration import MIN_VERIFY_VARIANCE
 from freshness_pipeline.science.normalize import normalize_url
-from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb, build_world
+from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline.web.client import FetchResult
 from freshness_pipeline_tests.support import readme_sql_blocks, run_freshness
 

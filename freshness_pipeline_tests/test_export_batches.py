@@ -13,10 +13,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from freshness_pipeline import crawled_copy, tables
-from freshness_pipeline.crawled_copy import export
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.app import crawled_copy
+from freshness_pipeline.app.crawled_copy import export
 from freshness_pipeline.synthweb import DEFAULT_START
+from freshness_pipeline.warehouse import tables
+from freshness_pipeline.warehouse.storage import Warehouse
 
 S = DEFAULT_START
 HOUR = timedelta(hours=1)

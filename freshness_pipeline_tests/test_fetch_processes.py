@@ -8,11 +8,11 @@ import ipaddress
 import polars as pl
 from polars.testing import assert_frame_equal
 
-from freshness_pipeline import tables
-from freshness_pipeline.assets.fetch import host_groups, run_fetch_stage
 from freshness_pipeline.config import PipelineConfig
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.defs.assets.fetch import host_groups, run_fetch_stage
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
+from freshness_pipeline.warehouse import tables
+from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline.web.client import FetchSettings, host_key
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
@@ -90,7 +90,7 @@ def test_cycle_with_fetch_processes_matches_one_process(tmp_path):
     """The option reaches the asset: `freshness cycle --fetch-processes 2` is this call."""
     import os
 
-    from freshness_pipeline.runner import load_seeds, run_cycle
+    from freshness_pipeline.app.runner import load_seeds, run_cycle
 
     os.environ.setdefault("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
     sites = [SiteSpec("honest", "honest", 20), SiteSpec("novalid", "no_validators", 20)]

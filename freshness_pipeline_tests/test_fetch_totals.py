@@ -8,13 +8,13 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 import pytest
 
-from freshness_pipeline import tables
 from freshness_pipeline.science.fetch_totals import (
     COUNT_COLUMNS,
     CYCLE_DETAIL,
     fetch_counts,
     remember_fetches,
 )
+from freshness_pipeline.warehouse import tables
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -11,10 +11,11 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from freshness_pipeline.checks import ALL_CHECKS
+from freshness_pipeline.app.runner import execute_cycle_run, load_seeds, open_instance, run_cycle
 from freshness_pipeline.config import ConfigError, load_config
 from freshness_pipeline.definitions import build_definitions
-from freshness_pipeline.partitions import (
+from freshness_pipeline.defs.checks import ALL_CHECKS
+from freshness_pipeline.defs.partitions import (
     AUTO_HOST_BUCKETS,
     AUTO_HOST_LIMIT,
     PARTITION_TAG,
@@ -30,10 +31,9 @@ from freshness_pipeline.partitions import (
     range_tags,
     registered_hosts,
 )
-from freshness_pipeline.runner import execute_cycle_run, load_seeds, open_instance, run_cycle
-from freshness_pipeline.sensors import new_hosts_sensor
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.defs.sensors import new_hosts_sensor
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
+from freshness_pipeline.warehouse.storage import Warehouse
 
 STEP = timedelta(hours=6)
 T0 = datetime(2026, 3, 2, 12, tzinfo=UTC)

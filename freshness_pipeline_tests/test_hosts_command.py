@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 
 from typer.testing import CliRunner
 
-from freshness_pipeline.cli import app
-from freshness_pipeline.partitions import registered_hosts
-from freshness_pipeline.runner import load_seeds, open_instance, run_cycle
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.app.cli import app
+from freshness_pipeline.app.runner import load_seeds, open_instance, run_cycle
+from freshness_pipeline.defs.partitions import registered_hosts
+from freshness_pipeline.warehouse.storage import Warehouse
 
 T0 = datetime(2026, 3, 2, 12, tzinfo=UTC)
 HOSTS = ["a.example", "b.example", "c.example"]

@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 import pytest
 
-from freshness_pipeline import runner
+from freshness_pipeline.app.runner import load_seeds, open_instance, run_cycle
 from freshness_pipeline.config import ConfigError, load_config
-from freshness_pipeline.runner import load_seeds, open_instance, run_cycle
+from freshness_pipeline.defs import instance_upkeep
 
 T0 = datetime(2026, 3, 2, 12, tzinfo=UTC)
 
@@ -35,8 +35,8 @@ def test_old_runs_are_deleted_with_their_events_and_the_index_compacted(tmp_path
     (old,) = instance.get_runs()
     assert instance.all_logs(old.run_id)
     time.sleep(2.0)
-    monkeypatch.setattr(runner, "COMPACT_MIN_BYTES", 0)  # compact however small the index is
-    monkeypatch.setattr(runner, "COMPACT_FREE_SHARE", 0.0)
+    monkeypatch.setattr(instance_upkeep, "COMPACT_MIN_BYTES", 0)  # however small the index is
+    monkeypatch.setattr(instance_upkeep, "COMPACT_FREE_SHARE", 0.0)
     second = run_cycle(home, T0 + timedelta(hours=6), dry_run=True, instance=instance)
     assert any("deleted 1 Dagster runs older than 2e-05 days" in n for n in second.notes)
     (kept,) = instance.get_runs()

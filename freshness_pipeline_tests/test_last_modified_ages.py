@@ -10,8 +10,8 @@ import os
 import polars as pl
 import pytest
 
-from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
+from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline_tests.crawls import crawl
 
 DAY_S = 86_400.0

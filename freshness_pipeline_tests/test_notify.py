@@ -18,12 +18,12 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from freshness_pipeline.app.runner import load_seeds, run_cycle
 from freshness_pipeline.config import ConfigError, NotifyConfig, load_config
-from freshness_pipeline.notify import MAX_BODY_CHARS, build_message, notify_changes
-from freshness_pipeline.runner import load_seeds, run_cycle
-from freshness_pipeline.sensors import change_notifications_sensor
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.defs.notify import MAX_BODY_CHARS, build_message, notify_changes
+from freshness_pipeline.defs.sensors import change_notifications_sensor
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
+from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline_tests.crawls import hand_page
 
 S = DEFAULT_START

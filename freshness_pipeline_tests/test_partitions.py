@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from freshness_pipeline.partitions import contiguous_ranges, register_hosts, registered_hosts
+from freshness_pipeline.defs.partitions import contiguous_ranges, register_hosts, registered_hosts
 
 
 def test_contiguous_ranges_cover_exactly_the_wanted_hosts():
@@ -25,7 +25,7 @@ def test_host_files_written_over_threads_are_every_hosts_and_refuse_strangers(tm
     import polars as pl
     import pytest
 
-    from freshness_pipeline.storage import WRITERS, Warehouse
+    from freshness_pipeline.warehouse.storage import WRITERS, Warehouse
 
     wh = Warehouse(tmp_path)
     hosts = [f"h{i:03d}.example" for i in range(5 * WRITERS)]
@@ -50,7 +50,7 @@ def test_replacing_many_host_files_frees_the_old_ones_and_leaves_no_temp_names(t
     host holds only its new file; a kill's leftover old name is swept as a temp file."""
     import polars as pl
 
-    from freshness_pipeline.storage import WRITERS, Warehouse, wait_for_freed_files
+    from freshness_pipeline.warehouse.storage import WRITERS, Warehouse, wait_for_freed_files
 
     wh = Warehouse(tmp_path)
     hosts = [f"h{i:03d}.example" for i in range(3 * WRITERS)]

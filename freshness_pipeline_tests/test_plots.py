@@ -12,7 +12,8 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 import pytest
 
-from freshness_pipeline import plots, tables
+from freshness_pipeline.defs import plots
+from freshness_pipeline.warehouse import tables
 
 SVG = "{http://www.w3.org/2000/svg}"
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from freshness_pipeline.archive import ArchiveReader, ArchiveWriter, commit_prune, prepare_prune
+from freshness_pipeline.warehouse.archive import (
+    ArchiveReader,
+    ArchiveWriter,
+    commit_prune,
+    prepare_prune,
+)
 from freshness_pipeline_tests.test_archive import (
     HOUR,
     T1,

@@ -14,11 +14,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from freshness_pipeline.app.runner import load_seeds, run_cycle
 from freshness_pipeline.config import load_config
-from freshness_pipeline.runner import load_seeds, run_cycle
 from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION, class_record
-from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
+from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline_tests.crawls import hand_page
 from freshness_pipeline_tests.support import run_freshness
 

@@ -13,11 +13,11 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from freshness_pipeline import tables
-from freshness_pipeline.cli import app
-from freshness_pipeline.report import print_report
+from freshness_pipeline.app.cli import app
+from freshness_pipeline.app.report import print_report
 from freshness_pipeline.science.fetch_totals import remember_fetches
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.warehouse import tables
+from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline_tests.support import run_freshness
 
 T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)
@@ -138,7 +138,7 @@ def test_report_tables_fit_the_terminal_with_every_name_and_value_whole(home, wi
 
 def test_every_column_of_the_report_is_explained_under_it(home):
     """A reader meets twenty-odd column names: each one the report shows is in its legend."""
-    from freshness_pipeline.report import legend_columns, report_by, report_totals
+    from freshness_pipeline.app.report import legend_columns, report_by, report_totals
 
     shown = set(report_totals(Warehouse(home), T0).columns)
     for key in ("host", "url_class"):

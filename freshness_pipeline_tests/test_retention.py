@@ -12,18 +12,18 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from freshness_pipeline import tables
-from freshness_pipeline.archive import (
+from freshness_pipeline.app.runner import load_seeds, run_cycle
+from freshness_pipeline.config import ClassRetention, ConfigError, load_config
+from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
+from freshness_pipeline.warehouse import tables
+from freshness_pipeline.warehouse.archive import (
     ArchivedOriginal,
     ArchiveReader,
     archive_dir_for,
     iter_records,
     list_warcs,
 )
-from freshness_pipeline.config import ClassRetention, ConfigError, load_config
-from freshness_pipeline.runner import load_seeds, run_cycle
-from freshness_pipeline.storage import Warehouse
-from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
+from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline_tests.crawls import hand_page
 
 RETAINED = """\

@@ -14,8 +14,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from freshness_pipeline import tables
-from freshness_pipeline.archive import (
+from freshness_pipeline.app.runner import load_seeds, run_cycle
+from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
+from freshness_pipeline.warehouse import tables
+from freshness_pipeline.warehouse.archive import (
     ArchivedOriginal,
     ArchiveIndex,
     ArchiveReader,
@@ -26,10 +28,8 @@ from freshness_pipeline.archive import (
     list_warcs,
     read_record,
 )
-from freshness_pipeline.crashpoints import ENV, PRUNE_POINTS
-from freshness_pipeline.runner import load_seeds, run_cycle
-from freshness_pipeline.storage import Warehouse
-from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
+from freshness_pipeline.warehouse.crashpoints import ENV, PRUNE_POINTS
+from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline_tests.crawls import hand_page
 from freshness_pipeline_tests.support import run_freshness
 

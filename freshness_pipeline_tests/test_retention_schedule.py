@@ -17,7 +17,11 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from freshness_pipeline.archive import (
+from freshness_pipeline.app.runner import load_seeds, open_instance
+from freshness_pipeline.definitions import build_definitions
+from freshness_pipeline.defs.partitions import location_partitioning
+from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
+from freshness_pipeline.warehouse.archive import (
     ArchivedOriginal,
     ArchiveReader,
     archive_dir_for,
@@ -25,11 +29,7 @@ from freshness_pipeline.archive import (
     list_warcs,
     read_record,
 )
-from freshness_pipeline.definitions import build_definitions
-from freshness_pipeline.partitions import location_partitioning
-from freshness_pipeline.runner import load_seeds, open_instance
-from freshness_pipeline.storage import Warehouse
-from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
+from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline_tests.crawls import hand_page
 
 S = DEFAULT_START
@@ -217,7 +217,7 @@ def retention_only(home: Path, now) -> dg.ExecuteInProcessResult:
 HOLD = textwrap.dedent(
     """
     import sys, time
-    from freshness_pipeline.storage import Warehouse
+    from freshness_pipeline.warehouse.storage import Warehouse
     with Warehouse(sys.argv[1]).exclusive("a test holding the home"):
         print("held", flush=True)
         time.sleep(120)

@@ -14,11 +14,11 @@ import polars as pl
 import pytest
 from aiohttp import web
 
-from freshness_pipeline import tables
-from freshness_pipeline.assets.plan import host_capacity, host_health
-from freshness_pipeline.runner import load_seeds, run_cycle
+from freshness_pipeline.app.runner import load_seeds, run_cycle
+from freshness_pipeline.defs.assets.plan import host_capacity, host_health
 from freshness_pipeline.science.retry_after import MAX_RETRY_AFTER_S, retry_holds
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.warehouse import tables
+from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline.web.client import (
     FetchRequest,
     FetchSettings,

@@ -8,10 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from freshness_pipeline import tables
 from freshness_pipeline.science.normalize import normalize_url, normalize_url_column, url_authority
-from freshness_pipeline.seeds import merge_seeds, normalize_seed_urls, parse_seeds, plain_urls
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.warehouse import tables
+from freshness_pipeline.warehouse.seeds import (
+    merge_seeds,
+    normalize_seed_urls,
+    parse_seeds,
+    plain_urls,
+)
+from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline_tests.support import run_freshness
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -83,8 +88,8 @@ def test_merge_is_idempotent_and_keeps_first_added():
 def test_seed_command_exit_codes_and_messages(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from freshness_pipeline.cli import app
-    from freshness_pipeline.storage import Warehouse
+    from freshness_pipeline.app.cli import app
+    from freshness_pipeline.warehouse.storage import Warehouse
 
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     home = tmp_path / "home"
@@ -198,7 +203,7 @@ def test_seed_normalization_equals_the_normalizer_on_a_mixed_column():
 
 
 def test_seeding_leaves_each_seeds_canonical_form_for_the_first_cycle(tmp_path):
-    from freshness_pipeline.runner import load_seeds, open_instance, run_cycle
+    from freshness_pipeline.app.runner import load_seeds, open_instance, run_cycle
 
     home = tmp_path / "home"
     (home).mkdir()

@@ -24,11 +24,11 @@ import polars as pl
 import pytest
 from aiohttp import web
 
-from freshness_pipeline.assets.inventory import url_inventory
-from freshness_pipeline.io_manager import WarehouseIOManager
-from freshness_pipeline.partitions import hosts_partitions, range_tags
-from freshness_pipeline.resources import CycleResource, HttpClientResource, WarehouseResource
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.defs.assets.inventory import url_inventory
+from freshness_pipeline.defs.io_manager import WarehouseIOManager
+from freshness_pipeline.defs.partitions import hosts_partitions, range_tags
+from freshness_pipeline.defs.resources import CycleResource, HttpClientResource, WarehouseResource
+from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline.web.client import FetchSettings
 from freshness_pipeline.web.discovery import (
     COUNT_KEYS,
@@ -643,7 +643,7 @@ def test_url_inventory_sums_problems_in_metadata_and_warns_once_per_host_and_kin
 def test_discovery_lines_are_capped_per_cycle_and_the_rest_counted():
     """Ten thousand hosts without a sitemap must not write ten thousand log events (each is a
     Dagster event): MAX_HOST_LINES per severity, then one line that counts the rest by kind."""
-    from freshness_pipeline.assets.inventory import MAX_HOST_LINES, log_discovery
+    from freshness_pipeline.defs.assets.inventory import MAX_HOST_LINES, log_discovery
     from freshness_pipeline.web.discovery import HostDiscovery
     from freshness_pipeline.web.sitemaps.entries import SitemapProblem
 

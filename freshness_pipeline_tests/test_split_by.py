@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import polars as pl
 
-from freshness_pipeline.storage import Warehouse, split_by
+from freshness_pipeline.warehouse.storage import Warehouse, split_by
 
 
 def _frame() -> pl.DataFrame:

@@ -9,8 +9,8 @@ import duckdb
 import polars as pl
 import pytest
 
-from freshness_pipeline import tables
-from freshness_pipeline.storage import Warehouse, escape_host_key, resolve_home
+from freshness_pipeline.warehouse import tables
+from freshness_pipeline.warehouse.storage import Warehouse, escape_host_key, resolve_home
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 
@@ -55,7 +55,7 @@ def test_the_views_show_long_host_keys_whole(tmp_path):
 
 
 def test_a_cycle_keeps_the_whole_fetch_log_unless_asked_to_prune(tmp_path, monkeypatch):
-    from freshness_pipeline.runner import load_seeds, run_cycle
+    from freshness_pipeline.app.runner import load_seeds, run_cycle
 
     monkeypatch.setenv("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
     # a closed loopback port: robots.txt is unreachable, so the cycle fetches no page
@@ -239,9 +239,9 @@ def test_a_read_of_some_columns_reads_only_those(tmp_path):
     import polars as pl
     import pytest
 
-    from freshness_pipeline import tables
-    from freshness_pipeline.assets.state import PLAN_COLUMNS, url_state
-    from freshness_pipeline.storage import Warehouse
+    from freshness_pipeline.defs.assets.state import PLAN_COLUMNS, url_state
+    from freshness_pipeline.warehouse import tables
+    from freshness_pipeline.warehouse.storage import Warehouse
 
     wh = Warehouse(tmp_path)
     assert wh.read("revisit_plan", ["a.example"], columns=PLAN_COLUMNS).columns == list(

@@ -13,8 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from freshness_pipeline import tables
-from freshness_pipeline.assets.running_totals import (
+from freshness_pipeline.defs.assets.running_totals import (
     VALIDATOR_HISTORY,
     fetch_memory,
     remember_cycle,
@@ -28,8 +27,9 @@ from freshness_pipeline.science.validators import (
     validator_counts,
     validator_trust,
 )
-from freshness_pipeline.storage import Warehouse
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
+from freshness_pipeline.warehouse import tables
+from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline_tests.crawls import crawl
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from freshness_pipeline.partitions import RANGE_END_TAG, RANGE_START_TAG
-from freshness_pipeline.storage import Warehouse
+from freshness_pipeline.defs.partitions import RANGE_END_TAG, RANGE_START_TAG
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
+from freshness_pipeline.warehouse.storage import Warehouse
 
 ASSETS = {
     "url_inventory",
@@ -248,7 +248,7 @@ def test_dagster_dev_serves_the_code_location_and_runs_one_host(tmp_path):
         # the host partition in that instance, before the server reads either.
         seeds = web.seeds_csv(tmp_path / "seeds.csv", variants=False)
         freshness = executable("freshness")
-        command = [freshness] if freshness else [sys.executable, "-m", "freshness_pipeline.cli"]
+        command = [freshness] if freshness else [sys.executable, "-m", "freshness_pipeline.app.cli"]
         seeded = subprocess.run(
             [*command, "seed", str(seeds), "--now", DEFAULT_START.isoformat()],
             env=env,

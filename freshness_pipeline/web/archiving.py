@@ -8,7 +8,7 @@ from datetime import datetime
 
 import aiohttp
 
-from freshness_pipeline.archive import (
+from freshness_pipeline.warehouse.archive import (
     ArchivedOriginal,
     ArchivedRecord,
     ArchiveWriter,

@@ -23,7 +23,7 @@ from typing import Any
 
 import aiohttp
 
-from freshness_pipeline.archive import ArchiveWriter
+from freshness_pipeline.warehouse.archive import ArchiveWriter
 from freshness_pipeline.web.client.cycle import run_sync
 from freshness_pipeline.web.client.session import open_session
 from freshness_pipeline.web.client.settings import FetchSettings

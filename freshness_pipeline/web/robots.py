@@ -18,7 +18,7 @@ from urllib.parse import urljoin, urlsplit
 import aiohttp
 from protego import Protego
 
-from freshness_pipeline.archive import ArchiveWriteError, ArchiveWriter
+from freshness_pipeline.warehouse.archive import ArchiveWriteError, ArchiveWriter
 from freshness_pipeline.web.archiving import archive_answer
 from freshness_pipeline.web.client.body import BodyDecodeError, read_limited
 from freshness_pipeline.web.netguard import ALLOW_ENV, check_url_scheme, find_blocked_error

@@ -15,8 +15,8 @@ from typing import Protocol
 
 import aiohttp
 
-from freshness_pipeline.archive import ArchiveWriter
 from freshness_pipeline.science.fingerprint import ContentRecord
+from freshness_pipeline.warehouse.archive import ArchiveWriter
 from freshness_pipeline.web.client.fetches import FetchRequest, Fingerprinter
 from freshness_pipeline.web.client.settings import FetchSettings
 from freshness_pipeline.web.throttle import Signal, Throttles

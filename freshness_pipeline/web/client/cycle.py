@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from aiohttp.abc import AbstractResolver
 
-from freshness_pipeline.archive import ArchiveWriter
+from freshness_pipeline.warehouse.archive import ArchiveWriter
 from freshness_pipeline.web.client.context import CycleContext
 from freshness_pipeline.web.client.fetches import (
     FetchRequest,

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
-from freshness_pipeline.archive import ArchivedOriginal
 from freshness_pipeline.science.normalize import InvalidURL, url_authority
+from freshness_pipeline.warehouse.archive import ArchivedOriginal
 
 __all__ = [
     "TIME_LIMIT_REASON",

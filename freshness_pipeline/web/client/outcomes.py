@@ -14,8 +14,8 @@ from urllib.parse import urljoin
 
 import aiohttp
 
-from freshness_pipeline.archive import ArchiveWriteError, payload_digest
 from freshness_pipeline.science.fingerprint import ContentRecord, class_record
+from freshness_pipeline.warehouse.archive import ArchiveWriteError, payload_digest
 from freshness_pipeline.web.archiving import archive_answer
 from freshness_pipeline.web.client.body import BodyDecodeError, BodyTooLarge, read_limited
 from freshness_pipeline.web.client.context import CURRENT_ATTEMPT, Attempt, CycleContext

@@ -13,7 +13,7 @@ from urllib.parse import urljoin
 
 import aiohttp
 
-from freshness_pipeline.archive import ArchiveWriteError, ArchiveWriter
+from freshness_pipeline.warehouse.archive import ArchiveWriteError, ArchiveWriter
 from freshness_pipeline.web.archiving import archive_answer
 from freshness_pipeline.web.client.body import BodyDecodeError, read_limited
 from freshness_pipeline.web.client.fetches import host_key as url_host_key

@@ -1,0 +1,558 @@
+"""The `freshness` command: seed, cycle, demo, report, and the crawled copy's diff, export and
+reextract.
+
+This is the only layer besides the schedule and the new-hosts sensor that reads the wall clock,
+and only to default ``--now``; everything below takes the cycle's ``now`` as an argument.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from freshness_pipeline.defs.cycle_time import parse_now
+
+if TYPE_CHECKING:
+    from freshness_pipeline.app.report import Views
+
+# Dagster, polars and DuckDB are imported by the commands that need them, so that `--help`
+# and a usage error answer at once.
+
+# Dagster flags the beta/preview APIs we rely on (single-run backfills, partitioned checks)
+# on every import; a command-line user can do nothing about them.
+warnings.filterwarnings("ignore", module=r"dagster\..*")
+warnings.filterwarnings("ignore", message=r".*(beta|preview).*", category=Warning)
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Keep a crawled copy of many web pages fresh for the least fetching.",
+)
+console = Console()
+errors = Console(stderr=True, soft_wrap=True)  # one message, one line: easy to grep
+# Reports are wide tables; piped output (CI logs, files) should not squeeze their headers.
+wide = Console(width=None if console.is_terminal else 220)
+
+# EX_TEMPFAIL: the home is busy with another cycle; trying again later will work.
+BUSY_EXIT = 75
+
+HomeOption = Annotated[
+    Path | None,
+    typer.Option("--home", help="Home folder (default: $FRESHNESS_HOME, else ./data)."),
+]
+NowOption = Annotated[
+    str | None, typer.Option("--now", help="The cycle's time, ISO 8601 (default: now, UTC).")
+]
+
+
+def _unwritable(exc: OSError, what: str) -> typer.Exit:
+    """One line for a home that cannot be written (read-only, full, a missing parent), as every
+    command says it, instead of a traceback; the caller raises the returned Exit (1)."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    errors.print(
+        f"[red]{what} failed:[/] cannot write the home folder{where}: {exc.strerror or exc}; "
+        "nothing already written was lost"
+    )
+    return typer.Exit(1)
+
+
+def _now(text: str | None) -> datetime:
+    if not text:
+        return datetime.now(UTC)
+    return _moment(text, "--now")
+
+
+def _moment(text: str, option: str) -> datetime:
+    """A time option's value, or exit 2 naming the option."""
+    try:
+        return parse_now(text, option)
+    except ValueError as exc:
+        errors.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+
+
+@app.command()
+def seed(
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="CSV with a `url` header (optional `value`, `url_class`) or one URL per line."
+        ),
+    ],
+    home: HomeOption = None,
+    now: NowOption = None,
+) -> None:
+    """Add seed URLs. Idempotent; bad rows are reported with their line number and skipped."""
+    moment = _now(now)  # bad input is said before the pipeline is loaded
+    if not path.exists() or not path.is_file():
+        errors.print(f"[red]error:[/] seed file {str(path)!r} does not exist or is not a file")
+        raise typer.Exit(2)
+    from freshness_pipeline.app.runner import load_seeds
+    from freshness_pipeline.warehouse.storage import HomeBusy
+
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        errors.print(f"[red]error:[/] cannot read {str(path)!r}: {exc.strerror}")
+        raise typer.Exit(2) from exc
+    try:
+        result = load_seeds(home, data, added_at=moment)
+    except HomeBusy as exc:
+        errors.print(f"[red]seed refused:[/] {exc}")
+        raise typer.Exit(BUSY_EXIT) from exc
+    except OSError as exc:
+        raise _unwritable(exc, "seed") from exc
+    for line, reason in result.parse.errors:
+        errors.print(f"{path}:{line}: skipped: {reason}")
+    if result.parse.fatal:
+        errors.print(f"[red]error:[/] {path}: {result.parse.fatal}")
+        raise typer.Exit(2)  # bad input, not a failed pipeline
+    bucketed = "host buckets" in result.partitioning
+    new = f"{len(result.new_hosts)} new " + ("hosts" if bucketed else "partitions")
+    console.print(
+        f"seeded {result.parse.rows.height} URLs on {result.hosts} hosts "
+        f"({new}, {len(result.parse.errors)} rows skipped, "
+        f"{result.parse.duplicates} duplicates)"
+        + (f"; Dagster partitions: {result.partitioning}" if bucketed else "")
+    )
+    for note in result.notes:
+        errors.print(f"[yellow]note:[/] {note}")
+
+
+@app.command()
+def cycle(
+    home: HomeOption = None,
+    now: NowOption = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            "--budget",
+            min=0,
+            help=(
+                "At most N page fetches this cycle, over all hosts (default: every fetch worth "
+                "making that the hosts' capacities allow)."
+            ),
+        ),
+    ] = None,
+    host: Annotated[
+        list[str] | None, typer.Option("--host", help="Only these hosts (repeatable).")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Build the plan; fetch nothing.", metavar="")
+    ] = False,
+    time_limit: Annotated[
+        float,
+        typer.Option(
+            "--time-limit",
+            min=0,
+            help="Seconds for fetching; the rest is deferred to the next cycle (0: no limit).",
+        ),
+    ] = 0.0,
+    retention_days: Annotated[
+        float,
+        typer.Option(
+            "--retention-days",
+            min=0,
+            help="Prune fetch_log cycles older than this many days (default 0: keep all).",
+        ),
+    ] = 0.0,
+    fetch_processes: Annotated[
+        int,
+        typer.Option(
+            "--fetch-processes", min=1, help="Split the fetching over N processes (hosts whole)."
+        ),
+    ] = 1,
+) -> None:
+    """Run one cycle of the whole graph as of --now."""
+    moment = _now(now)  # a bad --now is said before the pipeline is loaded
+    from freshness_pipeline.app.runner import CycleFailed, UnknownHosts, UnreadableConfig, run_cycle
+    from freshness_pipeline.warehouse.storage import HomeBusy
+
+    try:
+        outcome = run_cycle(
+            home,
+            moment,
+            budget=budget,
+            hosts=host,
+            dry_run=dry_run,
+            fetch_time_limit_s=time_limit,
+            retention_days=retention_days,
+            fetch_processes=fetch_processes,
+        )
+    except (UnknownHosts, UnreadableConfig) as exc:
+        errors.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+    except CycleFailed as exc:
+        errors.print(f"[red]cycle failed:[/] {exc}")
+        raise typer.Exit(1) from exc
+    except HomeBusy as exc:
+        errors.print(f"[red]cycle refused:[/] {exc}")
+        raise typer.Exit(BUSY_EXIT) from exc
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        errors.print(
+            f"[red]cycle failed:[/] cannot write the home folder{where}: {exc.strerror or exc}; "
+            "the previous tables are intact"
+        )
+        raise typer.Exit(1) from exc
+    except Exception as exc:  # the pipeline itself failed: say what, keep the tables
+        errors.print(
+            f"[red]cycle failed:[/] {type(exc).__name__}: {exc}; the previous tables are intact"
+        )
+        raise typer.Exit(1) from exc
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(outcome.outcomes.items()))
+    done = "" if dry_run else f", {outcome.fetched} fetched"
+    console.print(
+        f"cycle {moment.isoformat()}: {len(outcome.hosts)} hosts, {outcome.planned} planned{done}"
+        + (f" ({counts})" if counts else "")
+    )
+    if outcome.held_back:
+        held = "; ".join(f"{reason}: {n}" for reason, n in sorted(outcome.held_back.items()))
+        if outcome.planned == 0:
+            label = "[red]nothing planned, held back:[/]"
+        elif not dry_run and outcome.fetched == 0:
+            label = "[red]nothing fetched, held back:[/]"
+        else:
+            label = "[yellow]held back:[/]"
+        errors.print(f"{label} {held} URLs")
+    for note in outcome.notes:
+        errors.print(f"[yellow]note:[/] {note}")
+
+
+def _latest(views: Views) -> datetime:
+    """The report's default time; with nothing seeded there is no cycle to report on."""
+    from freshness_pipeline.app.report import latest_cycle_time
+
+    try:
+        return latest_cycle_time(views)
+    except ValueError as exc:
+        errors.print(f"[red]error:[/] {exc}: run `freshness seed` and `freshness cycle`")
+        raise typer.Exit(2) from exc
+
+
+@app.command()
+def hosts(
+    home: HomeOption = None,
+    retire: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--retire",
+            help="Remove this host from the crawl: its rows in every table and its Dagster "
+            "partition (the WARC archive keeps its records). Repeatable.",
+        ),
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Retire without asking.", metavar="")] = False,
+) -> None:
+    """The seeded hosts: URLs by status, Dagster partition and newest cycle; --retire removes
+    one."""
+    from rich.table import Table
+
+    from freshness_pipeline.app.runner import UnknownHosts, host_summary, retire_host
+    from freshness_pipeline.warehouse.storage import HomeBusy, Warehouse
+
+    if not Warehouse(home).root.exists():
+        errors.print(f"[red]error:[/] no warehouse in {Warehouse(home).home}: run `freshness seed`")
+        raise typer.Exit(2)
+    summary = host_summary(home)
+    if retire:
+        known = set(summary["host"].to_list())
+        unknown = sorted({h.lower() for h in retire} - known)
+        if unknown:
+            errors.print(f"[red]error:[/] unknown host(s): {', '.join(unknown)}")
+            raise typer.Exit(2)
+        if not yes:
+            if not console.is_terminal:
+                errors.print("[red]error:[/] retiring deletes the hosts' tables: pass --yes")
+                raise typer.Exit(2)
+            if not typer.confirm(f"Retire {', '.join(retire)} and delete their tables?"):
+                raise typer.Exit(1)
+        for host in retire:
+            try:
+                removed = retire_host(home, host)
+            except HomeBusy as exc:
+                errors.print(f"[red]retire refused:[/] {exc}")
+                raise typer.Exit(BUSY_EXIT) from exc
+            except UnknownHosts as exc:
+                errors.print(f"[red]error:[/] {exc}")
+                raise typer.Exit(2) from exc
+            except OSError as exc:
+                raise _unwritable(exc, "retire") from exc
+            console.print(f"retired {host.lower()}: {len(removed)} tables' files removed")
+        return
+    table = Table(title=f"{summary.height} hosts")
+    for name in summary.columns:
+        table.add_column(name, justify="left" if name in ("host", "partition") else "right")
+    for row in summary.iter_rows():
+        table.add_row(*["" if v is None else str(v) for v in row])
+    wide.print(table)
+
+
+@app.command()
+def report(home: HomeOption = None, now: NowOption = None) -> None:
+    """Metrics per host and per URL class: 304 share, unchanged-body share, requests per
+    detected change, expected age (freshness lag), errors."""
+    from freshness_pipeline.app.report import open_views, print_report
+    from freshness_pipeline.warehouse.storage import Warehouse
+
+    chosen = _now(now) if now else None  # validated like `cycle --now`, before any work
+    warehouse = Warehouse(home)
+    if not warehouse.root.exists():
+        errors.print(
+            f"[red]error:[/] no warehouse in {warehouse.home}: run `freshness seed` and `freshness cycle`"
+        )
+        raise typer.Exit(2)
+    stale = warehouse.ensure_views()
+    with open_views(warehouse) as (views, note):
+        if note or stale:
+            errors.print(f"[yellow]note:[/] {note or stale}")
+        print_report(views, chosen or _latest(views), wide)
+    wide.print(
+        f"SQL: open {warehouse.duckdb_path} read-only (views host_metrics, class_metrics, ...)"
+    )
+
+
+@app.command()
+def demo(
+    home: HomeOption = None,
+    cycles: Annotated[
+        int, typer.Option("--cycles", min=1, help="Simulated cycles (6 h each).")
+    ] = 24,
+    budget_share: Annotated[
+        float,
+        typer.Option(
+            "--budget-share", min=0.001, max=1.0, help="Budget per cycle as a share of pages."
+        ),
+    ] = 0.1,
+    seed_: Annotated[int, typer.Option("--seed", help="Seed of the synthetic web.")] = 0,
+) -> None:
+    """Start the synthetic web on loopback, crawl it for several simulated cycles, report."""
+    from freshness_pipeline.app.demo import DemoError, run_demo
+
+    try:
+        run_demo(home, cycles=cycles, budget_share=budget_share, seed=seed_, console=wide)
+    except DemoError as exc:
+        errors.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+    except OSError as exc:
+        raise _unwritable(exc, "demo") from exc
+
+
+# Typer keeps the line breaks of every help paragraph but the first: one line per paragraph.
+_DIFF_HELP = (
+    "What changed in a page: a unified diff of its fields and text between a version and the "
+    "version before it, from page_versions."
+    "\n\n"
+    "Coloured on a terminal, plain text when piped or redirected. A page with only one version "
+    "(at or before --at) is shown as all added, against /dev/null, as a new file is, with a "
+    "note on stderr; it is not an error."
+    "\n\n"
+    "Exit 2, with a message naming the problem, for a URL the home has no version of, a --at "
+    "before the page's first version, or a --at that is not an ISO 8601 time."
+)
+
+
+@app.command(help=_DIFF_HELP)
+def diff(
+    url: Annotated[str, typer.Argument(help="The page's URL, as seeded or crawled.")],
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            help="Diff the newest version observed at or before this time, ISO 8601 "
+            "(default: the newest version).",
+        ),
+    ] = None,
+    home: HomeOption = None,
+) -> None:
+    """A diff is read by a person at a terminal or fed to a tool: colour for one, plain text
+    for the other, and the first version of a page shown the way a new file is."""
+    moment = _moment(at, "--at") if at is not None else None
+    from freshness_pipeline.app.crawled_copy import (
+        CopyError,
+        QueryError,
+        iso_utc,
+        print_diff,
+        version_diff,
+    )
+    from freshness_pipeline.warehouse.storage import Warehouse
+
+    try:
+        result = version_diff(Warehouse(home), url, moment)
+    except CopyError as exc:
+        errors.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+    except QueryError as exc:
+        errors.print(f"[red]diff failed:[/] {escape(str(exc))}")
+        raise typer.Exit(1) from exc
+    observed = iso_utc(result.new.observed_at)
+    if result.old is None:
+        before = f" at or before --at {iso_utc(moment)}" if moment is not None else ""
+        errors.print(
+            f"[yellow]note:[/] {escape(result.url)} has only one version{before} (observed "
+            f"at {observed}, {result.new.outcome}): shown as all added"
+        )
+    elif not result.lines:
+        errors.print(
+            f"[yellow]note:[/] no difference in fields or text between the versions observed "
+            f"at {iso_utc(result.old.observed_at)} and {observed}"
+        )
+    print_diff(result, Console(soft_wrap=True, highlight=False))
+
+
+class ExportFormat(StrEnum):
+    jsonl = "jsonl"
+    parquet = "parquet"
+    csv = "csv"
+
+
+_EXPORT_HELP = (
+    "For a downstream consumer: the newest version of every URL that changed or appeared in "
+    "the window [--since, --until), and a tombstone for every URL that went gone in it."
+    "\n\n"
+    "--since is inclusive (a version observed at it counts), --until exclusive (one observed at "
+    "it does not; default: no end). A version is the newest observed in the window (new, "
+    "changed or re-extracted); a URL that went gone (404/410) in the window gets only its "
+    "tombstone."
+    "\n\n"
+    "JSON lines: one object per URL, {url, observed_at, outcome, title, text, fields (an "
+    'object), fingerprint}, or {url, status: "gone", gone_at} for a gone URL. Parquet and CSV: '
+    "the same rows as columns url, observed_at, outcome, title, text, fields (JSON text), "
+    "fingerprint, status ('gone' or empty), gone_at. Times are ISO 8601 UTC (Parquet: UTC "
+    "timestamps)."
+    "\n\n"
+    "Rows come in no set order (sorting would hold the whole window); memory stays bounded "
+    "whatever the window's size. A file is written under a temporary name and renamed when "
+    "complete."
+    "\n\n"
+    "Exit 2 for a bad time, --until before --since, an unknown format or an --out that cannot "
+    "be written."
+)
+
+
+@app.command(help=_EXPORT_HELP)
+def export(
+    since: Annotated[
+        str,
+        typer.Option(
+            "--since", help="Start of the window, ISO 8601, inclusive (a change at it counts)."
+        ),
+    ],
+    until: Annotated[
+        str | None,
+        typer.Option(
+            "--until",
+            help="End of the window, ISO 8601, exclusive (a change at it does not count; "
+            "default: no end).",
+        ),
+    ] = None,
+    fmt: Annotated[
+        ExportFormat, typer.Option("--format", help="jsonl, parquet or csv.")
+    ] = ExportFormat.jsonl,
+    out: Annotated[
+        str,
+        typer.Option(
+            "--out",
+            help="File to write (under a temporary name, renamed when complete), or - for stdout.",
+        ),
+    ] = "-",
+    home: HomeOption = None,
+) -> None:
+    """A consumer mirrors the copy by applying each window's export in turn: the newest
+    version of a page replaces its copy, a tombstone deletes it, and back-to-back windows
+    (one's --until the next one's --since) neither miss nor repeat a change."""
+    start = _moment(since, "--since")
+    end = _moment(until, "--until") if until is not None else None
+    from freshness_pipeline.app.crawled_copy import CopyError, QueryError, TargetError
+    from freshness_pipeline.app.crawled_copy import export as export_copy
+    from freshness_pipeline.warehouse.storage import Warehouse
+
+    target = None if out == "-" else Path(out).expanduser()
+    try:
+        summary = export_copy(
+            Warehouse(home), start, end, fmt.value, out=target, stream=sys.stdout.buffer
+        )
+    except CopyError as exc:
+        what = f"--out {exc}" if isinstance(exc, TargetError) else str(exc)
+        errors.print(f"[red]error:[/] {escape(what)}")
+        raise typer.Exit(2) from exc
+    except BrokenPipeError:
+        # the reader stopped early (`| head`): nothing to report, and nothing more to write
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise typer.Exit(1) from None
+    except QueryError as exc:
+        errors.print(f"[red]export failed:[/] {escape(str(exc))}; nothing was written")
+        raise typer.Exit(1) from exc
+    except OSError as exc:
+        errors.print(
+            f"[red]export failed:[/] {escape(str(exc.strerror or exc))}"
+            + (f" ({escape(str(exc.filename))})" if exc.filename else "")
+        )
+        raise typer.Exit(1) from exc
+    written = "stdout" if target is None else str(target)
+    errors.print(
+        f"exported {summary.rows} URLs ({summary.versions} versions, {summary.gone} gone) "
+        f"to {escape(written)}"
+    )
+
+
+@app.command()
+def reextract(
+    url_class: Annotated[
+        str | None,
+        typer.Option("--url-class", help="Only this URL class (default: every class)."),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Re-extract every page, not only those of another fingerprint version.",
+            metavar="",
+        ),
+    ] = False,
+    home: HomeOption = None,
+) -> None:
+    """Re-derive fingerprints, titles, texts and fields from the WARC archive after a change of
+    a class's selectors, fields or json_ld, fetching nothing: the next fetch of an unchanged
+    page is then a 304 or 'unchanged', not a re-extraction."""
+    if url_class is not None and not url_class.strip():
+        errors.print("[red]error:[/] --url-class must name a URL class")
+        raise typer.Exit(2)
+    from freshness_pipeline.app.reextract import ReextractInputError
+    from freshness_pipeline.app.reextract import reextract as reextract_pages
+    from freshness_pipeline.warehouse.storage import HomeBusy
+
+    try:
+        done = reextract_pages(
+            home, url_class=url_class.strip() if url_class else None, force=force
+        )
+    except ReextractInputError as exc:
+        errors.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+    except HomeBusy as exc:
+        errors.print(f"[red]reextract refused:[/] {exc}")
+        raise typer.Exit(BUSY_EXIT) from exc
+    except Exception as exc:  # each host's files are old or new, never half written
+        errors.print(
+            f"[red]reextract failed:[/] {type(exc).__name__}: {escape(str(exc))}; the tables of "
+            "every host not yet re-extracted are as they were"
+        )
+        raise typer.Exit(1) from exc
+    why = ", ".join(f"{reason} {n}" for reason, n in sorted(done.left.items()))
+    console.print(
+        f"re-extracted {done.pages} pages on {done.hosts} hosts; {done.without_body} without an "
+        "archived body, left for their next fetch" + (f" ({why})" if why else "")
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,264 @@
+"""``freshness reextract``: re-derive fingerprints and versions from the WARC archive after an
+extractor, selectors, fields or json_ld change, fetching nothing.
+
+Without it, the next fetch of every page of a changed class finds a fingerprint of another
+version (assets.plan.plan_inputs drops it, with the validators) and fetches the body whole to
+re-extract it: a cycle's worth of unconditional fetches for content that did not change. The
+archive already holds each URL's last body (url_state.archived), so extracting that body with
+the class's current settings (science.fingerprint.class_record, the fetcher's own call) gives
+the fingerprint the next fetch would compute; with it stored under the current version, the
+next fetch is conditional again and compares like with like.
+
+Each re-extraction is a page_versions row of its own, with outcome 'reextracted': a new reading
+of a body the archive kept, not a new version of the page, so it writes no ``changes`` row. It
+is dated when it was derived, on the crawl's clock (every time in the tables is a cycle's
+``now``, never the wall clock): :data:`DERIVED_AFTER` after the newest cycle that fetched its
+host, so it sorts after everything the crawl had seen and before the next cycle, and never
+shares its ``observed_at`` with the row whose body it re-read. That keeps one row per URL and
+time, which the history of a URL, ``freshness diff`` (its newest row against the one before),
+``freshness export`` (the newest row per URL in the window, in the window it was derived in,
+so a consumer that already has the body's window still gets the new fields) and the
+``changes`` view (a change's ``changed_at`` and ``previous_observed_at`` each name one row)
+rely on. url_state's ``version_observed_at`` moves to it, so the next change is diffed against
+the current extraction. Another run before the next cycle dates its rows the same and replaces
+them (storage.Warehouse.write_partitions ``replace_on``): ``--force`` does not pile them up.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from freshness_pipeline.config import ConfigError, Extraction, load_config
+from freshness_pipeline.defs.assets.versions import drop_excluded_fields
+from freshness_pipeline.science.fingerprint import class_record, content_kind
+from freshness_pipeline.warehouse import tables
+from freshness_pipeline.warehouse.archive import (
+    ArchivedOriginal,
+    ArchiveError,
+    ArchiveReader,
+    archive_dir_for,
+)
+from freshness_pipeline.warehouse.storage import Warehouse
+
+__all__ = ["BATCH_PAGES", "DERIVED_AFTER", "ReextractInputError", "Reextracted", "reextract"]
+
+#: pages extracted before their hosts' files are written: bounds the texts held in memory at
+#: any number of URLs, while each write still covers many hosts at once.
+BATCH_PAGES = 5000
+#: a re-extraction's time past its host's newest cycle: later than every row that cycle
+#: wrote (a body fetched then has that time), earlier than any next cycle
+DERIVED_AFTER = timedelta(seconds=1)
+
+# why a page was left for its next fetch
+NOT_ARCHIVED = "not archived"
+NOT_IN_ARCHIVE = "record missing from the archive"
+NOT_A_BODY = "no complete 2xx body"
+NOT_HTML = "not HTML"
+FAILED = "extraction failed"
+
+
+class ReextractInputError(ValueError):
+    """The request cannot be met as asked (no warehouse, an unknown URL class, a bad config):
+    the user's to fix, so the CLI exits 2."""
+
+
+@dataclass(frozen=True)
+class Reextracted:
+    """What a re-extraction did: pages re-extracted and on how many hosts, and the pages left
+    for their next fetch, by why."""
+
+    pages: int = 0
+    hosts: int = 0
+    left: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def without_body(self) -> int:
+        return sum(self.left.values())
+
+
+def reextract(
+    home: str | Path | None,
+    *,
+    url_class: str | None = None,
+    force: bool = False,
+    batch_pages: int = BATCH_PAGES,
+) -> Reextracted:
+    """Re-extract every fingerprinted URL whose fingerprint_version is not its class's current
+    one (``force``: every fingerprinted URL), or only those of ``url_class``, from its archived
+    body, under the home's writer lock. Raises ReextractInputError for bad input, HomeBusy when
+    a cycle or seed load holds the home."""
+    wh = Warehouse(home)
+    if not wh.hosts_in("url_state"):
+        raise ReextractInputError(
+            f"no warehouse in {wh.home}: run `freshness seed` and `freshness cycle` first"
+        )
+    try:
+        config = load_config(wh.home)
+    except ConfigError as exc:
+        raise ReextractInputError(str(exc)) from exc
+    if url_class is not None:
+        _check_class(wh, url_class, set(config.class_extraction))
+    with wh.exclusive("reextract"):
+        wh.sweep_temp_files()
+        state = wh.read("url_state")
+        current = config.version_expr()
+        due = state.filter(
+            pl.col("fingerprint").is_not_null() & pl.col("fingerprint_version").is_not_null()
+        )
+        if url_class is not None:
+            due = due.filter(pl.col("url_class") == url_class)
+        if not force:
+            due = due.filter(pl.col("fingerprint_version") != current)
+        extractions, index = config.extractions()
+        # the crawl's clock per host: its newest cycle (every fetch is stamped with its cycle)
+        newest = state.group_by("host").agg(pl.col("last_fetched_at").max().alias("_newest"))
+        due = (
+            due.select(
+                "url", "host", "url_class", "archived", index.alias("_x"), current.alias("_version")
+            )
+            .join(newest, on="host", how="left")
+            .sort("host", "url")
+        )
+        reader = ArchiveReader(archive_dir_for(wh.home))
+        left: Counter[str] = Counter()
+        pages, hosts = 0, 0
+        for batch in _batches(due, batch_pages):
+            rows = []
+            for row in batch.iter_rows(named=True):
+                version, why = _version(reader, row, extractions[row["_x"]])
+                if version is None:
+                    left[why] += 1
+                else:
+                    rows.append(version)
+            if rows:
+                versions = drop_excluded_fields(
+                    pl.DataFrame(rows, schema=tables.SCHEMAS["page_versions"]), config
+                )
+                _write(wh, state, versions)
+                pages += versions.height
+                hosts += versions["host"].n_unique()
+    return Reextracted(pages, hosts, dict(left))
+
+
+def _check_class(wh: Warehouse, url_class: str, configured: set[str]) -> None:
+    """An unknown class is a typo far more often than a class with nothing to do: name the
+    ones the config and the crawl know."""
+    files = wh.files("url_state")
+    crawled = (
+        pl.scan_parquet(files, missing_columns="insert", extra_columns="ignore")
+        .select(pl.col("url_class").drop_nulls().unique())
+        .collect()["url_class"]
+        .to_list()
+    )
+    known = configured | set(crawled)
+    if url_class not in known:
+        raise ReextractInputError(
+            f"unknown URL class {url_class!r}; the known ones are "
+            + (", ".join(sorted(known)) or "none (no URL has a class)")
+        )
+
+
+def _batches(due: pl.DataFrame, pages: int) -> Iterator[pl.DataFrame]:
+    """``due`` (sorted by host) in slices of whole hosts, about ``pages`` rows each: a host's
+    files are written once per run, whole."""
+    if due.is_empty():
+        return
+    counts = due.group_by("host", maintain_order=True).len()
+    batch: list[str] = []
+    size = 0
+    for host, n in counts.iter_rows():
+        batch.append(host)
+        size += n
+        if size >= pages:
+            yield due.filter(pl.col("host").is_in(batch))
+            batch, size = [], 0
+    if batch:
+        yield due.filter(pl.col("host").is_in(batch))
+
+
+def _version(
+    reader: ArchiveReader, row: dict[str, Any], extraction: Extraction
+) -> tuple[dict[str, Any] | None, str]:
+    """The page_versions row of one URL's archived body under its class's extraction, or None
+    and why the page is left for its next fetch."""
+    if not row["archived"]:
+        return None, NOT_ARCHIVED
+    try:
+        original = ArchivedOriginal.from_json(row["archived"])
+    except ValueError:
+        return None, NOT_ARCHIVED
+    where = original.location
+    if where is None:
+        return None, NOT_ARCHIVED
+    try:
+        response = reader.read_response(where.warc_filename, where.warc_offset, where.warc_length)
+        body = response.decoded_body()
+    except (OSError, ArchiveError):
+        return None, NOT_IN_ARCHIVE
+    # the fetcher fingerprints only a complete 2xx body; anything else archived is not the
+    # body the stored fingerprint was taken from
+    if response.truncated or response.status is None or not 200 <= response.status < 300:
+        return None, NOT_A_BODY
+    content_type = response.header("Content-Type")
+    if content_kind(body, content_type) != "html":
+        return None, NOT_HTML
+    try:
+        record = class_record(extraction, body, content_type)
+    except Exception:  # the fetcher counts this an error too; the next fetch tries again
+        return None, FAILED
+    return {
+        "url": row["url"],
+        "host": row["host"],
+        "observed_at": derived_at(original.date, row["_newest"]),
+        "outcome": "reextracted",
+        "url_class": row["url_class"],
+        "fingerprint": record.fingerprint,
+        "fingerprint_version": row["_version"],
+        "title": record.title,
+        "text": record.text,
+        "fields": json.dumps(record.fields, ensure_ascii=False, sort_keys=True),
+        "content_type": content_type,
+        "warc_filename": where.warc_filename,
+        "warc_offset": where.warc_offset,
+        "warc_length": where.warc_length,
+        "payload_digest": original.payload_digest,
+    }, ""
+
+
+def derived_at(body_observed: datetime | None, host_newest: datetime | None) -> datetime | None:
+    """When a re-extraction is dated (module docstring): just after the host's newest cycle,
+    or after the body's own time where url_state knows no fetch of the host later than it."""
+    known = [t for t in (body_observed, host_newest) if t is not None]
+    return max(known) + DERIVED_AFTER if known else None
+
+
+def _write(wh: Warehouse, state: pl.DataFrame, versions: pl.DataFrame) -> None:
+    """page_versions first, then url_state, each host's file whole: a kill between them leaves
+    the old fingerprint version in url_state, so the next run does the page again and its row
+    (dated the same, unless a cycle ran in between) replaces the one written now."""
+    hosts = sorted(versions["host"].unique().to_list())
+    wh.write_partitions("page_versions", hosts, versions, replace_on=("url", "outcome"))
+    updates = versions.select(
+        "url",
+        pl.col("fingerprint").alias("_fp"),
+        pl.col("fingerprint_version").alias("_fpv"),
+        pl.col("observed_at").alias("_observed"),
+    )
+    rows = (
+        state.filter(pl.col("host").is_in(hosts))
+        .join(updates, on="url", how="left", maintain_order="left")
+        .with_columns(
+            fingerprint=pl.coalesce("_fp", "fingerprint"),
+            fingerprint_version=pl.coalesce("_fpv", "fingerprint_version"),
+            version_observed_at=pl.coalesce("_observed", "version_observed_at"),
+        )
+    )
+    wh.write_partitions("url_state", hosts, rows)

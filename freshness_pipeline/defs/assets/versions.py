@@ -1,0 +1,189 @@
+"""The crawled copy's tables from a cycle's fetches: page_versions (every new or changed version
+of a page, with what it says and where the archive holds it) and changes (what differs from the
+version before).
+
+Both are history, one file per cycle and host. The version before a changed one is found where
+url_state says it was observed (``version_observed_at``), so a cycle reads one file per host
+and earlier cycle that its changed pages last changed in, never the whole history.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import polars as pl
+
+from freshness_pipeline.config import PipelineConfig
+from freshness_pipeline.science.changes import version_change
+from freshness_pipeline.warehouse import tables
+from freshness_pipeline.warehouse.storage import Warehouse
+
+__all__ = ["change_rows", "drop_excluded_fields", "previous_versions", "version_rows"]
+
+_KEPT = ("new", "changed")
+
+
+def version_rows(
+    raw: pl.DataFrame, plan: pl.DataFrame, now: datetime, config: PipelineConfig
+) -> pl.DataFrame:
+    """page_versions rows of a cycle's fetch results (``raw``: the fetcher's results with their
+    title, text and fields): every sent fetch whose content was new or changed. A 'new' one
+    of a page that had a version before is a re-extraction (another extractor or selectors
+    made its fingerprint incomparable)."""
+    if raw.is_empty() or "text" not in raw.columns:
+        return tables.empty("page_versions")
+    planned = plan.select(
+        "url",
+        "url_class",
+        (
+            pl.col("version_observed_at")
+            if "version_observed_at" in plan.columns
+            else pl.lit(None, tables.UTC_TIME)
+        ).alias("_before"),
+    ).unique(subset="url", keep="last", maintain_order=True)
+    rows = raw.filter(
+        pl.col("sent") & pl.col("outcome").is_in(_KEPT) & pl.col("fingerprint").is_not_null()
+    ).join(planned, on="url", how="left")
+    rows = drop_excluded_fields(rows, config)
+    return tables.conform(
+        "page_versions",
+        rows.with_columns(
+            observed_at=pl.lit(now).cast(tables.UTC_TIME),
+            outcome=pl.when((pl.col("outcome") == "new") & pl.col("_before").is_not_null())
+            .then(pl.lit("reextracted"))
+            .otherwise("outcome"),
+            fingerprint_version=config.version_expr(),
+        ),
+    )
+
+
+def drop_excluded_fields(
+    df: pl.DataFrame, config: PipelineConfig, column: str = "fields"
+) -> pl.DataFrame:
+    """``df`` with each row's ``column`` (a JSON object of fields) less the fields its
+    url_class excludes (``exclude_fields``): the one place such values are taken out before
+    anything is written, so they never reach disk. The fingerprint was taken before, so an
+    excluded field still counts in it.
+
+    Polars has no expression that removes a key from a JSON object, so the affected rows'
+    objects are decoded and encoded again, as the fetcher encodes them (sorted keys)."""
+    excluded = {c: list(r.exclude_fields) for c, r in config.class_retention.items()}
+    excluded = {c: names for c, names in excluded.items() if names}
+    if not excluded or df.is_empty() or column not in df.columns:
+        return df
+    affected = pl.col("url_class").is_in(list(excluded)).fill_null(False)
+    rows = df.with_row_index("_row").filter(affected)
+    if rows.is_empty():
+        return df
+
+    def without(text: str | None, names: list[str]) -> str | None:
+        if text is None:
+            return None
+        fields = json.loads(text)
+        for name in names:
+            fields.pop(name, None)
+        return json.dumps(fields, ensure_ascii=False, sort_keys=True)
+
+    # A loop over the affected rows only: the other classes' objects are not decoded.
+    cleaned = [
+        without(text, excluded[url_class])
+        for text, url_class in zip(rows[column], rows["url_class"], strict=True)
+    ]
+    replaced = pl.DataFrame({"_row": rows["_row"], "_clean": pl.Series(cleaned, dtype=pl.String)})
+    return (
+        df.with_row_index("_row")
+        .join(replaced, on="_row", how="left")
+        .with_columns(
+            pl.when(affected).then(pl.col("_clean")).otherwise(pl.col(column)).alias(column)
+        )
+        .drop("_row", "_clean")
+    )
+
+
+def previous_versions(wh: Warehouse, wanted: pl.DataFrame) -> pl.DataFrame:
+    """url, title, text, fields of each ``wanted`` page's version as observed then (``wanted``:
+    url, host, previous_observed_at), read from the one history file per host and cycle that
+    holds it; pages whose version is no longer kept are missing from the answer."""
+    columns = ["url", "title", "text", "fields"]
+    parts = []
+    groups = wanted.drop_nulls("previous_observed_at").partition_by(
+        ["host", "previous_observed_at"], as_dict=True
+    )
+    for (host, moment), pages in groups.items():
+        path = wh.cycle_file("page_versions", str(host), moment)
+        if not path.exists():
+            continue
+        parts.append(
+            pl.scan_parquet(path)
+            .select(*columns, "outcome")
+            .filter(pl.col("url").is_in(pages["url"].implode()))
+            .collect()
+        )
+    if not parts:
+        return pl.DataFrame(schema={c: pl.String for c in columns})
+    # One row per URL and time: a re-extraction is dated after the body it re-read. A home
+    # from before that kept both at one time; the re-extraction is then the one compared.
+    return (
+        pl.concat(parts)
+        .sort(pl.col("outcome") == "reextracted", maintain_order=True)
+        .unique(subset="url", keep="last", maintain_order=True)
+        .select(columns)
+    )
+
+
+def change_rows(
+    wh: Warehouse,
+    versions: pl.DataFrame,
+    plan: pl.DataFrame,
+    config: PipelineConfig | None = None,
+) -> pl.DataFrame:
+    """changes rows: for each changed version of ``versions`` (this cycle's page_versions), what
+    differs from the page's version before (fields, old and new values, text lines added and
+    removed). Where the version before is no longer kept, only when it was is known.
+
+    A class with ``keep_history = false`` has none. A class's excluded fields are already out
+    of ``versions``; they are taken out of the version before too, which may have been
+    written before the field was excluded, so that no old value of one is written again."""
+    changed = versions.filter(pl.col("outcome") == "changed")
+    if config is not None:
+        unkept = [c for c, r in config.class_retention.items() if not r.keep_history]
+        if unkept:
+            changed = changed.filter(~pl.col("url_class").is_in(unkept).fill_null(False))
+    if changed.is_empty():
+        return tables.empty("changes")
+    before = plan.select("url", pl.col("version_observed_at").alias("previous_observed_at")).unique(
+        subset="url", keep="last"
+    )
+    changed = changed.join(before, on="url", how="left")
+    previous = previous_versions(wh, changed.select("url", "host", "previous_observed_at"))
+    if config is not None:
+        classes = changed.select("url", "url_class").unique(subset="url")
+        previous = drop_excluded_fields(previous.join(classes, on="url", how="left"), config)
+        previous = previous.drop("url_class")
+    paired = changed.join(
+        previous.rename({"title": "old_title", "text": "old_text", "fields": "old_fields"}),
+        on="url",
+        how="left",
+    )
+    rows = []
+    # A loop per changed page: a text comparison per document has no columnar form, and only
+    # the pages that changed this cycle pay it.
+    for row in paired.iter_rows(named=True):
+        out = {
+            "url": row["url"],
+            "host": row["host"],
+            "changed_at": row["observed_at"],
+            "previous_observed_at": row["previous_observed_at"],
+        }
+        if row["old_fields"] is not None or row["old_text"] is not None:
+            change = version_change(row["old_fields"], row["fields"], row["old_text"], row["text"])
+            out |= {
+                "changed_fields": change.changed_fields,
+                "old_values": change.old_values,
+                "new_values": change.new_values,
+                "text_lines_added": change.text_lines_added,
+                "text_lines_removed": change.text_lines_removed,
+            }
+        rows.append(out)
+    return tables.conform("changes", pl.DataFrame(rows, infer_schema_length=None))

@@ -1,0 +1,366 @@
+"""Turning one HTTP exchange into WARC 1.1 records, each its own gzip member.
+
+This module decides which record type an exchange becomes and what the stored HTTP headers
+say, and serializes and compresses each record separately (gzip per record is what lets a
+reader seek to an offset and read one record).
+
+The records are serialized here rather than with warcio's writer because the fetch stage
+calls this on its event loop for every request, most of them 304s: warcio's record builder
+spends its time in generic header handling (case-insensitive lookups and rewrites, digest
+passes, BytesIO plumbing) and always gzips at level 9, which on a 304 adds a large share on top
+of writing the two short records directly. A WARC record is a short, fixed layout
+(version line, named fields, block, two CRLFs), and every record written here is read back
+by warcio in the tests (``warcio check`` verifies both digests, ``warcio index`` the
+framing) and replayed by pywb; warcio remains the reader. HTTP headers are stored as
+received: a header read as bytes is written back as the same bytes (ISO-8859-1 round trip),
+where warcio's writer would percent-encode the non-ASCII ones.
+
+The members are deflated with ISA-L (``isal_zlib``) rather than zlib. Every record must be its
+own member, so each pays a deflate stream's fixed cost (set-up, a Huffman table per block), and
+most records are a 304's few hundred bytes, where zlib's fixed cost was more than compressing
+them. ISA-L's fixed cost is well below zlib's, and on bodies its cost per byte is a fraction of
+zlib's fast matcher's, for about the same output size. zlib-ng, the other drop-in, sets up a
+larger state per stream and costs more than zlib on records this small. The members are
+ordinary gzip: readers (warcio, pywb, gzip, zcat and this package's own) decompress them with
+zlib, and what a member holds does not depend on the compressor.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
+from urllib.parse import urlsplit
+
+from isal import isal_zlib
+
+from freshness_pipeline.warehouse.archive.records import (
+    FETCH_KIND_FIELD,
+    PROFILE_IDENTICAL_PAYLOAD,
+    PROFILE_SERVER_NOT_MODIFIED,
+    ArchivedOriginal,
+    FetchKind,
+    HttpExchange,
+    warc_date,
+)
+
+__all__ = [
+    "DEFAULT_COMPRESS_LEVEL",
+    "ORIG_HEADER_PREFIX",
+    "EncodedExchange",
+    "RecordEncoder",
+    "payload_digest",
+    "stored_response_headers",
+]
+
+#: Prefix under which a stored response keeps a header whose original value no longer
+#: describes the stored body (Transfer-Encoding the client undid, a Content-Encoding the caller
+#: decoded, a Content-Length that the stored body no longer has).
+ORIG_HEADER_PREFIX = "X-Freshness-Orig-"
+WARC_VERSION = "WARC/1.1"
+_RESPONSE_TYPE = "application/http; msgtype=response"
+_REQUEST_TYPE = "application/http; msgtype=request"
+_END = b"\r\n\r\n"
+#: ISA-L's level for every record (it has 0-3). Level 0 uses fixed Huffman codes: cheapest,
+#: but much larger output on short records. Levels 1 and 2 cost the same on records of a few
+#: kilobytes and level 2's output is smaller on whole pages, about zlib level 2's size; level 3
+#: costs more on every record. The fetch stage compresses every answer it gets on its event loop.
+DEFAULT_COMPRESS_LEVEL = 2
+_MAX_LEVEL = 3
+#: gzip container, 32 KiB window: ISA-L's memory does not depend on the window, so a smaller one
+#: for a small record saves nothing (and the output is the same).
+_GZIP_WBITS = 16 + 15
+
+
+# A SHA-1 is 160 bits: sixteen 10-bit groups, each two base32 characters from this table.
+# base64.b32encode is written in Python and cost more than the digest it encodes.
+_B32_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+_B32_PAIRS = tuple(a + b for a in _B32_ALPHABET for b in _B32_ALPHABET)
+_B32_SHIFTS = tuple(range(150, -1, -10))
+
+
+def _b32(digest: bytes) -> str:
+    if len(digest) != 20:
+        return "sha1:" + base64.b32encode(digest).decode("ascii")
+    n = int.from_bytes(digest, "big")
+    pairs = _B32_PAIRS
+    return "sha1:" + "".join([pairs[(n >> shift) & 1023] for shift in _B32_SHIFTS])
+
+
+def payload_digest(body: bytes) -> str:
+    """``sha1:BASE32`` of the payload, exactly as WARC-Payload-Digest writes it."""
+    return _b32(hashlib.sha1(body).digest())
+
+
+def stored_response_headers(
+    headers: tuple[tuple[str, str], ...],
+    *,
+    body_length: int | None,
+    body_decoded: bool,
+) -> list[tuple[str, str]]:
+    """The response headers as stored, consistent with the stored body.
+
+    The client always undoes Transfer-Encoding (the stored body has no chunk framing), and the
+    caller may have undone Content-Encoding; a header that no longer holds is renamed with
+    ORIG_HEADER_PREFIX rather than dropped, so nothing that was received is lost, and
+    Content-Length then says the stored length. ``body_length`` None (a 304) leaves lengths alone.
+    """
+    stored: list[tuple[str, str]] = []
+    rewritten = False
+    lengths: list[str] = []
+    for name, value in headers:
+        lower = name.lower()
+        if lower == "transfer-encoding" or (lower == "content-encoding" and body_decoded):
+            stored.append((ORIG_HEADER_PREFIX + name, value))
+            rewritten = True
+        elif lower == "content-length" and body_length is not None:
+            lengths.append(value)
+            if value.strip() == str(body_length):
+                stored.append((name, value))
+            else:
+                stored.append((ORIG_HEADER_PREFIX + name, value))
+                rewritten = True
+        else:
+            stored.append((name, value))
+    if body_length is not None and (rewritten or len(lengths) > 1):
+        if len(lengths) > 1:  # duplicates: keep none as the stored length, all as originals
+            stored = [
+                (ORIG_HEADER_PREFIX + n, v) if n.lower() == "content-length" else (n, v)
+                for n, v in stored
+            ]
+        stored.append(("Content-Length", str(body_length)))
+    return stored
+
+
+def request_target(url: str) -> str:
+    """The request line's target of ``url``: path and query, as ``urlsplit`` reads them."""
+    start = 7 if url.startswith("http://") else 8 if url.startswith("https://") else 0
+    if not start or "#" in url or "[" in url:
+        parts = urlsplit(url)
+        target = parts.path or "/"
+        if parts.query:
+            target += "?" + parts.query
+        return target
+    # An http(s) URL without a fragment or an IPv6 literal (which urlsplit checks): the
+    # authority ends at the first "/" or "?", the query at the end.
+    slash, mark = url.find("/", start), url.find("?", start)
+    if slash < 0 or 0 <= mark < slash:
+        path, query = "/", url[mark + 1 :] if mark >= 0 else ""
+    elif mark < 0:
+        path, query = url[slash:], ""
+    else:
+        path, query = url[slash:mark], url[mark + 1 :]
+    return f"{path}?{query}" if query else path
+
+
+def http_head(first_line: str, headers: Iterable[tuple[str, str]]) -> bytes:
+    """An HTTP message head: first line, header lines, blank line; bytes as received.
+
+    Header text decoded from bytes as ISO-8859-1 encodes back to the same bytes; a str value
+    outside ISO-8859-1 (only possible from a caller that built it) is written as UTF-8.
+    """
+    lines = [first_line, *(f"{name}: {value}" for name, value in headers)]
+    text = "\r\n".join(lines) + "\r\n\r\n"
+    try:
+        return text.encode("iso-8859-1")
+    except UnicodeEncodeError:
+        return text.encode("utf-8")
+
+
+def new_record_id() -> str:
+    """``<urn:uuid:...>`` of a random (version 4) UUID, as ``uuid.uuid4()`` makes it, formatted
+    without building a UUID object: two of these go into every exchange."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    h = raw.hex()
+    return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
+
+
+class EncodedExchange(NamedTuple):
+    """The gzip members of one exchange, ready to append: the response or revisit, then the request."""
+
+    main: bytes
+    request: bytes
+    record_type: str
+    record_id: str
+    profile: str | None
+    payload_digest: str | None
+    date: str
+    warcinfo_id: str
+
+
+class RecordEncoder:
+    """Builds WARC records as gzip members. Holds no state but its level: safe from any thread.
+
+    The default level is DEFAULT_COMPRESS_LEVEL (see there for why). Every record is one
+    member, compressed on its own, so a reader can start at any record's offset.
+    """
+
+    def __init__(self, compress_level: int = DEFAULT_COMPRESS_LEVEL) -> None:
+        if not 0 <= compress_level <= _MAX_LEVEL:
+            raise ValueError(f"compress_level must be 0-{_MAX_LEVEL}, got {compress_level!r}")
+        self.compress_level = compress_level
+
+    # -- low level ---------------------------------------------------------------------------
+
+    def _member(self, data: bytes) -> bytes:
+        # one call, one gzip member (header, deflate stream, CRC-32 and size); it releases the
+        # GIL while it deflates, so threads sharing a writer compress in parallel
+        return isal_zlib.compress(data, self.compress_level, _GZIP_WBITS)
+
+    def _block_record(self, fields: str, content_type: str, head: bytes, payload: bytes) -> bytes:
+        """A record whose WARC head is ``fields`` (the version line and every field line before
+        the digest, each ending in CRLF) and whose block is ``head`` + ``payload``."""
+        block_digest = hashlib.sha1(head)
+        if payload:
+            block_digest.update(payload)
+        warc_head = (
+            f"{fields}WARC-Block-Digest: {_b32(block_digest.digest())}\r\n"
+            f"Content-Type: {content_type}\r\n"
+            f"Content-Length: {len(head) + len(payload)}\r\n\r\n"
+        ).encode()
+        return self._member(b"".join((warc_head, head, payload, _END)))
+
+    def record(
+        self,
+        fields: list[tuple[str, str]],
+        content_type: str,
+        head: bytes,
+        payload: bytes = b"",
+        *,
+        headers_only: bool = False,
+    ) -> bytes:
+        """A whole record as a gzip member: WARC fields, then ``head`` + ``payload`` as the
+        block (just ``head`` for a revisit, whose payload stays in the original)."""
+        lines = "".join(f"{name}: {value}\r\n" for name, value in fields)
+        return self._block_record(
+            f"{WARC_VERSION}\r\n{lines}", content_type, head, b"" if headers_only else payload
+        )
+
+    # -- records -----------------------------------------------------------------------------
+
+    def warcinfo(self, filename: str, date: str, info: Mapping[str, str]) -> tuple[bytes, str]:
+        """The warcinfo member that opens a file, and its record id."""
+        record_id = new_record_id()
+        block = "".join(f"{name}: {value}\r\n" for name, value in info.items() if value).encode()
+        fields = [
+            ("WARC-Type", "warcinfo"),
+            ("WARC-Record-ID", record_id),
+            ("WARC-Filename", filename),
+            ("WARC-Date", date),
+        ]
+        return self.record(fields, "application/warc-fields", block), record_id
+
+    def exchange(
+        self,
+        exchange: HttpExchange,
+        *,
+        date: str,
+        kind: FetchKind,
+        warcinfo_id: str,
+        previous: ArchivedOriginal | None,
+    ) -> EncodedExchange:
+        """The records of one exchange: a response, or a revisit when the body need not be stored.
+
+        A 304 becomes a server-not-modified revisit; a complete 200 whose payload digest equals
+        ``previous``'s an identical-payload-digest revisit; anything else a response with the
+        body. The request record always follows, WARC-Concurrent-To the first.
+
+        The WARC heads are formatted in one go, field by field in a fixed order: this runs for
+        every request the fetcher sends, most of them 304s whose records are a few hundred
+        bytes, where assembling lists of fields cost more than compressing them.
+        """
+        record_id = new_record_id()
+        url = exchange.url
+        ip = f"WARC-IP-Address: {exchange.ip_address}\r\n" if exchange.ip_address else ""
+        common = (
+            f"WARC-Record-ID: {record_id}\r\nWARC-Date: {date}\r\nWARC-Target-URI: {url}\r\n"
+            f"WARC-Warcinfo-ID: {warcinfo_id}\r\n{ip}{FETCH_KIND_FIELD}: {kind}\r\n"
+        )
+        status_line = f"HTTP/{exchange.http_version} {exchange.status} {exchange.reason}"
+        body = exchange.body if isinstance(exchange.body, bytes) else bytes(exchange.body)
+        profile: str | None = None
+        digest: str | None
+        if exchange.status == 304:
+            profile = PROFILE_SERVER_NOT_MODIFIED
+            digest = previous.payload_digest if previous is not None else None
+            head = http_head(
+                status_line,
+                stored_response_headers(
+                    exchange.response_pairs, body_length=None, body_decoded=False
+                ),
+            )
+            main = self._revisit(common, head, profile, digest, previous, url)
+        else:
+            digest = payload_digest(body)
+            head = http_head(
+                status_line,
+                stored_response_headers(
+                    exchange.response_pairs,
+                    body_length=len(body),
+                    body_decoded=exchange.body_decoded,
+                ),
+            )
+            if (
+                exchange.status == 200
+                and not exchange.truncated
+                and previous is not None
+                and previous.payload_digest == digest
+            ):
+                profile = PROFILE_IDENTICAL_PAYLOAD
+                main = self._revisit(common, head, profile, digest, previous, url)
+            else:
+                truncated = "WARC-Truncated: length\r\n" if exchange.truncated else ""
+                fields = (
+                    f"{WARC_VERSION}\r\nWARC-Type: response\r\n{common}"
+                    f"WARC-Payload-Digest: {digest}\r\n{truncated}"
+                )
+                main = self._block_record(fields, _RESPONSE_TYPE, head, body)
+
+        request_line = f"{exchange.method} {request_target(url)} HTTP/{exchange.http_version}"
+        request = self._block_record(
+            f"{WARC_VERSION}\r\nWARC-Type: request\r\nWARC-Record-ID: {new_record_id()}\r\n"
+            f"WARC-Date: {date}\r\nWARC-Target-URI: {url}\r\n"
+            f"WARC-Concurrent-To: {record_id}\r\nWARC-Warcinfo-ID: {warcinfo_id}\r\n"
+            f"{ip}{FETCH_KIND_FIELD}: {kind}\r\n",
+            _REQUEST_TYPE,
+            http_head(request_line, exchange.request_pairs),
+            b"",
+        )
+        return EncodedExchange(
+            main,
+            request,
+            "revisit" if profile else "response",
+            record_id,
+            profile,
+            digest,
+            date,
+            warcinfo_id,
+        )
+
+    def _revisit(
+        self,
+        common: str,
+        head: bytes,
+        profile: str,
+        digest: str | None,
+        previous: ArchivedOriginal | None,
+        url: str,
+    ) -> bytes:
+        if previous is not None:
+            refers = (
+                f"WARC-Refers-To: {previous.record_id}\r\n"
+                f"WARC-Refers-To-Target-URI: {previous.target_uri}\r\n"
+                f"WARC-Refers-To-Date: {warc_date(previous.date)}\r\n"
+            )
+        else:  # a 304 to validators from before archiving began: the original is this URI's
+            refers = f"WARC-Refers-To-Target-URI: {url}\r\n"
+        payload = f"WARC-Payload-Digest: {digest}\r\n" if digest is not None else ""
+        fields = (
+            f"{WARC_VERSION}\r\nWARC-Type: revisit\r\n{common}"
+            f"WARC-Profile: {profile}\r\n{refers}{payload}"
+        )
+        return self._block_record(fields, _RESPONSE_TYPE, head, b"")

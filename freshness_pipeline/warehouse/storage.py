@@ -1,0 +1,642 @@
+"""Paths, atomic Parquet writes and the DuckDB views: the only module that touches the warehouse.
+
+Layout: ``<home>/warehouse/<table>/host=<escaped key>/data.parquet`` (``fetch_log`` keeps one
+``cycle-<stamp>.parquet`` per cycle instead). Every file is written under a temporary name that
+does not end in ``.parquet`` (DuckDB's ``**/*.parquet`` glob matches dot-files too) and moved into
+place with ``os.replace``, so a killed run leaves the previous good file and a reader never sees
+half a file. ``<home>/freshness.duckdb`` holds only views over those globs; no connection to it is
+kept open while a cycle runs, so a user can query during a cycle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import duckdb
+import polars as pl
+
+from freshness_pipeline.warehouse import tables
+from freshness_pipeline.warehouse.crashpoints import crash_point
+from freshness_pipeline.warehouse.metrics_sql import METRIC_VIEWS
+
+HOME_ENV = "FRESHNESS_HOME"
+_SAFE_KEY_CHARS = re.compile(r"[^a-z0-9.\-_:\[\]]")
+# The longest folder name most file systems take (255 bytes) less "host=". The views read
+# ``host`` from the folder name (hive partitioning), so a key must reach it whole: every key of
+# up to 250 characters does; only a DNS name over 245 characters with a port, or over 250
+# without, is cut (and shows cut in the views).
+_MAX_KEY_LEN = 250
+# '%' alone never appears in an escaped key (escapes are always %XX), so no host can collide.
+_SCHEMA_DIR = "host=%schema"
+# fetch_log is append-only history: nothing is pruned unless an operator asks
+# (``cycle --retention-days``); url_state keeps its own observation window regardless.
+DEFAULT_RETENTION_DAYS: float | None = None
+
+
+def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
+    """``--home``, else ``$FRESHNESS_HOME``, else ``./data``; always absolute.
+
+    Absolute because DuckDB resolves relative view paths against the reader's working directory.
+    """
+    chosen = home if home else os.environ.get(HOME_ENV) or "data"
+    return Path(chosen).expanduser().resolve()
+
+
+def escape_host_key(host: str) -> str:
+    """A folder name for a host key that cannot leave its folder or collide with another key.
+
+    Everything outside a conservative set is percent-encoded (so ``/``, ``\\``, NUL and ``%``
+    itself are), a leading dot is encoded (no ``.`` or ``..``), and very long keys are cut and
+    suffixed with a hash of the whole key.
+    """
+    key = host.lower()
+    escaped = _SAFE_KEY_CHARS.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode()), key)
+    if escaped.startswith("."):
+        escaped = "%2E" + escaped[1:]
+    if not escaped:
+        escaped = "%00"
+    if len(escaped) > _MAX_KEY_LEN:
+        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+        escaped = f"{escaped[: _MAX_KEY_LEN - 17]}~{digest}"
+    return escaped
+
+
+class HomeBusy(RuntimeError):
+    """Another cycle or seed load holds this home."""
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.strftime("%Y%m%dT%H%M%S%fZ")
+
+
+#: threads writing one table's host files: each is an encode and a file write, which wait on
+#: the file system (and the encoder lets go of the GIL), so a few overlap well even on two
+#: cores. Below 2 x WRITERS files, one thread writes them, each fsynced on its own.
+WRITERS = 8
+
+
+def _syncfs_function() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True).syncfs  # type: ignore[no-any-return]
+    except (AttributeError, OSError):  # not Linux
+        return None
+
+
+_SYNCFS = _syncfs_function()
+
+
+def sync_filesystem(path: Path) -> None:
+    """Make every write on ``path``'s file system durable in one call (Linux ``syncfs``; else
+    ``sync``). One fsync per file costs a journal commit each, and with much else dirty (a
+    cycle's archive, its other tables) a commit flushes all of it: ten thousand fsyncs took
+    20-40 ms apiece at a million URLs; one flush for the whole batch takes one."""
+    if _SYNCFS is None:
+        os.sync()
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if _SYNCFS(fd) != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"syncfs failed: {os.strerror(errno)}", str(path))
+    finally:
+        os.close(fd)
+
+
+class _Reaper:
+    """Frees the files that atomic replaces made obsolete, off the writer's path.
+
+    On ext4 (more so mounted with ``discard``) unlinking a file whose blocks are allocated
+    costs a millisecond or more, and ``os.replace`` onto an existing file pays that unlink
+    inside the call: a cycle replaces some ten files per host, so at thousands of hosts the
+    replaces alone took minutes, one after another. Giving each old file a second name first
+    makes the replace a pure rename (microseconds); the old names are removed here, over
+    threads, while the cycle goes on. A kill leaves them under a temp name, which
+    :meth:`Warehouse.sweep_temp_files` removes."""
+
+    THREADS = 8
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: list[Future[None]] = []
+        self._lock = threading.Lock()
+
+    def submit(self, paths: Sequence[Path]) -> None:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.THREADS, thread_name_prefix="warehouse-free")
+            self._pending = [f for f in self._pending if not f.done()]
+            self._pending.extend(self._pool.submit(_unlink_quietly, path) for path in paths)
+
+    def wait(self) -> None:
+        """Block until every submitted file is gone (before a listing that must not see them)."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        for future in pending:
+            future.result()
+
+
+def _unlink_quietly(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+_REAPER = _Reaper()
+
+
+def wait_for_freed_files() -> None:
+    """Wait for the replaced files still being removed in the background (see ``_Reaper``)."""
+    _REAPER.wait()
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.astimezone(UTC) if moment.tzinfo is not None else moment
+
+
+def split_by(df: pl.DataFrame, column: str) -> dict[Any, pl.DataFrame]:
+    """``df``'s rows per value of ``column``, each part gathered into arrays of its own.
+
+    Why not ``DataFrame.partition_by``: on a frame sorted by the column (the state and the
+    change prior are), polars hands out zero-copy slices, and writing a slice of a list of
+    strings converts the list's whole child array, every host's, for each part, so writing a
+    table's host files grows with hosts squared (docs/scaling.md). Gathered parts own their
+    rows, so writing one costs its own size.
+    """
+    if df.height == 0:
+        return {}
+    groups = (
+        df.select(column).with_row_index("_row").group_by(column, maintain_order=True).agg("_row")
+    )
+    return {key: df[rows] for key, rows in zip(groups[column], groups["_row"], strict=True)}
+
+
+class Warehouse:
+    """The Parquet warehouse under one home folder."""
+
+    def __init__(self, home: str | os.PathLike[str] | None = None) -> None:
+        self.home = resolve_home(home)
+        self.root = self.home / "warehouse"
+        self.duckdb_path = self.home / "freshness.duckdb"
+
+    # ---- one writer at a time --------------------------------------------------------------
+    @contextlib.contextmanager
+    def exclusive(self, what: str) -> Iterator[None]:
+        """Hold the home's writer lock for the duration; refuse at once if someone else holds it.
+
+        Two cycles on one home would plan from the same state and append the same fetches
+        twice. An OS file lock (not a marker file) is released by the kernel when its holder
+        dies, even by kill -9, so a crashed cycle never leaves the home locked.
+        """
+        self.home.mkdir(parents=True, exist_ok=True)
+        path = self.home / "writer.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+                raise HomeBusy(
+                    f"{self.home} is busy: {holder} holds it; wait for it to finish"
+                ) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{what} (pid {os.getpid()})".encode(), 0)
+            try:
+                yield
+            finally:
+                os.ftruncate(fd, 0)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def sweep_temp_files(self) -> int:
+        """Remove temp files a killed writer left behind. Only safe under ``exclusive``: with the
+        writer lock held, no temp file can belong to a live writer."""
+        removed = 0
+        _REAPER.wait()
+        if self.root.exists():
+            for leftover in [*self.root.glob("*/host=*/*.tmp-*"), *self.root.glob("*.tmp-*")]:
+                with contextlib.suppress(FileNotFoundError):
+                    leftover.unlink()
+                    removed += 1
+        return removed
+
+    # ---- paths -------------------------------------------------------------------------------
+    def table_dir(self, table: str) -> Path:
+        if table not in tables.SCHEMAS:
+            raise KeyError(f"unknown table {table!r}")
+        return self.root / table
+
+    def partition_dir(self, table: str, host: str) -> Path:
+        path = self.table_dir(table) / f"host={escape_host_key(host)}"
+        if path.parent != self.table_dir(table):
+            raise ValueError(f"host key {host!r} escapes its table folder")
+        return path
+
+    def partition_file(self, table: str, host: str) -> Path:
+        return self.partition_dir(table, host) / "data.parquet"
+
+    # ---- writes ------------------------------------------------------------------------------
+    @staticmethod
+    def _write_temp(df: pl.DataFrame, target: Path, *, fsync: bool) -> Path:
+        """``df`` written beside ``target`` under a name no reader globs; removed on failure."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.parent / f"{target.name}.tmp-{uuid.uuid4().hex}"
+        try:
+            df.write_parquet(tmp, compression="zstd", statistics=True)
+            if fsync:
+                fd = os.open(tmp, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            raise
+        return tmp
+
+    def _atomic_write(self, df: pl.DataFrame, target: Path) -> None:
+        self._atomic_write_many([(df, target)])
+
+    def _atomic_write_many(self, jobs: Sequence[tuple[pl.DataFrame, Path]]) -> None:
+        """Replace every target with its frame, each whole or not at all: temp files first
+        (over WRITERS threads when there are many, made durable by one file-system flush
+        instead of one fsync each), then the renames, then one more flush for the renames. A
+        kill at any point leaves each target old or new, never half written, and only temp
+        files to sweep."""
+        if not jobs:
+            return
+        many = len(jobs) >= 2 * WRITERS
+        temps: list[Path | None] = [None] * len(jobs)
+        replaced: list[Path] = []
+
+        def write(i: int) -> None:
+            df, target = jobs[i]
+            temps[i] = self._write_temp(df, target, fsync=not many)
+
+        try:
+            if many:
+                with ThreadPoolExecutor(WRITERS, thread_name_prefix="warehouse-write") as pool:
+                    futures = [pool.submit(write, i) for i in range(len(jobs))]
+                for future in futures:
+                    future.result()
+                sync_filesystem(self.root)
+            else:
+                for i in range(len(jobs)):
+                    write(i)
+            for i, (_, target) in enumerate(jobs):
+                table = target.parent.parent.name
+                crash_point(f"write:{table}:temp_written")
+                if many:
+                    # the old file keeps a temp name until the reaper frees it (_Reaper)
+                    old = target.parent / f"{target.name}.tmp-old-{uuid.uuid4().hex}"
+                    try:
+                        os.link(target, old)
+                        replaced.append(old)
+                    except FileNotFoundError:
+                        pass
+                os.replace(temps[i], target)  # type: ignore[arg-type]
+                temps[i] = None
+                crash_point(f"write:{table}:replaced")
+            if many:
+                sync_filesystem(self.root)
+        finally:
+            for tmp in temps:
+                if tmp is not None:
+                    with contextlib.suppress(FileNotFoundError):
+                        tmp.unlink()
+            _REAPER.submit(replaced)
+
+    def write_partition(self, table: str, host: str, df: pl.DataFrame) -> Path:
+        """Replace one host's file of a table; an empty frame writes a 0-row file."""
+        target = self.partition_file(table, host)
+        self._atomic_write(tables.conform(table, df), target)
+        return target
+
+    def write_partitions(
+        self,
+        table: str,
+        hosts: Sequence[str],
+        df: pl.DataFrame,
+        *,
+        replace_on: Sequence[str] = ("url",),
+    ) -> int:
+        """Replace the files of every host in ``hosts`` from one frame holding all of them.
+
+        A host of the run with no rows still gets a 0-row file: the run's answer for that host
+        is "nothing", not "what the previous run said". A history table (tables.HISTORY_TABLES)
+        is appended to instead, one file per host and cycle (:meth:`append_cycle`); a host
+        without rows then writes nothing; its rows replace the earlier rows of the file that
+        match them on ``replace_on`` (a re-extraction's rows join a cycle's file beside the
+        versions that cycle observed: keyed on url and outcome they replace only an earlier
+        re-extraction).
+        """
+        df = tables.conform(table, df)
+        parts = split_by(df, "host")
+        unknown = set(parts) - set(hosts)
+        if unknown:
+            raise ValueError(f"{table}: rows for hosts outside the run: {sorted(unknown)[:5]}")
+        if table in tables.HISTORY_TABLES:
+            at = tables.HISTORY_TABLES[table]
+            self._atomic_write_many(
+                [
+                    self._cycle_rows(table, host, moment, rows, replace_on)
+                    for host, part in parts.items()
+                    for moment, rows in split_by(part, at).items()
+                ]
+            )
+            return len(parts)
+        empty = df.clear()
+        self._atomic_write_many(
+            [(parts.get(host, empty), self.partition_file(table, host)) for host in hosts]
+        )
+        return len(hosts)
+
+    def append_cycle(
+        self, table: str, host: str, cycle_now: datetime, df: pl.DataFrame
+    ) -> Path | None:
+        """Add one cycle's rows of a history table (tables.HISTORY_TABLES: fetch_log,
+        page_versions, changes) for one host: one file per cycle and host.
+
+        The file is named after the cycle's ``now`` and keyed by URL within it: a resumed or
+        re-run cycle replaces its earlier rows for the URLs it has again and keeps the others,
+        so no row is counted twice and none is lost.
+        """
+        if table not in tables.HISTORY_TABLES:
+            raise ValueError(f"{table} is not a history table")
+        if df.is_empty():
+            return None
+        rows, target = self._cycle_rows(table, host, cycle_now, df)
+        self._atomic_write(rows, target)
+        return target
+
+    def _cycle_rows(
+        self,
+        table: str,
+        host: str,
+        cycle_now: datetime,
+        df: pl.DataFrame,
+        replace_on: Sequence[str] = ("url",),
+    ) -> tuple[pl.DataFrame, Path]:
+        """A history file's rows after adding ``df``: a re-run's rows replace the earlier
+        ones of the same URLs (the same ``replace_on`` key), and come after the rest."""
+        target = self.cycle_file(table, host, cycle_now)
+        rows = tables.conform(table, df)
+        if target.exists():
+            earlier = tables.conform(table, pl.read_parquet(target))
+            key = list(replace_on)
+            rows = pl.concat([earlier.join(rows.select(key), on=key, how="anti"), rows])
+        return rows, target
+
+    def cycle_file(self, table: str, host: str, cycle_now: datetime) -> Path:
+        """Where a history table keeps one host's rows of one cycle."""
+        return self.partition_dir(table, host) / f"cycle-{_stamp(cycle_now)}.parquet"
+
+    def append_fetch_log(self, host: str, cycle_now: datetime, df: pl.DataFrame) -> Path | None:
+        """One cycle's requests for one host (:meth:`append_cycle` of fetch_log)."""
+        return self.append_cycle("fetch_log", host, cycle_now, df)
+
+    def prune_fetch_log(self, before: datetime) -> int:
+        """Delete fetch_log files of cycles older than ``before``; returns how many. Rate
+        estimates live in url_state's own observation window, so pruning history never changes
+        them; it only bounds what is kept about past requests."""
+        cutoff = f"cycle-{_stamp(before)}"
+        removed = 0
+        for path in self.table_dir("fetch_log").glob("host=*/cycle-*.parquet"):
+            if path.name < cutoff:
+                path.unlink(missing_ok=True)
+                removed += 1
+        return removed
+
+    # ---- reads -------------------------------------------------------------------------------
+    def _files(self, table: str, hosts: Iterable[str] | None) -> list[Path]:
+        if hosts is None:
+            base = self.table_dir(table)
+            return sorted(p for p in base.glob("host=*/*.parquet") if p.parent.name != _SCHEMA_DIR)
+        # One scandir per host folder, not a pathlib glob: a run over ten thousand hosts lists
+        # them several times per step.
+        base = self.table_dir(table)
+        files: list[Path] = []
+        for host in hosts:
+            folder = base / f"host={escape_host_key(host)}"
+            try:
+                names = sorted(e.name for e in os.scandir(folder) if e.name.endswith(".parquet"))
+            except FileNotFoundError:
+                continue
+            files.extend(folder / name for name in names)
+        return files
+
+    def read(
+        self,
+        table: str,
+        hosts: Iterable[str] | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> pl.DataFrame:
+        """The rows of ``table`` for ``hosts`` (all hosts when None), in the table's schema, or
+        only its ``columns`` (read off the files, not the whole table and then dropped)."""
+        return self._read_files(table, self._files(table, hosts), columns)
+
+    def _read_files(
+        self, table: str, files: list[Path], columns: Sequence[str] | None = None
+    ) -> pl.DataFrame:
+        """One multi-file scan in the table's schema: files from older releases may lack a
+        column (inserted as null) or carry one since dropped (ignored)."""
+        if columns is not None:
+            unknown = sorted(set(columns) - set(tables.SCHEMAS[table]))
+            if unknown:
+                raise KeyError(f"{table} has no column(s) {unknown}")
+        if not files:
+            empty = tables.empty(table)
+            return empty if columns is None else empty.select(columns)
+        scan = pl.scan_parquet(
+            files,
+            schema=tables.SCHEMAS[table],
+            missing_columns="insert",
+            extra_columns="ignore",
+            hive_partitioning=False,
+        )
+        return (scan if columns is None else scan.select(columns)).collect()
+
+    def hosts_in(self, table: str) -> list[str]:
+        """Every host with a file in ``table``, read off the folder names: a sensor or a bucket
+        run over ten thousand hosts lists one folder instead of opening every file. Only keys
+        cut to length (with a hash suffix) need their file's host column."""
+        base = self.table_dir(table)
+        if not base.is_dir():
+            return []
+        hosts: set[str] = set()
+        cut: list[Path] = []
+        for entry in os.scandir(base):
+            if not entry.name.startswith("host=") or entry.name == _SCHEMA_DIR:
+                continue
+            files = [f.path for f in os.scandir(entry.path) if f.name.endswith(".parquet")]
+            if not files:
+                continue
+            key = entry.name[len("host=") :]
+            if "~" in key:
+                cut.extend(Path(f) for f in files)
+            else:
+                hosts.add(unquote(key))
+        if cut:
+            scan = pl.scan_parquet(cut).select("host").unique().drop_nulls()
+            hosts.update(scan.collect()["host"].to_list())
+        return sorted(hosts)
+
+    def files(
+        self,
+        table: str,
+        hosts: Iterable[str] | None = None,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[Path]:
+        """The Parquet files of ``table`` for ``hosts`` (all hosts when None), for readers that
+        scan them with DuckDB themselves. A history table's files can be limited to the cycles
+        at or after ``since`` and before ``until``, chosen by their cycle stamp, so that a
+        window of a long history opens only the files of that window."""
+        files = self._files(table, hosts)
+        if since is None and until is None:
+            return files
+        if table not in tables.HISTORY_TABLES:
+            raise ValueError(f"{table} is not a history table: it has no cycles to choose")
+        # stamps are UTC (cycle times are): a bound given in another zone is converted first
+        first = f"cycle-{_stamp(_utc(since))}" if since is not None else ""
+        end = f"cycle-{_stamp(_utc(until))}" if until is not None else None
+        return [f for f in files if f.name >= first and (end is None or f.name < end)]
+
+    def read_fetch_log(self, hosts: Iterable[str], since: datetime) -> pl.DataFrame:
+        """The request history of ``hosts`` from the cycles at or after ``since``, choosing files
+        by their cycle stamp so that a long history is not read to use its last month."""
+        return self._read_files("fetch_log", self.files("fetch_log", hosts, since=since))
+
+    def has_partition(self, table: str, host: str) -> bool:
+        return self.partition_file(table, host).exists()
+
+    # ---- DuckDB views ------------------------------------------------------------------------
+    def _view_sql(self, table: str) -> str:
+        glob = (self.table_dir(table) / "**" / "*.parquet").as_posix().replace("'", "''")
+        return (
+            f'CREATE OR REPLACE VIEW "{table}" AS SELECT * FROM read_parquet('  # noqa: S608
+            f"'{glob}', hive_partitioning = true, union_by_name = true)"
+        )
+
+    def _signature(self) -> str:
+        described = {t: {c: str(d) for c, d in s.items()} for t, s in tables.SCHEMAS.items()}
+        described["_root"] = {"path": str(self.root)}
+        described["_metric_views"] = dict(METRIC_VIEWS)
+        return json.dumps(described, sort_keys=True)
+
+    # ---- cycles ------------------------------------------------------------------------------
+    @property
+    def _cycles_file(self) -> Path:
+        return self.root / "_cycles.json"
+
+    def newest_cycles(self) -> dict[str, datetime]:
+        """The newest cycle time each host has been run at (a cheap lookup at any number of
+        hosts: one small file, not a scan of every host's tables); empty before the first."""
+        try:
+            data = json.loads(self._cycles_file.read_text(encoding="utf-8"))
+        except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+            return {}
+        return {host: datetime.fromisoformat(at) for host, at in data.items()}
+
+    def record_cycle(self, hosts: Iterable[str], now: datetime) -> None:
+        """Remember ``now`` as the newest cycle of ``hosts`` where it is newer; written whole
+        (temp file and rename), so a kill leaves the previous record."""
+        newest = self.newest_cycles()
+        for host in hosts:
+            if host not in newest or newest[host] < now:
+                newest[host] = now
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self._cycles_file.with_name(f"_cycles.json.tmp-{uuid.uuid4().hex}")
+        tmp.write_text(
+            json.dumps({h: t.isoformat() for h, t in sorted(newest.items())}), encoding="utf-8"
+        )
+        os.replace(tmp, self._cycles_file)
+
+    def remove_host(self, host: str) -> list[str]:
+        """Delete every table's files of ``host`` (a host the user retires) and its cycle
+        record; returns the tables it had files in. Only under ``exclusive``. The WARC
+        archive keeps its records: an archive is not rewritten for a host that left."""
+        removed: list[str] = []
+        for table in tables.SCHEMAS:
+            folder = self.partition_dir(table, host)
+            if folder.is_dir():
+                shutil.rmtree(folder)
+                removed.append(table)
+        newest = self.newest_cycles()
+        if host in newest:
+            del newest[host]
+            tmp = self._cycles_file.with_name(f"_cycles.json.tmp-{uuid.uuid4().hex}")
+            tmp.write_text(
+                json.dumps({h: t.isoformat() for h, t in sorted(newest.items())}),
+                encoding="utf-8",
+            )
+            os.replace(tmp, self._cycles_file)
+        return removed
+
+    def ensure_views(self, *, force: bool = False) -> str | None:
+        """(Re)create the views when the schema changed; return a note instead of failing on a lock.
+
+        A user's session holding the file must not fail a cycle: the views stay as they were
+        (they read the same globs, so new data still shows) and the caller reports the note.
+        """
+        marker = self.root / "_views.json"
+        signature = self._signature()
+        for table in tables.VIEW_TABLES:
+            seed = self.table_dir(table) / _SCHEMA_DIR / "data.parquet"
+            if not seed.exists() or force:
+                self._atomic_write(tables.empty(table), seed)
+        if (
+            not force
+            and self.duckdb_path.exists()
+            and marker.exists()
+            and marker.read_text() == signature
+        ):
+            return None
+        try:
+            con = duckdb.connect(str(self.duckdb_path))
+        except duckdb.Error as exc:
+            return f"views in {self.duckdb_path} not refreshed (file in use: {exc})"
+        try:
+            self.create_views(con)
+        finally:
+            con.close()
+        marker.write_text(signature)
+        return None
+
+    def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Every table and metric view in ``con``: the views file's, or an in-memory database's
+        when another process holds that file (the Parquet files are the data; views only name
+        them)."""
+        for table in tables.VIEW_TABLES:
+            con.execute(self._view_sql(table))
+        for name, sql in METRIC_VIEWS.items():
+            con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')
+
+    def query(
+        self, sql: str, params: Sequence[object] | Mapping[str, object] | None = None
+    ) -> pl.DataFrame:
+        """Run SQL against the views in a short-lived read-only connection; values go in as
+        parameters, never into the SQL text."""
+        if not self.duckdb_path.exists():
+            self.ensure_views()
+        con = duckdb.connect(str(self.duckdb_path), read_only=True)
+        try:
+            return con.sql(sql, params=params or None).pl()
+        finally:
+            con.close()
