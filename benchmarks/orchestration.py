@@ -83,21 +83,9 @@ def direct_cycle(home: Path, now: datetime, budget: int) -> dict:
         redirect_discoveries,
         seed_rows,
     )
-    from freshness_pipeline.defs.assets.plan import (
-        host_capacity,
-        host_health,
-        page_type_cost,
-        plan_inputs,
-        with_delisting,
-        with_lastmod_hints,
-    )
-    from freshness_pipeline.defs.assets.running_totals import fetch_memory
+    from freshness_pipeline.defs.assets.plan import plan_cycle
     from freshness_pipeline.defs.checks import duplicate_urls, hosts_over_capacity, plan_over_budget
     from freshness_pipeline.defs.resources import CycleResource, WarehouseResource
-    from freshness_pipeline.science.cost import BYTES_HISTORY
-    from freshness_pipeline.science.prior.table import GAIN_COLUMN, posterior_gains
-    from freshness_pipeline.science.retry_after import held_hosts
-    from freshness_pipeline.science.schedule import PlanConfig, build_plan
     from freshness_pipeline.warehouse import tables
     from freshness_pipeline.warehouse.storage import Warehouse
 
@@ -129,41 +117,16 @@ def direct_cycle(home: Path, now: datetime, budget: int) -> dict:
         if duplicate_urls(candidates):
             raise RuntimeError("duplicate candidate URLs")
         # revisit_plan (+ its blocking check)
-        health = host_health(wh.read("fetch_results", hosts), hosts)
-        robots = wh.read("robots", hosts)
-        holds = held_hosts(robots, now)
-        capacity = host_capacity(
-            robots, health, cycle.window_s(), holds, wh.read("host_capacity", hosts)
-        )
-        inputs = with_lastmod_hints(
-            plan_inputs(candidates, wh.read("url_state", hosts), capacity, config),
-            wh.read("lastmod_evidence", hosts),
+        plan = plan_cycle(
+            wh,
+            hosts,
+            candidates,
             now,
-        )
-        inputs = with_delisting(inputs, robots)
-        sent_bytes = (
-            fetch_memory(wh, hosts, inputs, since=now - BYTES_HISTORY).filter(
-                pl.col("cycle_at").is_between(now - BYTES_HISTORY, now, closed="left")
-                & (pl.col("cycles") == 1)
-            )
-            if config.cost_basis == "bytes"
-            else None
-        )
-        inputs = inputs.with_columns(pl.col("cost") * page_type_cost(inputs, config, sent_bytes))
-        plan_config = PlanConfig(objective=cycle.plan_objective(config))  # type: ignore[arg-type]
-        gains = posterior_gains(inputs, wh.read("change_prior", hosts), now=now)
-        inputs = inputs.with_columns(
-            expected_gain_override=gains[GAIN_COLUMN[plan_config.objective]],
-            expected_change=gains["expected_capture"],
-        )
-        plan = build_plan(
-            inputs,
-            capacity.select("host", "capacity"),
-            now=now,
+            window_s=cycle.window_s(),
             budget=cycle.budget_or_none(),
-            config=plan_config,
-        ).with_columns(planned_at=pl.lit(now).cast(tables.UTC_TIME))
-        plan = tables.conform("revisit_plan", plan).sort(["host", "url"])
+            objective=cycle.plan_objective(config),
+            settings=config,
+        )
         wh.write_partitions("revisit_plan", hosts, plan)
         if plan_over_budget(plan, cycle.budget_or_none()) or hosts_over_capacity(
             plan, cycle.fetch_window_s

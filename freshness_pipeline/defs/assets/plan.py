@@ -24,6 +24,7 @@ from freshness_pipeline.science.retry_after import held_hosts
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.crashpoints import crash_point
+from freshness_pipeline.warehouse.storage import Warehouse
 
 ERROR_COST_WEIGHT = 3.0
 # A URL that moved for good, or whose content another URL of its host duplicates, is only a
@@ -209,27 +210,30 @@ def with_delisting(inputs: pl.DataFrame, robots: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-@cycle_asset
-def revisit_plan(
-    context: dg.AssetExecutionContext,
-    url_candidates: pl.DataFrame,
-    warehouse: WarehouseResource,
-    cycle: CycleResource,
-) -> dg.Output[pl.DataFrame]:
-    """Which URLs to fetch this cycle, in order, and why."""
-    crash_point("asset:revisit_plan:start")
-    hosts = run_hosts(context, warehouse.warehouse())
-    now = cycle.cycle_now(context)
-    wh = warehouse.warehouse()
+def plan_cycle(
+    wh: Warehouse,
+    hosts: list[str],
+    candidates: pl.DataFrame,
+    now: datetime,
+    *,
+    window_s: float,
+    budget: int | None,
+    objective: str,
+    settings: PipelineConfig,
+) -> pl.DataFrame:
+    """The revisit plan of ``hosts`` as of ``now``, from this cycle's candidates and what the
+    warehouse holds of earlier cycles (url_state, the change prior, robots, last cycle's
+    answers and each host's learned pace). The revisit_plan asset is this between Dagster's
+    read of the candidates and its write of the plan; benchmarks call it to plan as the
+    product does without Dagster."""
+    if objective not in ("freshness", "capture"):
+        raise ValueError(f"objective must be 'freshness' or 'capture', not {objective!r}")
     health = host_health(wh.read("fetch_results", hosts), hosts)
     robots = wh.read("robots", hosts)
     holds = held_hosts(robots, now)
-    capacity = host_capacity(
-        robots, health, cycle.window_s(), holds, wh.read("host_capacity", hosts)
-    )
-    settings = warehouse.pipeline_config()
+    capacity = host_capacity(robots, health, window_s, holds, wh.read("host_capacity", hosts))
     inputs = with_lastmod_hints(
-        plan_inputs(url_candidates, wh.read("url_state", hosts), capacity, settings),
+        plan_inputs(candidates, wh.read("url_state", hosts), capacity, settings),
         wh.read("lastmod_evidence", hosts),
         now,
     )
@@ -243,7 +247,7 @@ def revisit_plan(
         else None
     )
     inputs = inputs.with_columns(pl.col("cost") * page_type_cost(inputs, settings, sent_bytes))
-    config = PlanConfig(objective=cycle.plan_objective(settings))  # type: ignore[arg-type]
+    config = PlanConfig(objective="capture" if objective == "capture" else "freshness")
     # What a fetch now is worth under the change prior url_state fit last cycle, and the
     # model's forecast that it changed, which the random verification sample is scored on.
     gains = posterior_gains(inputs, wh.read("change_prior", hosts), now=now)
@@ -252,13 +256,34 @@ def revisit_plan(
         expected_change=gains["expected_capture"],
     )
     plan = build_plan(
-        inputs,
-        capacity.select("host", "capacity"),
-        now=now,
-        budget=cycle.budget_or_none(),
-        config=config,
+        inputs, capacity.select("host", "capacity"), now=now, budget=budget, config=config
     ).with_columns(planned_at=pl.lit(now).cast(tables.UTC_TIME))
-    plan = tables.conform("revisit_plan", plan).sort(["host", "url"])
+    return tables.conform("revisit_plan", plan).sort(["host", "url"])
+
+
+@cycle_asset
+def revisit_plan(
+    context: dg.AssetExecutionContext,
+    url_candidates: pl.DataFrame,
+    warehouse: WarehouseResource,
+    cycle: CycleResource,
+) -> dg.Output[pl.DataFrame]:
+    """Which URLs to fetch this cycle, in order, and why."""
+    crash_point("asset:revisit_plan:start")
+    wh = warehouse.warehouse()
+    hosts = run_hosts(context, wh)
+    settings = warehouse.pipeline_config()
+    now = cycle.cycle_now(context)
+    plan = plan_cycle(
+        wh,
+        hosts,
+        url_candidates,
+        now,
+        window_s=cycle.window_s(),
+        budget=cycle.budget_or_none(),
+        objective=cycle.plan_objective(settings),
+        settings=settings,
+    )
     selected = plan.filter(pl.col("selected"))
     reasons = selected.group_by("reason").len()
     return dg.Output(
@@ -273,7 +298,9 @@ def revisit_plan(
             ),
             "expected_gain": dg.MetadataValue.float(float(selected["expected_gain"].sum() or 0.0)),
             "cost_basis": dg.MetadataValue.text(settings.cost_basis),
-            "hosts_held_by_retry_after": dg.MetadataValue.int(holds.height),
+            "hosts_held_by_retry_after": dg.MetadataValue.int(
+                held_hosts(wh.read("robots", hosts), now).height
+            ),
             "reserve": dg.MetadataValue.int(int(plan["reserve_rank"].is_not_null().sum())),
         },
     )
