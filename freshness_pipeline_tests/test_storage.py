@@ -240,7 +240,7 @@ def test_a_read_of_some_columns_reads_only_those(tmp_path):
     import pytest
 
     from freshness_pipeline import tables
-    from freshness_pipeline.assets.state import PLAN_COLUMNS, url_state
+    from freshness_pipeline.assets.state import PLAN_COLUMNS, RESULT_COLUMNS, url_state
     from freshness_pipeline.storage import Warehouse
 
     wh = Warehouse(tmp_path)
@@ -260,4 +260,4 @@ def test_a_read_of_some_columns_reads_only_those(tmp_path):
     # the asset asks its IO manager for exactly those columns
     columns = {d.name: (d.metadata or {}).get("columns") for d in url_state.node_def.input_defs}
     assert columns["revisit_plan"] == list(PLAN_COLUMNS)
-    assert columns["fetch_results"] is None  # the rest are read whole
+    assert columns["fetch_results"] == list(RESULT_COLUMNS)

@@ -400,8 +400,8 @@ def updated_evidence(previous: pl.DataFrame, grades: pl.DataFrame, now: datetime
     return pl.concat([kept, tables.conform("lastmod_evidence", grades)])
 
 
-#: what the state update reads of the plan and of the candidates (update_state); the rest of
-#: those tables is not loaded
+#: what the state update reads of the plan, the candidates and the results (update_state);
+#: the rest of those tables is not loaded
 PLAN_COLUMNS = (
     "url",
     "selected",
@@ -413,10 +413,29 @@ PLAN_COLUMNS = (
     "lastmod_age_days",
 )
 CANDIDATE_COLUMNS = ("url", "host", "value", "url_class", "first_seen_at", "allowed", "lastmod")
+#: what it reads of this cycle's fetch_results (merge_state, and the run's metadata)
+RESULT_COLUMNS = (
+    "url",
+    "host",
+    "sent",
+    "fetched_at",
+    "outcome",
+    "http_status",
+    "fingerprint",
+    "fingerprint_version",
+    "etag",
+    "last_modified",
+    "location",
+    "content_age_days",
+    "dates_changes",
+    "archived",
+)
 
 
 @cycle_asset
-@reads_columns(revisit_plan=PLAN_COLUMNS, url_candidates=CANDIDATE_COLUMNS)
+@reads_columns(
+    revisit_plan=PLAN_COLUMNS, url_candidates=CANDIDATE_COLUMNS, fetch_results=RESULT_COLUMNS
+)
 def url_state(
     context: dg.AssetExecutionContext,
     url_candidates: pl.DataFrame,
