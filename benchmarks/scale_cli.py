@@ -328,6 +328,11 @@ def benchmark(args: argparse.Namespace) -> dict:
                 real = step(label, [*cycle, "--now", (NOW + i * CYCLE).isoformat()])
                 timed_steps(real, dagster_dir, python, env)
                 real["fetch_step_s"] = real["steps"].get("fetch_results", 0.0)
+                if args.keep_each:
+                    # a home per cycle, to rerun the next cycle or one step of it on its own
+                    shutil.copytree(home, Path(args.keep_each) / f"after-cycle-{i + 1}")
+            if args.keep_each:
+                (Path(args.keep_each) / "port").write_text(f"{server.port}\n")
             if args.keep:
                 shutil.copytree(home, args.keep)
             phases.append(
@@ -497,6 +502,11 @@ def main() -> None:
     )
     parser.add_argument("--tmp", default=None, help="parent folder of the temporary files")
     parser.add_argument("--keep", default=None, help="copy the home here at the end")
+    parser.add_argument(
+        "--keep-each",
+        default=None,
+        help="copy the home after each real cycle to DIR/after-cycle-<n> (and nginx's port to DIR/port)",
+    )
     parser.add_argument(
         "--profile", default=None, help="run each command under cProfile, profiles in this folder"
     )

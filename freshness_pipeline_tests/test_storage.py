@@ -239,7 +239,7 @@ def test_a_read_of_some_columns_reads_only_those(tmp_path):
     import polars as pl
     import pytest
 
-    from freshness_pipeline.defs.assets.state import PLAN_COLUMNS, url_state
+    from freshness_pipeline.defs.assets.state import PLAN_COLUMNS, RESULT_COLUMNS, url_state
     from freshness_pipeline.warehouse import tables
     from freshness_pipeline.warehouse.storage import Warehouse
 
@@ -260,4 +260,4 @@ def test_a_read_of_some_columns_reads_only_those(tmp_path):
     # the asset asks its IO manager for exactly those columns
     columns = {d.name: (d.metadata or {}).get("columns") for d in url_state.node_def.input_defs}
     assert columns["revisit_plan"] == list(PLAN_COLUMNS)
-    assert columns["fetch_results"] is None  # the rest are read whole
+    assert columns["fetch_results"] == list(RESULT_COLUMNS)

@@ -73,10 +73,31 @@ def merge_inventory(previous: pl.DataFrame, found: pl.DataFrame, now: datetime) 
     )
 
 
+#: what the inventory reads of last cycle's fetch_results: the redirects' columns
+#: (:func:`redirected`) and the Retry-After answers' (science.retry_after.retry_holds)
+RESULT_COLUMNS = (
+    "url",
+    "host",
+    "outcome",
+    "location",
+    "fetched_at",
+    "http_status",
+    "retry_after_s",
+)
+#: what a redirect target takes from the url_state row of the URL that pointed to it
+STATE_COLUMNS = ("url", "value", "url_class")
+
+
+def redirected(results: pl.DataFrame) -> pl.DataFrame:
+    """Last cycle's answers that moved a URL somewhere."""
+    return results.filter((pl.col("outcome") == "redirect") & pl.col("location").is_not_null())
+
+
 def redirect_discoveries(results: pl.DataFrame, state: pl.DataFrame, now: datetime) -> pl.DataFrame:
     """Redirect targets from the previous cycle, keyed to the host they point to; a target
-    inherits the value and class of the URL that pointed to it."""
-    moved = results.filter((pl.col("outcome") == "redirect") & pl.col("location").is_not_null())
+    inherits the value and class of the URL that pointed to it (``state``: url_state's
+    ``STATE_COLUMNS`` at least)."""
+    moved = redirected(results)
     if moved.is_empty():
         return tables.empty("url_inventory")
     norm = normalize_url_column(moved["location"])
@@ -168,21 +189,25 @@ def refresh_robots_and_sitemaps(
     now: datetime,
     http: HttpClientResource,
     log: dg.DagsterLogManager | None = None,
+    answers: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, dict[str, int]]:
     """Fetch robots.txt where the cache is stale and every host's sitemaps; write the robots
     table and return the sitemap entries as inventory rows, with the run's discovery counts
     (web.discovery.COUNT_KEYS summed over its hosts).
 
     Retry-After holds: the last cycle's answers (fetch_results, still on disk) and the holds
-    the robots rows carry give each host's ``retry_until``. A held host keeps its cached robots
+    the robots rows carry give each host's ``retry_until`` (``answers``: those fetch_results
+    rows when the caller has them already, else they are read). A held host keeps its cached robots
     row, stale or not, with the hold in it: none of its pages is planned until the hold ends,
     and the first cycle after it refreshes the row before planning."""
     cached = wh.read("robots", hosts)
     cached_by_host = {row["host"]: row for row in cached.iter_rows(named=True)}
-    holds = retry_holds(wh.read("fetch_results", hosts), now, carried=cached)
+    if answers is None:
+        answers = wh.read("fetch_results", hosts, columns=RESULT_COLUMNS)
+    holds = retry_holds(answers, now, carried=cached)
     held = dict(holds.iter_rows())
     bases = host_base_urls(known, hosts)
-    pace = dict(wh.read("host_capacity", hosts).select("host", "gap_s").iter_rows())
+    pace = dict(wh.read("host_capacity", hosts, columns=["host", "gap_s"]).iter_rows())
     targets = [
         DiscoveryTarget(
             host=h, base_url=bases[h], cached=cached_by_host.get(h), min_gap_s=pace.get(h)
@@ -245,15 +270,23 @@ def url_inventory(
     wh = warehouse.warehouse()
     previous = wh.read("url_inventory", hosts)
     seeds = wh.read("seeds", hosts)
-    redirects = redirect_discoveries(
-        wh.read("fetch_results", hosts), wh.read("url_state", hosts), now
+    # Read once for the redirects and the Retry-After holds; url_state only when something
+    # was redirected, and only what a redirect target inherits.
+    results = wh.read("fetch_results", hosts, columns=RESULT_COLUMNS)
+    state = (
+        wh.read("url_state", hosts, columns=STATE_COLUMNS)
+        if redirected(results).height
+        else tables.empty("url_state").select(STATE_COLUMNS)
     )
+    redirects = redirect_discoveries(results, state, now)
     handed_over = hand_over_to_other_hosts(wh, redirects.filter(~pl.col("host").is_in(hosts)), now)
     found = [seed_rows(seeds), redirects.filter(pl.col("host").is_in(hosts))]
     discovery = dict.fromkeys(COUNT_KEYS, 0)
     if not cycle.dry_run:
         known = pl.concat([previous.select("url", "host"), seeds.select("url", "host")])
-        listed, discovery = refresh_robots_and_sitemaps(wh, hosts, known, now, http, context.log)
+        listed, discovery = refresh_robots_and_sitemaps(
+            wh, hosts, known, now, http, context.log, answers=results
+        )
         found.append(listed)
     found_rows = pl.concat(
         [tables.conform("url_inventory", f) for f in found], how="vertical_relaxed"

@@ -84,6 +84,36 @@ def host_capacity(
     )
 
 
+#: what the plan reads of url_state (plan_inputs); the rest of the table is not loaded
+STATE_COLUMNS = (
+    "url",
+    "status",
+    "last_fetched_at",
+    "last_seen_at",
+    "change_rate",
+    "n_obs",
+    "n_changes",
+    # the history the change prior scores each page on (science.prior.table.posterior_gains)
+    "obs_interval_days",
+    "obs_changed",
+    "obs_age_days",
+    "etag",
+    "last_modified",
+    "fingerprint",
+    "fingerprint_version",
+    "consecutive_errors",
+    "redirect_to",
+    "duplicate_of",
+    "last_http_status",
+    "archived",
+    "version_observed_at",
+)
+#: what the plan reads of last cycle's fetch_results (host_health) and host_capacity
+#: (host_capacity's learned pace)
+RESULT_COLUMNS = ("host", "sent", "outcome")
+PACE_COLUMNS = ("host", "gap_s", "concurrency", "latency_s", "accepted_cap")
+
+
 def plan_inputs(
     candidates: pl.DataFrame,
     state: pl.DataFrame,
@@ -91,29 +121,7 @@ def plan_inputs(
     config: PipelineConfig | None = None,
 ) -> pl.DataFrame:
     """Candidates joined with what we know of them: status, last fetch, rate and validators."""
-    known = state.select(
-        "url",
-        pl.col("status").alias("state_status"),
-        "last_fetched_at",
-        "last_seen_at",
-        "change_rate",
-        "n_obs",
-        "n_changes",
-        # the history the change prior scores each page on (science.prior.table.posterior_gains)
-        "obs_interval_days",
-        "obs_changed",
-        "obs_age_days",
-        "etag",
-        "last_modified",
-        "fingerprint",
-        "fingerprint_version",
-        "consecutive_errors",
-        "redirect_to",
-        "duplicate_of",
-        "last_http_status",
-        "archived",
-        "version_observed_at",
-    )
+    known = state.select(STATE_COLUMNS).rename({"status": "state_status"})
     permanent_redirect = pl.col("redirect_to").is_not_null() & pl.col("last_http_status").is_in(
         [301, 308]
     )
@@ -228,12 +236,15 @@ def plan_cycle(
     product does without Dagster."""
     if objective not in ("freshness", "capture"):
         raise ValueError(f"objective must be 'freshness' or 'capture', not {objective!r}")
-    health = host_health(wh.read("fetch_results", hosts), hosts)
+    health = host_health(wh.read("fetch_results", hosts, columns=RESULT_COLUMNS), hosts)
     robots = wh.read("robots", hosts)
     holds = held_hosts(robots, now)
-    capacity = host_capacity(robots, health, window_s, holds, wh.read("host_capacity", hosts))
+    pace = wh.read("host_capacity", hosts, columns=PACE_COLUMNS)
+    capacity = host_capacity(robots, health, window_s, holds, pace)
     inputs = with_lastmod_hints(
-        plan_inputs(candidates, wh.read("url_state", hosts), capacity, settings),
+        plan_inputs(
+            candidates, wh.read("url_state", hosts, columns=STATE_COLUMNS), capacity, settings
+        ),
         wh.read("lastmod_evidence", hosts),
         now,
     )

@@ -267,6 +267,11 @@ def update_state(
         )
         .sort(["host", "url"])
     )
+    # The merged frame is a second copy of every row, in another order: what the rest needs of
+    # it is taken now and the frame let go before the refit and the re-estimation, where the
+    # step holds the most.
+    grades = lastmod_grades(merged)
+    del merged, observations
     prior = refit_change_prior(with_history, change_prior, now=now, model=model)
     weights = prior_weights(
         prior.filter(pl.col("fitted_at") == pl.lit(now).cast(tables.UTC_TIME)), model
@@ -309,9 +314,7 @@ def update_state(
         .otherwise(due_at)
     )
     state = estimated.with_columns(next_check_at=next_check, duplicate_of=content_duplicates())
-    return StateUpdate(
-        tables.conform("url_state", state).sort(["host", "url"]), lastmod_grades(merged), prior
-    )
+    return StateUpdate(tables.conform("url_state", state).sort(["host", "url"]), grades, prior)
 
 
 def with_posterior_rates(
@@ -400,8 +403,8 @@ def updated_evidence(previous: pl.DataFrame, grades: pl.DataFrame, now: datetime
     return pl.concat([kept, tables.conform("lastmod_evidence", grades)])
 
 
-#: what the state update reads of the plan and of the candidates (update_state); the rest of
-#: those tables is not loaded
+#: what the state update reads of the plan, the candidates and the results (update_state);
+#: the rest of those tables is not loaded
 PLAN_COLUMNS = (
     "url",
     "selected",
@@ -413,10 +416,29 @@ PLAN_COLUMNS = (
     "lastmod_age_days",
 )
 CANDIDATE_COLUMNS = ("url", "host", "value", "url_class", "first_seen_at", "allowed", "lastmod")
+#: what it reads of this cycle's fetch_results (merge_state, and the run's metadata)
+RESULT_COLUMNS = (
+    "url",
+    "host",
+    "sent",
+    "fetched_at",
+    "outcome",
+    "http_status",
+    "fingerprint",
+    "fingerprint_version",
+    "etag",
+    "last_modified",
+    "location",
+    "content_age_days",
+    "dates_changes",
+    "archived",
+)
 
 
 @cycle_asset
-@reads_columns(revisit_plan=PLAN_COLUMNS, url_candidates=CANDIDATE_COLUMNS)
+@reads_columns(
+    revisit_plan=PLAN_COLUMNS, url_candidates=CANDIDATE_COLUMNS, fetch_results=RESULT_COLUMNS
+)
 def url_state(
     context: dg.AssetExecutionContext,
     url_candidates: pl.DataFrame,
