@@ -3,6 +3,7 @@ loopback, then SQL on the DuckDB views. Real HTTP, real Dagster runs, real DuckD
 
 from __future__ import annotations
 
+import inspect
 import math
 from datetime import timedelta
 from pathlib import Path
@@ -444,3 +445,104 @@ def test_the_verification_metrics_compare_forecast_and_outcome_of_verified_fetch
     )
     assert totals["forecast"][0] == pytest.approx(p.mean(), abs=2e-3)  # host rows round to 3
     assert abs(z) < 4.0  # the change model is not far off on the synthetic web
+
+
+def test_what_each_step_and_check_reads_of_a_table_is_enough(crawled):
+    """Steps and checks load only some columns of some tables (``Warehouse.read(columns=)``):
+    on a real crawl's tables, each gives with those columns what it gives with the whole
+    tables. A column left out would raise, or worse, be taken for a table without it."""
+    from polars.testing import assert_frame_equal
+
+    from freshness_pipeline import checks
+    from freshness_pipeline.assets import inventory, plan, state
+    from freshness_pipeline.resources import CycleResource
+    from freshness_pipeline.science.retry_after import retry_holds
+
+    wh = Warehouse(crawled["home"])
+    now = crawled["end"]
+    hosts = wh.hosts_in("seeds")
+
+    # the checks, as a cycle's run reads their tables
+    for check in checks._CHECKS:
+        outcomes = []
+        for columns in (check.columns, {}):
+            frames: dict[str, object] = {
+                param: wh.read(table, hosts, columns=columns.get(param))
+                for param, table in check.reads.items()
+            }
+            if "cycle" in inspect.signature(check.fn).parameters:
+                frames["cycle"] = CycleResource()
+            result = check.fn(**frames)
+            shown = {k: v.value for k, v in result.metadata.items()}
+            outcomes.append((result.passed, result.severity, shown))
+        assert outcomes[0] == outcomes[1], check.fn.__name__
+    verified = checks.verify_sample_matches_the_model(wh.read("fetch_results"))
+    assert verified.metadata["verified_pages"].value > 0  # so that comparison was not empty
+
+    # the plan: last cycle's health, the learned pace, what it knows of each candidate
+    results = wh.read("fetch_results", hosts)
+    health = plan.host_health(results, hosts)
+    assert_frame_equal(
+        plan.host_health(wh.read("fetch_results", hosts, columns=plan.RESULT_COLUMNS), hosts),
+        health,
+    )
+    robots = wh.read("robots", hosts)
+    capacity = plan.host_capacity(robots, health, 3600.0, None, wh.read("host_capacity", hosts))
+    assert_frame_equal(
+        plan.host_capacity(
+            robots,
+            health,
+            3600.0,
+            None,
+            wh.read("host_capacity", hosts, columns=plan.PACE_COLUMNS),
+        ),
+        capacity,
+    )
+    # (plan_inputs keeps only STATE_COLUMNS of whatever state it is given: the read and the
+    # select are one list, so this only checks that the read feeds it)
+    candidates = wh.read("url_candidates", hosts)
+    assert_frame_equal(
+        plan.plan_inputs(
+            candidates, wh.read("url_state", hosts, columns=plan.STATE_COLUMNS), capacity
+        ),
+        plan.plan_inputs(candidates, wh.read("url_state", hosts), capacity),
+    )
+
+    # the state update: everything merge_state takes of this cycle's results
+    previous = wh.read("url_state", hosts)
+    some_candidates = wh.read("url_candidates", hosts, columns=state.CANDIDATE_COLUMNS)
+    assert_frame_equal(
+        state.merge_state(
+            previous,
+            some_candidates,
+            wh.read("fetch_results", hosts, columns=state.RESULT_COLUMNS),
+            now,
+        ),
+        state.merge_state(previous, some_candidates, results, now),
+    )
+
+    # the inventory: redirects and Retry-After answers (none in this crawl, so made up here)
+    row = pl.int_range(pl.len())
+    answers = results.with_columns(
+        outcome=pl.when(row % 5 == 0).then(pl.lit("redirect")).otherwise("outcome"),
+        location=pl.when(row % 5 == 0).then(pl.col("url") + "?moved").otherwise("location"),
+        http_status=pl.when(row % 7 == 0)
+        .then(pl.lit(429, dtype=results.schema["http_status"]))
+        .otherwise("http_status"),
+        retry_after_s=pl.when(row % 7 == 0)
+        .then(pl.lit(3600.0, dtype=results.schema["retry_after_s"]))
+        .otherwise("retry_after_s"),
+    )
+    redirects = inventory.redirect_discoveries(answers, previous, now)
+    assert redirects.height > 0 and redirects["value"].is_not_null().any()
+    assert_frame_equal(
+        inventory.redirect_discoveries(
+            answers.select(inventory.RESULT_COLUMNS),
+            previous.select(inventory.STATE_COLUMNS),
+            now,
+        ),
+        redirects,
+    )
+    holds = retry_holds(answers, now)
+    assert holds.height > 0
+    assert_frame_equal(retry_holds(answers.select(inventory.RESULT_COLUMNS), now), holds)
