@@ -267,6 +267,11 @@ def update_state(
         )
         .sort(["host", "url"])
     )
+    # The merged frame is a second copy of every row, in another order: what the rest needs of
+    # it is taken now and the frame let go before the refit and the re-estimation, where the
+    # step holds the most.
+    grades = lastmod_grades(merged)
+    del merged, observations
     prior = refit_change_prior(with_history, change_prior, now=now, model=model)
     weights = prior_weights(
         prior.filter(pl.col("fitted_at") == pl.lit(now).cast(tables.UTC_TIME)), model
@@ -309,9 +314,7 @@ def update_state(
         .otherwise(due_at)
     )
     state = estimated.with_columns(next_check_at=next_check, duplicate_of=content_duplicates())
-    return StateUpdate(
-        tables.conform("url_state", state).sort(["host", "url"]), lastmod_grades(merged), prior
-    )
+    return StateUpdate(tables.conform("url_state", state).sort(["host", "url"]), grades, prior)
 
 
 def with_posterior_rates(
