@@ -261,3 +261,33 @@ def test_a_read_of_some_columns_reads_only_those(tmp_path):
     columns = {d.name: (d.metadata or {}).get("columns") for d in url_state.node_def.input_defs}
     assert columns["revisit_plan"] == list(PLAN_COLUMNS)
     assert columns["fetch_results"] == list(RESULT_COLUMNS)
+
+
+def test_the_temp_file_sweep_takes_what_a_killed_writer_leaves_and_nothing_else(tmp_path):
+    """A writer's temp files sit in a host folder (or at the warehouse's top, for its own
+    files); the sweep lists the folders itself, and must find exactly what the glob
+    ``*/host=*/*.tmp-*`` finds."""
+    from freshness_pipeline.warehouse.storage import _temp_files
+
+    wh = Warehouse(tmp_path)
+    wh.write_partitions("seeds", ["a.example"], pl.DataFrame({"url": ["u"], "host": ["a.example"]}))
+    root = wh.root
+    left = [
+        root / "seeds" / "host=a.example" / "data.parquet.tmp-1-ab",
+        root / "url_state" / "host=b.example" / "data.parquet.tmp-2-cd",
+        root / "url_state" / "host=%schema" / "data.parquet.tmp-3-ef",
+        root / "_cycles.json.tmp-4-01",
+    ]
+    kept = [
+        root / "seeds" / "host=a.example" / "data.parquet",
+        root / "seeds" / "notes" / "x.tmp-5",  # not a host folder
+        root / "seeds" / "host=a.example" / "deeper" / "x.tmp-6",  # below one
+        root / "seeds" / "loose.tmp-7",  # beside the host folders
+    ]
+    for path in [*left, *kept[1:]]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"")
+    (root / "url_state" / "host=c.example.tmp-8").write_bytes(b"")  # a file, not a folder
+    assert sorted(_temp_files(root)) == sorted(root.glob("*/host=*/*.tmp-*"))
+    assert wh.sweep_temp_files() == len(left)
+    assert not any(p.exists() for p in left) and all(p.exists() for p in kept)

@@ -163,6 +163,20 @@ def wait_for_freed_files() -> None:
     _REAPER.wait()
 
 
+def _temp_files(root: Path) -> list[Path]:
+    """``root.glob("*/host=*/*.tmp-*")`` by scandir: a warehouse of ten thousand hosts has a
+    folder per host and table, and pathlib's glob builds a Path for every entry it passes."""
+    found: list[Path] = []
+    for table in os.scandir(root):
+        if not table.is_dir():
+            continue
+        for folder in os.scandir(table.path):
+            if not (folder.name.startswith("host=") and folder.is_dir()):
+                continue
+            found.extend(Path(e.path) for e in os.scandir(folder.path) if ".tmp-" in e.name)
+    return found
+
+
 def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC) if moment.tzinfo is not None else moment
 
@@ -228,7 +242,7 @@ class Warehouse:
         removed = 0
         _REAPER.wait()
         if self.root.exists():
-            for leftover in [*self.root.glob("*/host=*/*.tmp-*"), *self.root.glob("*.tmp-*")]:
+            for leftover in [*_temp_files(self.root), *self.root.glob("*.tmp-*")]:
                 with contextlib.suppress(FileNotFoundError):
                     leftover.unlink()
                     removed += 1
