@@ -1,8 +1,10 @@
 """The `freshness` command: seed, cycle, demo, report, and the crawled copy's diff, export and
 reextract.
 
-This is the only layer besides the schedule and the new-hosts sensor that reads the wall clock,
-and only to default ``--now``; everything below takes the cycle's ``now`` as an argument.
+Here the wall clock only defaults ``--now``. Below, it is read only where real time is meant
+(the schedule's and sensors' ticks, the age of Dagster runs being pruned, the date a WARC file
+was written); what a cycle plans, fetches and estimates takes the cycle's ``now``, so a cycle
+can be replayed as of any time.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Paths, atomic Parquet writes and the DuckDB views: the only module that touches the warehouse.
+"""Paths, atomic Parquet writes and the DuckDB views: the only module that reads or writes the
+warehouse's tables (the WARC files are warehouse/archive/'s).
 
 Layout: ``<home>/warehouse/<table>/host=<escaped key>/data.parquet`` (``fetch_log`` keeps one
 ``cycle-<stamp>.parquet`` per cycle instead). Every file is written under a temporary name that
