@@ -72,18 +72,14 @@ def direct_cycle(home: Path, now: datetime, budget: int) -> dict:
     """
     import polars as pl
 
-    from freshness_pipeline.defs.assets.candidates import (
-        apply_robots,
-        cached_normalization,
-        canonical_candidates,
-    )
+    from freshness_pipeline.defs.assets.candidates import cycle_candidates
     from freshness_pipeline.defs.assets.inventory import (
         hand_over_to_other_hosts,
         merge_inventory,
         redirect_discoveries,
         seed_rows,
     )
-    from freshness_pipeline.defs.assets.plan import plan_cycle
+    from freshness_pipeline.defs.assets.plan import cycle_plan
     from freshness_pipeline.defs.checks import duplicate_urls, hosts_over_capacity, plan_over_budget
     from freshness_pipeline.defs.resources import CycleResource, WarehouseResource
     from freshness_pipeline.warehouse import tables
@@ -109,15 +105,12 @@ def direct_cycle(home: Path, now: datetime, budget: int) -> dict:
         inventory = merge_inventory(previous, found_rows, now)
         wh.write_partitions("url_inventory", hosts, inventory)
         # url_candidates (+ its blocking check)
-        cached = cached_normalization(wh, hosts, inventory, config)
-        candidates, _invalid = canonical_candidates(inventory, hosts, now, config, norm=cached.norm)
-        candidates = apply_robots(candidates, wh.read("robots", hosts))
-        candidates = tables.conform("url_candidates", candidates).sort(["host", "url"])
+        candidates = cycle_candidates(wh, hosts, inventory, now, config).frame
         wh.write_partitions("url_candidates", hosts, candidates)
         if duplicate_urls(candidates):
             raise RuntimeError("duplicate candidate URLs")
         # revisit_plan (+ its blocking check)
-        plan = plan_cycle(
+        plan = cycle_plan(
             wh,
             hosts,
             candidates,

@@ -193,6 +193,35 @@ def apply_robots(candidates: pl.DataFrame, robots: pl.DataFrame) -> pl.DataFrame
     return pl.concat(parts, how="vertical_relaxed")
 
 
+@dataclass(frozen=True)
+class CycleCandidates:
+    """A cycle's candidates, with what the asset reports of how they were made."""
+
+    frame: pl.DataFrame
+    #: inventory URLs dropped as not valid http(s) URLs
+    invalid: int
+    #: inventory URLs the normalization cache did not hold
+    normalized_afresh: int
+
+
+def cycle_candidates(
+    wh: Warehouse,
+    hosts: list[str],
+    inventory: pl.DataFrame,
+    now: datetime,
+    config: PipelineConfig,
+) -> CycleCandidates:
+    """The candidates of ``hosts`` from their inventory: normalized through the url_canonical
+    cache (which it updates), deduplicated, and checked against the robots rows. The
+    url_candidates asset is this between Dagster's read of the inventory and its write;
+    benchmarks call it to build candidates as the product does without Dagster."""
+    cached = cached_normalization(wh, hosts, inventory, config)
+    candidates, invalid = canonical_candidates(inventory, hosts, now, config, norm=cached.norm)
+    candidates = apply_robots(candidates, wh.read("robots", hosts))
+    frame = tables.conform("url_candidates", candidates).sort(["host", "url"])
+    return CycleCandidates(frame, invalid, cached.normalized)
+
+
 @cycle_asset
 def url_candidates(
     context: dg.AssetExecutionContext,
@@ -204,13 +233,10 @@ def url_candidates(
     crash_point("asset:url_candidates:start")
     wh = warehouse.warehouse()
     hosts = run_hosts(context, wh)
-    config = warehouse.pipeline_config()
-    cached = cached_normalization(wh, hosts, url_inventory, config)
-    candidates, invalid = canonical_candidates(
-        url_inventory, hosts, cycle.cycle_now(context), config, norm=cached.norm
+    made = cycle_candidates(
+        wh, hosts, url_inventory, cycle.cycle_now(context), warehouse.pipeline_config()
     )
-    candidates = apply_robots(candidates, wh.read("robots", hosts))
-    candidates = tables.conform("url_candidates", candidates).sort(["host", "url"])
+    candidates, invalid = made.frame, made.invalid
     if invalid:
         context.log.warning(f"{invalid} inventory URLs are not valid http(s) URLs and were dropped")
     refused = candidates.filter(~pl.col("allowed"))
@@ -226,7 +252,7 @@ def url_candidates(
                 for reason, n in sorted(reasons.items(), key=lambda kv: str(kv[0]))
             },
             "invalid_urls": dg.MetadataValue.int(invalid),
-            "urls_normalized_afresh": dg.MetadataValue.int(cached.normalized),
+            "urls_normalized_afresh": dg.MetadataValue.int(made.normalized_afresh),
             "variants_collapsed": dg.MetadataValue.int(
                 int(candidates["n_variants"].sum() or 0) - candidates.height
             ),

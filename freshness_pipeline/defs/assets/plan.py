@@ -218,7 +218,7 @@ def with_delisting(inputs: pl.DataFrame, robots: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def plan_cycle(
+def cycle_plan(
     wh: Warehouse,
     hosts: list[str],
     candidates: pl.DataFrame,
@@ -285,7 +285,7 @@ def revisit_plan(
     hosts = run_hosts(context, wh)
     settings = warehouse.pipeline_config()
     now = cycle.cycle_now(context)
-    plan = plan_cycle(
+    plan = cycle_plan(
         wh,
         hosts,
         url_candidates,
