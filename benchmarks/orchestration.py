@@ -63,26 +63,21 @@ def seed_csv(n_hosts: int, per_host: int) -> bytes:
 
 
 def direct_cycle(home: Path, now: datetime, budget: int) -> dict:
-    """The three planning assets' bodies in a dry run, in order, with frames passed in memory.
+    """The three planning steps of a dry run, in order, with frames passed in memory: the
+    functions the assets call (cycle_inventory, cycle_candidates, cycle_plan) and their blocking
+    checks.
 
     Host discovery uses one scan of the seeds (``hosts_in``) where run_cycle asks the Dagster
     instance; everything else is the code the assets run, so the difference to run_cycle is what
     orchestration adds: the instance, the event log, and the IO manager re-reading each asset's
     output from Parquet for the next step.
     """
-    import polars as pl
 
     from freshness_pipeline.defs.assets.candidates import cycle_candidates
-    from freshness_pipeline.defs.assets.inventory import (
-        hand_over_to_other_hosts,
-        merge_inventory,
-        redirect_discoveries,
-        seed_rows,
-    )
+    from freshness_pipeline.defs.assets.inventory import cycle_inventory
     from freshness_pipeline.defs.assets.plan import cycle_plan
     from freshness_pipeline.defs.checks import duplicate_urls, hosts_over_capacity, plan_over_budget
     from freshness_pipeline.defs.resources import CycleResource, WarehouseResource
-    from freshness_pipeline.warehouse import tables
     from freshness_pipeline.warehouse.storage import Warehouse
 
     cycle = CycleResource(now=now.isoformat(), budget=budget, dry_run=True)
@@ -91,18 +86,8 @@ def direct_cycle(home: Path, now: datetime, budget: int) -> dict:
     with wh.exclusive(f"direct cycle {now.isoformat()}"):
         wh.sweep_temp_files()
         hosts = wh.hosts_in("seeds")
-        # url_inventory
-        previous = wh.read("url_inventory", hosts)
-        seeds = wh.read("seeds", hosts)
-        redirects = redirect_discoveries(
-            wh.read("fetch_results", hosts), wh.read("url_state", hosts), now
-        )
-        hand_over_to_other_hosts(wh, redirects.filter(~pl.col("host").is_in(hosts)), now)
-        found = [seed_rows(seeds), redirects.filter(pl.col("host").is_in(hosts))]
-        found_rows = pl.concat(
-            [tables.conform("url_inventory", f) for f in found], how="vertical_relaxed"
-        )
-        inventory = merge_inventory(previous, found_rows, now)
+        # url_inventory (a dry run: no robots.txt or sitemap fetches)
+        inventory = cycle_inventory(wh, hosts, now, http=None).frame
         wh.write_partitions("url_inventory", hosts, inventory)
         # url_candidates (+ its blocking check)
         candidates = cycle_candidates(wh, hosts, inventory, now, config).frame

@@ -12,6 +12,7 @@ problem, so a host whose sitemap breaks is seen instead of silently losing URLs.
 import contextlib
 import os
 from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime
 
 import dagster as dg
@@ -256,18 +257,30 @@ def discovery_archive(
     return ArchiveWriter(archive_dir_for(wh.home), now, writer=f"discovery{os.getpid()}")
 
 
-@cycle_asset
-def url_inventory(
-    context: dg.AssetExecutionContext,
-    warehouse: WarehouseResource,
-    cycle: CycleResource,
-    http: HttpClientResource,
-) -> dg.Output[pl.DataFrame]:
-    """Everything known about which URLs exist, per host, with its source and sitemap lastmod."""
-    crash_point("asset:url_inventory:start")
-    hosts = run_hosts(context, warehouse.warehouse())
-    now = cycle.cycle_now(context)
-    wh = warehouse.warehouse()
+@dataclass(frozen=True)
+class CycleInventory:
+    """A cycle's inventory, with what the asset reports of where it came from."""
+
+    frame: pl.DataFrame
+    #: redirect targets on hosts outside the run, added to those hosts' seeds
+    handed_over: int
+    #: robots.txt, sitemap and feed counts (web.discovery.COUNT_KEYS), summed over the hosts
+    discovery: dict[str, int]
+
+
+def cycle_inventory(
+    wh: Warehouse,
+    hosts: list[str],
+    now: datetime,
+    *,
+    http: HttpClientResource | None,
+    log: dg.DagsterLogManager | None = None,
+) -> CycleInventory:
+    """The inventory of ``hosts`` as of ``now``: last cycle's, the seeds, last cycle's
+    redirects (those to other hosts handed over to their seeds), and, given ``http``, what the
+    hosts' robots.txt, sitemaps and feeds list now (``http=None``: a dry run, which fetches
+    nothing). The url_inventory asset is this before Dagster writes it; benchmarks call it to
+    build the inventory as the product does without Dagster."""
     previous = wh.read("url_inventory", hosts)
     seeds = wh.read("seeds", hosts)
     # Read once for the redirects and the Retry-After holds; url_state only when something
@@ -282,24 +295,45 @@ def url_inventory(
     handed_over = hand_over_to_other_hosts(wh, redirects.filter(~pl.col("host").is_in(hosts)), now)
     found = [seed_rows(seeds), redirects.filter(pl.col("host").is_in(hosts))]
     discovery = dict.fromkeys(COUNT_KEYS, 0)
-    if not cycle.dry_run:
+    if http is not None:
         known = pl.concat([previous.select("url", "host"), seeds.select("url", "host")])
         listed, discovery = refresh_robots_and_sitemaps(
-            wh, hosts, known, now, http, context.log, answers=results
+            wh, hosts, known, now, http, log, answers=results
         )
         found.append(listed)
     found_rows = pl.concat(
         [tables.conform("url_inventory", f) for f in found], how="vertical_relaxed"
     )
-    inventory = merge_inventory(previous, found_rows, now)
+    return CycleInventory(merge_inventory(previous, found_rows, now), handed_over, discovery)
+
+
+@cycle_asset
+def url_inventory(
+    context: dg.AssetExecutionContext,
+    warehouse: WarehouseResource,
+    cycle: CycleResource,
+    http: HttpClientResource,
+) -> dg.Output[pl.DataFrame]:
+    """Everything known about which URLs exist, per host, with its source and sitemap lastmod."""
+    crash_point("asset:url_inventory:start")
+    wh = warehouse.warehouse()
+    hosts = run_hosts(context, wh)
+    made = cycle_inventory(
+        wh,
+        hosts,
+        cycle.cycle_now(context),
+        http=None if cycle.dry_run else http,
+        log=context.log,
+    )
+    inventory = made.frame
     by_source = inventory.group_by("source").len().sort("source")
     return dg.Output(
         inventory,
         metadata={
             "urls": dg.MetadataValue.int(inventory.height),
             "hosts": dg.MetadataValue.int(len(hosts)),
-            "urls_handed_to_other_hosts": dg.MetadataValue.int(handed_over),
+            "urls_handed_to_other_hosts": dg.MetadataValue.int(made.handed_over),
             **{f"urls_from_{s}": dg.MetadataValue.int(n) for s, n in by_source.iter_rows()},
-            **{key: dg.MetadataValue.int(n) for key, n in discovery.items()},
+            **{key: dg.MetadataValue.int(n) for key, n in made.discovery.items()},
         },
     )
