@@ -40,9 +40,10 @@ _NOISE = ",".join(NOISE_TAGS)
 # ":not(main *)..." selectors, every element of the page would be tested against them.
 _CHROME = "nav,aside,[role],h1"
 _PAGE_LEVEL_BLOCKERS = frozenset(("main", "article", "header", "footer"))
-# A chrome role on the page's root or body is a template's mistake, not a landmark: taken at
-# its word it would drop the whole page (or, on the root, fail to).
-_NOT_CHROME = frozenset(("h1", "html", "body"))
+# The page itself: no rule drops these, whatever they are marked as (a chrome role on <html> or
+# <body> is a template's mistake; taken at its word it would drop the whole page, and lexbor
+# refuses to remove the root).
+_PAGE_ROOTS = frozenset(("html", "body"))
 _CHROME_ROLES = frozenset(
     ["navigation", "banner", "contentinfo", "complementary", "search", "dialog", "alertdialog",
      "timer", "marquee"]
@@ -187,13 +188,14 @@ class _Marker:
         return self._holders
 
     def holds_content(self, node: LexborNode) -> bool:
-        if node.tag in ("body", "html") or node.mem_id in self._content_holders():
+        if node.tag in _PAGE_ROOTS or node.mem_id in self._content_holders():
             return True
         return len(node_text(node)) * 2 > len(self.body_text)
 
     @staticmethod
     def mark(node: LexborNode) -> None:
-        node.attrs[_DROP] = ""
+        if node.tag not in _PAGE_ROOTS:
+            node.attrs[_DROP] = ""
 
     def mark_guarded(self, node: LexborNode) -> None:
         if not self.holds_content(node):
@@ -294,8 +296,7 @@ def _mark_chrome(tree: LexborHTMLParser, marker: _Marker) -> list[str]:
         if tag == "form":  # a form with a role is judged as a form, wherever it is
             forms.append(node)
         elif tag in ("nav", "aside", "header", "footer") or (
-            tag not in _NOT_CHROME
-            and (node.attrs.get("role") or "").strip().lower() in _CHROME_ROLES
+            tag != "h1" and (node.attrs.get("role") or "").strip().lower() in _CHROME_ROLES
         ):
             marker.mark(node)
     for node in (*tree.tags("header"), *tree.tags("footer")):
