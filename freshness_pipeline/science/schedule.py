@@ -531,9 +531,9 @@ def build_plan(
         .otherwise(age / cfg.reestimate_after_days)
         .fill_null(math.inf)
     )
+    worth = pl.col("_value") / pl.col("_cost")
     if cfg.reestimate_order == "value":
         # a worthless page is not worth re-estimating (and ∞ × 0 must not sort first)
-        worth = pl.col("_value") / pl.col("_cost")
         overdue = pl.when(worth > 0).then(overdue * worth).otherwise(0.0)
     work = work.with_columns(
         _floor=spaced & not_gone_or_blocked & (age >= cfg.max_interval_days).fill_null(False),
@@ -554,7 +554,7 @@ def build_plan(
             | ((status == "gone") & (age >= cfg.gone_recheck_days).fill_null(True))
         ),
         _probe=spaced & known & (pl.col("_probe_ratio") <= cfg.probe_max_ratio).fill_null(False),
-        _worth=pl.col("_value") / pl.col("_cost"),
+        _worth=worth,
         _verify=spaced & known,
         _prio=spaced & not_gone_or_blocked & (pl.col("priority") > 0),
         _overdue=overdue,
