@@ -104,7 +104,7 @@ def direct_cycle(home: Path, now: datetime, budget: int) -> dict:
             budget=cycle.budget_or_none(),
             objective=cycle.plan_objective(config),
             settings=config,
-        )
+        ).frame
         wh.write_partitions("revisit_plan", hosts, plan)
         if plan_over_budget(plan, cycle.budget_or_none()) or hosts_over_capacity(
             plan, cycle.fetch_window_s

@@ -111,6 +111,7 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import get_args
 
 import polars as pl
 
@@ -121,11 +122,12 @@ from freshness_pipeline.science.fingerprint import (
     css_selector_error,
 )
 from freshness_pipeline.science.normalize import TRACKING_PARAMS
+from freshness_pipeline.science.schedule import Objective
 
 CONFIG_FILE = "freshness.toml"
 MAX_HOST_BUCKETS = 4096
 AUTO = "auto"
-OBJECTIVES = ("freshness", "capture")
+OBJECTIVES: tuple[str, ...] = get_args(Objective)
 PLANNING_KEYS = frozenset({"objective", "cost", "credits"})
 NOTIFY_KEYS = ("urls", "url_classes", "fields")
 URL_CLASS_KEYS = ("selectors", "fields", "json_ld", "retention")

@@ -73,6 +73,7 @@ from freshness_pipeline.science.estimate import DEFAULT_CLASS, PRIORS_BY_CLASS, 
 from freshness_pipeline.science.timecols import DAY_US, as_utc, utc_column
 
 __all__ = [
+    "Objective",
     "PlanConfig",
     "REASONS",
     "REFILL_REASON",
@@ -80,6 +81,9 @@ __all__ = [
     "capture_gain",
     "freshness_index",
 ]
+
+#: what the plan ranks by: the freshness a fetch buys, or the chance it catches a change
+Objective = Literal["freshness", "capture"]
 
 REASONS = ("floor", "delisted", "new", "reestimate", "probe", "verify", "priority")
 #: The reason of a reserve row that the fetch stage fetched with budget another host left.
@@ -218,7 +222,7 @@ def capture_gain(
 class PlanConfig:
     """Knobs of :func:`build_plan`; shares are fractions of the cycle's budget."""
 
-    objective: Literal["freshness", "capture"] = "freshness"
+    objective: Objective = "freshness"
     new_share: float = 0.10
     #: the most of the budget the early checks of pages their sitemap stopped listing may take
     delisted_share: float = 0.10

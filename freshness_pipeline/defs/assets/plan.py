@@ -7,7 +7,9 @@ health and each host's learned pace, science.capacity) and passes the cycle's no
 carries its host's capacity and pace, which the fetch stage fetches with.
 """
 
+from dataclasses import dataclass
 from datetime import datetime
+from typing import cast
 
 import dagster as dg
 import polars as pl
@@ -21,7 +23,7 @@ from freshness_pipeline.science.cost import BYTES_HISTORY, bytes_cost, credits_c
 from freshness_pipeline.science.hints import host_trust, lastmod_hints
 from freshness_pipeline.science.prior.table import GAIN_COLUMN, posterior_gains
 from freshness_pipeline.science.retry_after import held_hosts
-from freshness_pipeline.science.schedule import PlanConfig, build_plan
+from freshness_pipeline.science.schedule import Objective, PlanConfig, build_plan
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.crashpoints import crash_point
 from freshness_pipeline.warehouse.storage import Warehouse
@@ -218,6 +220,15 @@ def with_delisting(inputs: pl.DataFrame, robots: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+@dataclass(frozen=True)
+class CyclePlan:
+    """A cycle's plan, with what the asset reports beside it."""
+
+    frame: pl.DataFrame
+    #: hosts no page of which is planned: a Retry-After still holds them
+    held_by_retry_after: int
+
+
 def cycle_plan(
     wh: Warehouse,
     hosts: list[str],
@@ -228,14 +239,12 @@ def cycle_plan(
     budget: int | None,
     objective: str,
     settings: PipelineConfig,
-) -> pl.DataFrame:
+) -> CyclePlan:
     """The revisit plan of ``hosts`` as of ``now``, from this cycle's candidates and what the
     warehouse holds of earlier cycles (url_state, the change prior, robots, last cycle's
     answers and each host's learned pace). The revisit_plan asset is this between Dagster's
     read of the candidates and its write of the plan; benchmarks call it to plan as the
     product does without Dagster."""
-    if objective not in ("freshness", "capture"):
-        raise ValueError(f"objective must be 'freshness' or 'capture', not {objective!r}")
     health = host_health(wh.read("fetch_results", hosts, columns=RESULT_COLUMNS), hosts)
     robots = wh.read("robots", hosts)
     holds = held_hosts(robots, now)
@@ -258,7 +267,7 @@ def cycle_plan(
         else None
     )
     inputs = inputs.with_columns(pl.col("cost") * page_type_cost(inputs, settings, sent_bytes))
-    config = PlanConfig(objective="capture" if objective == "capture" else "freshness")
+    config = PlanConfig(objective=cast(Objective, objective))  # PlanConfig checks the value
     # What a fetch now is worth under the change prior url_state fit last cycle, and the
     # model's forecast that it changed, which the random verification sample is scored on.
     gains = posterior_gains(inputs, wh.read("change_prior", hosts), now=now)
@@ -269,7 +278,8 @@ def cycle_plan(
     plan = build_plan(
         inputs, capacity.select("host", "capacity"), now=now, budget=budget, config=config
     ).with_columns(planned_at=pl.lit(now).cast(tables.UTC_TIME))
-    return tables.conform("revisit_plan", plan).sort(["host", "url"])
+    frame = tables.conform("revisit_plan", plan).sort(["host", "url"])
+    return CyclePlan(frame, holds.height)
 
 
 @cycle_asset
@@ -284,17 +294,17 @@ def revisit_plan(
     wh = warehouse.warehouse()
     hosts = run_hosts(context, wh)
     settings = warehouse.pipeline_config()
-    now = cycle.cycle_now(context)
-    plan = cycle_plan(
+    made = cycle_plan(
         wh,
         hosts,
         url_candidates,
-        now,
+        cycle.cycle_now(context),
         window_s=cycle.window_s(),
         budget=cycle.budget_or_none(),
         objective=cycle.plan_objective(settings),
         settings=settings,
     )
+    plan = made.frame
     selected = plan.filter(pl.col("selected"))
     reasons = selected.group_by("reason").len()
     return dg.Output(
@@ -309,9 +319,7 @@ def revisit_plan(
             ),
             "expected_gain": dg.MetadataValue.float(float(selected["expected_gain"].sum() or 0.0)),
             "cost_basis": dg.MetadataValue.text(settings.cost_basis),
-            "hosts_held_by_retry_after": dg.MetadataValue.int(
-                held_hosts(wh.read("robots", hosts), now).height
-            ),
+            "hosts_held_by_retry_after": dg.MetadataValue.int(made.held_by_retry_after),
             "reserve": dg.MetadataValue.int(int(plan["reserve_rank"].is_not_null().sum())),
         },
     )
