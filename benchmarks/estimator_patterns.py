@@ -37,8 +37,6 @@ for path in (ROOT, ROOT / "benchmarks"):
 
 from scheduling import CYCLE, Web, _encode, fmt_table, moment  # noqa: E402
 
-from freshness_pipeline.defs.assets.plan import plan_inputs, with_lastmod_hints  # noqa: E402
-from freshness_pipeline.defs.assets.state import update_state  # noqa: E402
 from freshness_pipeline.science.estimate import (  # noqa: E402
     aligned_ages,
     clean_ages,
@@ -54,6 +52,8 @@ from freshness_pipeline.science.prior.table import (  # noqa: E402
     prior_weights,
 )
 from freshness_pipeline.science.schedule import PlanConfig, build_plan  # noqa: E402
+from freshness_pipeline.stages.plan import plan_inputs, with_lastmod_hints  # noqa: E402
+from freshness_pipeline.stages.state import update_state  # noqa: E402
 from freshness_pipeline.warehouse import tables  # noqa: E402
 
 HOSTS = 20

@@ -15,7 +15,7 @@ and so no crawl-delay. In one run, with the same URLs:
   a Lua script cycling the URLs, once plain and once with each URL's If-None-Match);
 - a bare aiohttp loop: one ClientSession, one semaphore, pass 1 GETs everything and keeps the
   ETags, pass 2 sends If-None-Match and gets 304s; the client-side floor in Python;
-- the project's fetch stage, ``assets.fetch.run_fetch_stage`` (what the Dagster asset
+- the project's fetch stage, ``stages.fetch.run_fetch_stage`` (what the Dagster asset
   fetch_results runs): validator trust from its running totals, per-host queues and Throttles, the
   network guard, fingerprints of the bodies, the results frame, fetch_log appended with atomic
   Parquet writes. Pass 1 is a cycle with no validators (all bodies, all fingerprinted), pass 2
@@ -349,7 +349,7 @@ def child_stage(spec: dict) -> dict:
     import polars as pl
 
     from freshness_pipeline.config import PipelineConfig
-    from freshness_pipeline.defs.assets import fetch as fetch_module
+    from freshness_pipeline.stages import fetch as fetch_module
     from freshness_pipeline.warehouse import tables
     from freshness_pipeline.warehouse.storage import Warehouse
     from freshness_pipeline.web.client import host_key
@@ -934,7 +934,7 @@ def measure(
     res["scrapy-warm"], res["scrapy-revalidate"] = scrapy_runs
     res["nginx_cpu"] = process_cpu_seconds(server.pid) - cpu0
     res["idle_rss"] = idle_peak_rss_mb(
-        ["polars", "aiohttp", "dagster", "freshness_pipeline.defs.assets.fetch"]
+        ["polars", "aiohttp", "dagster", "freshness_pipeline.stages.fetch"]
     )
     return res
 

@@ -342,7 +342,7 @@ def child(args: argparse.Namespace) -> None:
     import polars as pl
 
     from freshness_pipeline.app import runner
-    from freshness_pipeline.defs.assets import fetch as fetch_module
+    from freshness_pipeline.stages import fetch as fetch_module
     from freshness_pipeline.warehouse.storage import Warehouse
 
     imported = time.perf_counter() - t0

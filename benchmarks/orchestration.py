@@ -73,11 +73,11 @@ def direct_cycle(home: Path, now: datetime, budget: int) -> dict:
     output from Parquet for the next step.
     """
 
-    from freshness_pipeline.defs.assets.candidates import cycle_candidates
-    from freshness_pipeline.defs.assets.inventory import cycle_inventory
-    from freshness_pipeline.defs.assets.plan import cycle_plan
     from freshness_pipeline.defs.checks import duplicate_urls, hosts_over_capacity, plan_over_budget
     from freshness_pipeline.defs.resources import CycleResource, WarehouseResource
+    from freshness_pipeline.stages.candidates import cycle_candidates
+    from freshness_pipeline.stages.inventory import cycle_inventory
+    from freshness_pipeline.stages.plan import cycle_plan
     from freshness_pipeline.warehouse.storage import Warehouse
 
     cycle = CycleResource(now=now.isoformat(), budget=budget, dry_run=True)

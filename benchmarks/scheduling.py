@@ -42,8 +42,6 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from freshness_pipeline.defs.assets.plan import with_lastmod_hints  # noqa: E402
-from freshness_pipeline.defs.assets.state import updated_evidence  # noqa: E402
 from freshness_pipeline.science.estimate import (  # noqa: E402
     DEFAULT_CLASS,
     append_observations,
@@ -71,6 +69,8 @@ from freshness_pipeline.science.prior.table import (  # noqa: E402
 )
 from freshness_pipeline.science.schedule import PlanConfig, build_plan  # noqa: E402
 from freshness_pipeline.science.timecols import DAY_US  # noqa: E402
+from freshness_pipeline.stages.plan import with_lastmod_hints  # noqa: E402
+from freshness_pipeline.stages.state import updated_evidence  # noqa: E402
 from freshness_pipeline.synthweb.world import CHO2000_BANDS  # noqa: E402
 from freshness_pipeline.warehouse import tables  # noqa: E402
 

@@ -45,7 +45,7 @@ from freshness_pipeline.warehouse import tables
 
 with warnings.catch_warnings():  # dagster's beta notices on the asset module, once per process
     warnings.simplefilter("ignore")
-    from freshness_pipeline.defs.assets.running_totals import (
+    from freshness_pipeline.stages.running_totals import (
         VALIDATOR_HISTORY,
         remember_cycle,
         validator_memory,

@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 import pytest
 
-from freshness_pipeline.defs.assets.plan import host_capacity
 from freshness_pipeline.science.capacity import (
     CYCLE_COLUMNS,
     FORGET_GAP_S,
@@ -18,6 +17,7 @@ from freshness_pipeline.science.capacity import (
     paced_capacity,
     throttled_gap,
 )
+from freshness_pipeline.stages.plan import host_capacity
 from freshness_pipeline.warehouse import tables
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
@@ -187,7 +187,7 @@ def test_budget_a_host_left_goes_to_the_reserve_of_the_others_in_the_same_cycle(
     from aiohttp import web
 
     from freshness_pipeline.config import PipelineConfig
-    from freshness_pipeline.defs.assets.fetch import run_fetch_stage
+    from freshness_pipeline.stages.fetch import run_fetch_stage
     from freshness_pipeline.warehouse.storage import Warehouse
     from freshness_pipeline.web.client import FetchSettings
     from freshness_pipeline_tests.support import LoopThread

@@ -13,9 +13,9 @@ import polars as pl
 import pytest
 
 from freshness_pipeline.config import PipelineConfig
-from freshness_pipeline.defs.assets.fetch import results_frame
 from freshness_pipeline.science.calibration import MIN_VERIFY_VARIANCE
 from freshness_pipeline.science.normalize import normalize_url
+from freshness_pipeline.stages.fetch import results_frame
 from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb, build_world
 from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline.web.client import FetchResult
@@ -454,9 +454,9 @@ def test_what_each_step_and_check_reads_of_a_table_is_enough(crawled):
     from polars.testing import assert_frame_equal
 
     from freshness_pipeline.defs import checks
-    from freshness_pipeline.defs.assets import inventory, plan, state
     from freshness_pipeline.defs.resources import CycleResource
     from freshness_pipeline.science.retry_after import retry_holds
+    from freshness_pipeline.stages import inventory, plan, state
 
     wh = Warehouse(crawled["home"])
     now = crawled["end"]

@@ -9,7 +9,7 @@ import polars as pl
 from polars.testing import assert_frame_equal
 
 from freshness_pipeline.config import PipelineConfig
-from freshness_pipeline.defs.assets.fetch import host_groups, run_fetch_stage
+from freshness_pipeline.stages.fetch import host_groups, run_fetch_stage
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.storage import Warehouse

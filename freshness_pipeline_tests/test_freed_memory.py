@@ -10,14 +10,14 @@ import sys
 
 import pytest
 
-from freshness_pipeline.defs.assets import fetch
+from freshness_pipeline.stages import fetch
 
 # Threads (the fetch stage's extraction runs in asyncio.to_thread) each get a glibc arena; the
 # objects are over pymalloc's 512 bytes, so they come from malloc, and every 50th is kept so the
 # arenas stay fragmented, as a fetch leaves them.
 FRAGMENTED_HEAP = """
 import os, sys, threading
-from freshness_pipeline.defs.assets.fetch import release_freed_memory
+from freshness_pipeline.stages.fetch import release_freed_memory
 
 def rss_mb():
     with open("/proc/self/status") as f:

@@ -8,7 +8,7 @@ import polars as pl
 
 from freshness_pipeline.app.runner import load_seeds, run_cycle
 from freshness_pipeline.config import PipelineConfig
-from freshness_pipeline.defs.assets.candidates import normalize_inventory, normalize_with_cache
+from freshness_pipeline.stages.candidates import normalize_inventory, normalize_with_cache
 from freshness_pipeline.synthweb import DEFAULT_START
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.storage import Warehouse
@@ -101,7 +101,7 @@ def test_candidates_keep_when_a_sitemap_last_listed_each_url():
     later complete read that no longer lists it can mark it delisted; seeds set nothing."""
     from datetime import UTC, datetime, timedelta
 
-    from freshness_pipeline.defs.assets.candidates import canonical_candidates
+    from freshness_pipeline.stages.candidates import canonical_candidates
     from freshness_pipeline.warehouse import tables
 
     now = datetime(2026, 11, 30, tzinfo=UTC)

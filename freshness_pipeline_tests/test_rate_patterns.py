@@ -11,7 +11,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-from freshness_pipeline.defs.assets.state import update_state
 from freshness_pipeline.science.prior.components import DEFAULT_PERIODS, GLOBAL, rate_grid
 from freshness_pipeline.science.prior.histories import histories_from_arrays
 from freshness_pipeline.science.prior.posterior import PosteriorMedianRate, posterior_summary
@@ -21,6 +20,7 @@ from freshness_pipeline.science.prior.table import (
     posterior_rates,
     prior_weights,
 )
+from freshness_pipeline.stages.state import update_state
 from freshness_pipeline.warehouse import tables
 
 T0 = datetime(2026, 11, 2, tzinfo=UTC)

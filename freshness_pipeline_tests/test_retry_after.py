@@ -15,8 +15,8 @@ import pytest
 from aiohttp import web
 
 from freshness_pipeline.app.runner import load_seeds, run_cycle
-from freshness_pipeline.defs.assets.plan import host_capacity, host_health
 from freshness_pipeline.science.retry_after import MAX_RETRY_AFTER_S, retry_holds
+from freshness_pipeline.stages.plan import host_capacity, host_health
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline.web.client import (

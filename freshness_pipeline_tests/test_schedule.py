@@ -663,7 +663,7 @@ def test_pages_a_sitemap_stopped_listing_are_checked_first_within_their_share() 
 
 
 def test_delisting_needs_a_complete_read_after_the_last_listing_and_no_fetch_since() -> None:
-    from freshness_pipeline.defs.assets.plan import with_delisting
+    from freshness_pipeline.stages.plan import with_delisting
 
     t0 = NOW - timedelta(days=1)
     inputs = pl.DataFrame(

@@ -643,7 +643,7 @@ def test_url_inventory_sums_problems_in_metadata_and_warns_once_per_host_and_kin
 def test_discovery_lines_are_capped_per_cycle_and_the_rest_counted():
     """Ten thousand hosts without a sitemap must not write ten thousand log events (each is a
     Dagster event): MAX_HOST_LINES per severity, then one line that counts the rest by kind."""
-    from freshness_pipeline.defs.assets.inventory import MAX_HOST_LINES, log_discovery
+    from freshness_pipeline.stages.inventory import MAX_HOST_LINES, log_discovery
     from freshness_pipeline.web.discovery import HostDiscovery
     from freshness_pipeline.web.sitemaps.entries import SitemapProblem
 

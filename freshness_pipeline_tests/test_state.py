@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 import pytest
 
-from freshness_pipeline.defs.assets.plan import plan_inputs
-from freshness_pipeline.defs.assets.state import EMPTY_FINGERPRINT, update_state
 from freshness_pipeline.science.prior.components import GLOBAL
 from freshness_pipeline.science.prior.table import expected_gains
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
+from freshness_pipeline.stages.plan import plan_inputs
+from freshness_pipeline.stages.state import EMPTY_FINGERPRINT, update_state
 from freshness_pipeline.warehouse import tables
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)

@@ -239,7 +239,8 @@ def test_a_read_of_some_columns_reads_only_those(tmp_path):
     import polars as pl
     import pytest
 
-    from freshness_pipeline.defs.assets.state import PLAN_COLUMNS, RESULT_COLUMNS, url_state
+    from freshness_pipeline.defs.assets.state import url_state
+    from freshness_pipeline.stages.state import PLAN_COLUMNS, RESULT_COLUMNS
     from freshness_pipeline.warehouse import tables
     from freshness_pipeline.warehouse.storage import Warehouse
 

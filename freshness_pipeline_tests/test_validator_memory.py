@@ -13,12 +13,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-from freshness_pipeline.defs.assets.running_totals import (
-    VALIDATOR_HISTORY,
-    fetch_memory,
-    remember_cycle,
-    validator_memory,
-)
 from freshness_pipeline.science.validators import (
     COUNT_COLUMNS,
     latest_requests,
@@ -26,6 +20,12 @@ from freshness_pipeline.science.validators import (
     trust_before,
     validator_counts,
     validator_trust,
+)
+from freshness_pipeline.stages.running_totals import (
+    VALIDATOR_HISTORY,
+    fetch_memory,
+    remember_cycle,
+    validator_memory,
 )
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
 from freshness_pipeline.warehouse import tables

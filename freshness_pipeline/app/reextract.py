@@ -2,7 +2,7 @@
 extractor, selectors, fields or json_ld change, fetching nothing.
 
 Without it, the next fetch of every page of a changed class finds a fingerprint of another
-version (assets.plan.plan_inputs drops it, with the validators) and fetches the body whole to
+version (stages.plan.plan_inputs drops it, with the validators) and fetches the body whole to
 re-extract it: a cycle's worth of unconditional fetches for content that did not change. The
 archive already holds each URL's last body (url_state.archived), so extracting that body with
 the class's current settings (science.fingerprint.class_record, the fetcher's own call) gives
@@ -37,8 +37,8 @@ from typing import Any
 import polars as pl
 
 from freshness_pipeline.config import ConfigError, Extraction, load_config
-from freshness_pipeline.defs.assets.versions import drop_excluded_fields
 from freshness_pipeline.science.fingerprint import class_record, content_kind
+from freshness_pipeline.stages.versions import drop_excluded_fields
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.archive import (
     ArchivedOriginal,

@@ -19,7 +19,6 @@ import polars as pl
 from dagster._core.storage.defs_state.base import set_defs_state_storage
 
 from freshness_pipeline.config import ConfigError, PipelineConfig, load_config
-from freshness_pipeline.defs.assets.candidates import normalization_rules
 from freshness_pipeline.defs.assets.common import HELD_BACK
 from freshness_pipeline.defs.instance_upkeep import prune_instance
 from freshness_pipeline.defs.jobs import CYCLE_TAG
@@ -37,6 +36,7 @@ from freshness_pipeline.defs.partitions import (
     register_hosts,
     registered_hosts,
 )
+from freshness_pipeline.stages.candidates import normalization_rules
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.retention import RetentionSummary
 from freshness_pipeline.warehouse.seeds import SeedParse, merge_seeds, parse_seeds

@@ -14,7 +14,7 @@ type's cost sends the budget to the freshness that is cheapest to keep, so three
 * ``"credits"``: what the operator says a fetch of each URL class costs (``[planning.credits]``
   in freshness.toml), with ``default`` for unlisted classes.
 
-Host health and a URL's own failures multiply on top (assets.plan).
+Host health and a URL's own failures multiply on top (stages.plan).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from datetime import datetime
 
 import polars as pl
 
-from freshness_pipeline.science.timecols import DAY_US, utc_column, utc_literal
+from freshness_pipeline.science.timecols import duration_days, utc_column, utc_literal
 
 __all__ = [
     "HOST_TRUST_SCHEMA",
@@ -93,7 +93,7 @@ def lastmod_age_days(lastmod: pl.Expr, since: pl.Expr, now: pl.Expr) -> pl.Expr:
 def _dated(says: pl.Expr, lastmod: pl.Expr, now: pl.Expr) -> pl.Expr:
     """:func:`lastmod_age_days` given what the lastmod says (computed once by callers that
     have it already)."""
-    quiet = (now - _latest_instant(lastmod)).dt.total_microseconds() / DAY_US
+    quiet = duration_days(now - _latest_instant(lastmod))
     return pl.when((says == "changed") & (quiet > 0)).then(quiet)
 
 
@@ -143,7 +143,7 @@ def host_trust(
         raise ValueError("need half_life_days > 0 and non-negative priors")
     if evidence.height == 0:
         return pl.DataFrame(schema=HOST_TRUST_SCHEMA)
-    age = (utc_literal(now) - utc_column(evidence, "observed_at")).dt.total_microseconds() / DAY_US
+    age = duration_days(utc_literal(now) - utc_column(evidence, "observed_at"))
     weight = (2.0 ** (-(age.clip(lower_bound=0.0)) / half_life_days)).alias("_w")
     hinted, changed = pl.col("hint_changed"), pl.col("changed")
     a, b = prior_right, prior_wrong

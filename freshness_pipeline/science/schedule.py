@@ -70,7 +70,7 @@ import numpy as np
 import polars as pl
 
 from freshness_pipeline.science.estimate import DEFAULT_CLASS, PRIORS_BY_CLASS, by_class
-from freshness_pipeline.science.timecols import DAY_US, as_utc, utc_column
+from freshness_pipeline.science.timecols import as_utc, duration_days, utc_column
 
 __all__ = [
     "Objective",
@@ -384,7 +384,7 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
         pl.col("url").cast(pl.String).alias("_url"),
         pl.col("host").cast(pl.String).alias("_host"),
         pl.col("status").cast(pl.String).str.to_lowercase().alias("_status"),
-        ((now_lit - last).dt.total_microseconds() / DAY_US).alias("age_days"),
+        duration_days(now_lit - last).alias("age_days"),
         pl.when(rate_in.is_finite() & (rate_in >= 0))
         .then(rate_in)
         .otherwise(_prior_mean_expr(url_class))

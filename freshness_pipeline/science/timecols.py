@@ -15,6 +15,11 @@ UTC_US = pl.Datetime("us", "UTC")
 DAY_US = 86_400_000_000.0
 
 
+def duration_days(expr: pl.Expr) -> pl.Expr:
+    """A duration (a difference of UTC_US times) in days, as a float."""
+    return expr.dt.total_microseconds().cast(pl.Float64) / DAY_US
+
+
 def as_utc(now: datetime) -> datetime:
     """An aware UTC datetime; a naive one is taken as UTC."""
     return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)

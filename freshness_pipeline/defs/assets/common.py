@@ -168,7 +168,9 @@ def run_hosts(context: dg.AssetExecutionContext, warehouse: Warehouse) -> list[s
     at once (it would otherwise write empty tables and record a materialization)."""
     partitions_def = context.assets_def.partitions_def
     tags = context.run.tags
-    hosts = partition_hosts(context.partition_keys, partitions_def, warehouse, tags, context.run_id)
+    hosts = partition_hosts(
+        context.partition_keys, partitions_def, warehouse, tags, context.run.run_id
+    )
     chosen = selected_hosts(tags)
     if chosen is not None:
         missing = sorted(chosen - set(hosts))

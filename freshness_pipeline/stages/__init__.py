@@ -1,0 +1,1 @@
+"""The cycle's stages as plain functions: frames and settings in, frames out."""

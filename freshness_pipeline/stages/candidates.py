@@ -1,0 +1,218 @@
+"""url_candidates: the inventory normalized, deduplicated and checked against robots.txt.
+
+URL variants (tracking parameters, fragments, case, default ports, query order) collapse to one
+canonical row. URLs robots.txt forbids stay in the table, marked not allowed, so that url_state
+can say 'blocked' instead of silently forgetting them.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from importlib.metadata import version
+
+import polars as pl
+
+from freshness_pipeline.config import PipelineConfig
+from freshness_pipeline.science.normalize import RULES_VERSION, normalize_url_column
+from freshness_pipeline.warehouse import tables
+from freshness_pipeline.warehouse.storage import Warehouse
+from freshness_pipeline.web.discovery import record_from_row
+from freshness_pipeline.web.robots import allowed_mask, refusal_reason, robots_policy
+
+
+def normalize_inventory(urls: pl.Series, config: PipelineConfig) -> pl.DataFrame:
+    """Canonical URLs, with the extra parameters some hosts are configured to strip (session
+    ids, sort orders) removed on those hosts only."""
+    norm = normalize_url_column(urls)
+    for host in config.host_strip_params:
+        rows = norm.with_row_index("_i").filter(pl.col("host") == host)["_i"]
+        if rows.len():
+            special = normalize_url_column(
+                urls.gather(rows), strip_params=config.strip_params_for(host)
+            )
+            norm = norm.with_columns(norm["url"].scatter(rows, special["url"]))
+    return norm
+
+
+def normalization_rules(config: PipelineConfig) -> tuple[str, dict[str, str]]:
+    """What a cached canonical form depends on: the rules' version (with w3lib's, which does
+    the percent-encoding) for every host, plus the extra parameters stripped on configured
+    hosts. A cached row whose rules differ from these is normalized again."""
+    base = f"{RULES_VERSION}/w3lib-{version('w3lib')}/idna-{version('idna')}"
+    per_host = {
+        host: f"{base}/strip:{','.join(sorted(config.strip_params_for(host)))}"
+        for host in config.host_strip_params
+    }
+    return base, per_host
+
+
+@dataclass
+class CachedNormalization:
+    """The inventory's URLs normalized (``url``, ``host``, ``error`` in inventory order), the
+    cache to keep (one row per raw URL of the inventory), the hosts whose cache changed, and
+    how many URLs had to be normalized afresh."""
+
+    norm: pl.DataFrame
+    cache: pl.DataFrame
+    changed_hosts: list[str]
+    normalized: int
+
+
+def normalize_with_cache(
+    inventory: pl.DataFrame, cache: pl.DataFrame, config: PipelineConfig
+) -> CachedNormalization:
+    """:func:`normalize_inventory` for the inventory's ``url`` column (partitions in ``host``),
+    reusing last cycle's answers where the rules are the same (``cache``: the url_canonical
+    rows of the inventory's hosts, in the table's schema).
+
+    Normalization is the stage's one loop per URL (w3lib, around 100 us a URL with a query
+    string), and an inventory mostly holds the same URLs cycle after cycle: at a million URLs
+    it was most of a cycle's CPU. The cache (table url_canonical) keeps each raw URL's
+    canonical form, host and error with the rules it was made under.
+    """
+    base, per_host = normalization_rules(config)
+    rules_of = (
+        pl.col("canonical_host")
+        .replace_strict(per_host, default=base, return_dtype=pl.String)
+        .fill_null(base)
+        if per_host
+        else pl.lit(base)
+    )
+    raw = inventory.select("host", "url").filter(pl.col("url").is_not_null()).unique()
+    valid = cache.filter(pl.col("rules") == rules_of)
+    hits = raw.join(valid, on=["host", "url"], how="inner")
+    misses = raw.join(valid, on=["host", "url"], how="anti")
+    fresh = normalize_inventory(misses["url"], config)
+    made = misses.with_columns(
+        canonical=fresh["url"], canonical_host=fresh["host"], error=fresh["error"]
+    ).with_columns(rules=rules_of)
+    kept = tables.conform("url_canonical", pl.concat([hits, made], how="diagonal_relaxed"))
+    before = cache.group_by("host").len()
+    after = hits.group_by("host").len()
+    shrunk = before.join(after, on="host", how="left", suffix="_kept").filter(
+        pl.col("len_kept").fill_null(0) < pl.col("len")
+    )
+    changed = sorted(set(made["host"].to_list()) | set(shrunk["host"].to_list()))
+    norm = (
+        inventory.select("host", "url")
+        .join(kept, on=["host", "url"], how="left", maintain_order="left")
+        .select(
+            pl.col("canonical").alias("url"),
+            pl.col("canonical_host").alias("host"),
+            pl.when(pl.col("canonical").is_null())
+            .then(pl.col("error").fill_null("empty URL"))
+            .alias("error"),
+        )
+    )
+    return CachedNormalization(norm, kept, changed, misses.height)
+
+
+def canonical_candidates(
+    inventory: pl.DataFrame,
+    hosts: list[str],
+    now: datetime,
+    config: PipelineConfig | None = None,
+    norm: pl.DataFrame | None = None,
+) -> tuple[pl.DataFrame, int]:
+    """Collapse the inventory to one row per canonical URL; returns (rows, invalid count).
+    ``norm``: the inventory's URLs already normalized (:func:`normalize_with_cache`)."""
+    if norm is None:
+        norm = normalize_inventory(inventory["url"], config or PipelineConfig())
+    rows = inventory.drop("host").with_columns(
+        canonical=norm["url"], canonical_host=norm["host"], error=norm["error"]
+    )
+    invalid = rows.filter(pl.col("error").is_not_null()).height
+    rows = rows.filter(pl.col("error").is_null() & pl.col("canonical_host").is_in(hosts))
+    # Only a lastmod from a sitemap read in this cycle counts: an older listing says nothing
+    # about changes since it was read, and a URL dropped from the sitemap may be gone while its
+    # old lastmod would claim "unchanged" forever.
+    listed_now = (pl.col("source") == "sitemap") & (
+        pl.col("last_seen_at") == pl.lit(now).cast(tables.UTC_TIME)
+    )
+    rows = rows.with_columns(
+        lastmod=pl.when(listed_now).then("lastmod"),
+        listed_until=pl.when(pl.col("source") == "sitemap").then("last_seen_at"),
+    )
+    grouped = (
+        rows.group_by("canonical")
+        .agg(
+            pl.col("canonical_host").first().alias("host"),
+            pl.col("value").max(),
+            pl.col("url_class").drop_nulls().first(),
+            pl.col("source").unique().sort().str.join(",").alias("sources"),
+            pl.col("url").n_unique().cast(pl.Int64).alias("n_variants"),
+            pl.col("lastmod").max(),
+            pl.col("first_seen_at").min(),
+            pl.col("listed_until").max(),
+        )
+        .rename({"canonical": "url"})
+        .with_columns(pl.col("value").fill_null(1.0))
+    )
+    return grouped, invalid
+
+
+def cached_normalization(
+    wh: Warehouse, hosts: list[str], inventory: pl.DataFrame, config: PipelineConfig
+) -> CachedNormalization:
+    """:func:`normalize_with_cache` over the run's url_canonical files; only the hosts whose
+    cache changed are written back (a pure cache: a run that dies afterwards loses nothing)."""
+    cached = normalize_with_cache(inventory, wh.read("url_canonical", hosts), config)
+    changed = cached.changed_hosts
+    if changed:
+        wh.write_partitions(
+            "url_canonical", changed, cached.cache.filter(pl.col("host").is_in(changed))
+        )
+    return cached
+
+
+def apply_robots(candidates: pl.DataFrame, robots: pl.DataFrame) -> pl.DataFrame:
+    """Mark what robots.txt disallows. Without a robots record (a dry run before the first
+    fetch) a URL is allowed for planning; the fetch stage never runs without one."""
+    parts = []
+    records = {row["host"]: row for row in robots.iter_rows(named=True)}
+    for (host,), part in candidates.partition_by("host", as_dict=True).items():
+        row = records.get(host)
+        if row is None:
+            parts.append(
+                part.with_columns(allowed=pl.lit(True), blocked_reason=pl.lit(None, pl.String))
+            )
+            continue
+        policy = robots_policy(record_from_row(row))
+        mask = pl.Series("allowed", allowed_mask(policy, part["url"].to_list()), dtype=pl.Boolean)
+        reason = refusal_reason(policy)
+        parts.append(
+            part.with_columns(mask).with_columns(
+                blocked_reason=pl.when(pl.col("allowed")).then(None).otherwise(pl.lit(reason))
+            )
+        )
+    if not parts:
+        return tables.empty("url_candidates")
+    return pl.concat(parts, how="vertical_relaxed")
+
+
+@dataclass(frozen=True)
+class CycleCandidates:
+    """A cycle's candidates, with what the asset reports of how they were made."""
+
+    frame: pl.DataFrame
+    #: inventory URLs dropped as not valid http(s) URLs
+    invalid: int
+    #: inventory URLs the normalization cache did not hold
+    normalized_afresh: int
+
+
+def cycle_candidates(
+    wh: Warehouse,
+    hosts: list[str],
+    inventory: pl.DataFrame,
+    now: datetime,
+    config: PipelineConfig,
+) -> CycleCandidates:
+    """The candidates of ``hosts`` from their inventory: normalized through the url_canonical
+    cache (which it updates), deduplicated, and checked against the robots rows. The
+    url_candidates asset is this between Dagster's read of the inventory and its write;
+    benchmarks call it to build candidates as the product does without Dagster."""
+    cached = cached_normalization(wh, hosts, inventory, config)
+    candidates, invalid = canonical_candidates(inventory, hosts, now, config, norm=cached.norm)
+    candidates = apply_robots(candidates, wh.read("robots", hosts))
+    frame = tables.conform("url_candidates", candidates).sort(["host", "url"])
+    return CycleCandidates(frame, invalid, cached.normalized)

@@ -1,0 +1,320 @@
+"""url_inventory: every URL we know of per host, and where we learned it.
+
+Sources: the seeds, sitemaps and feeds (from robots.txt ``Sitemap:`` lines, else /sitemap.xml,
+asked for about once a day while it is not there) with their ``lastmod``, and redirect targets
+seen by the previous cycle's fetches. robots.txt is refreshed here too (cached about 24 h)
+because the next stage filters by it; a host that a Retry-After still holds
+(science.retry_after) is asked for neither until the hold ends. What the sitemaps gave and what
+was wrong with them is summed in the run's metadata and logged once per host and kind of
+problem, so a host whose sitemap breaks is seen instead of silently losing URLs.
+"""
+
+import contextlib
+import logging
+import os
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+import polars as pl
+
+from freshness_pipeline.science.normalize import normalize_url_column
+from freshness_pipeline.science.retry_after import retry_holds
+from freshness_pipeline.warehouse import tables
+from freshness_pipeline.warehouse.archive import ArchiveWriter, archive_dir_for, recover_archive
+from freshness_pipeline.warehouse.seeds import merge_seeds
+from freshness_pipeline.warehouse.storage import Warehouse
+from freshness_pipeline.web.client import FetchSettings
+from freshness_pipeline.web.discovery import (
+    COUNT_KEYS,
+    DiscoveryTarget,
+    HostDiscovery,
+    discover_hosts,
+)
+from freshness_pipeline.web.netguard import IPNetwork
+from freshness_pipeline.web.sitemaps.entries import PROBLEM_LABELS, ProblemKind, SitemapProblem
+
+
+class HttpAccess(Protocol):
+    """What discovery needs of the HTTP client's configuration: the Dagster resource has it,
+    and so can anything a benchmark or another orchestrator passes."""
+
+    @property
+    def archive(self) -> bool: ...
+
+    def settings(self) -> FetchSettings: ...
+
+    def allow_list(self) -> tuple[IPNetwork, ...]: ...
+
+
+_KEY = ["url", "source"]
+
+
+def host_base_urls(known: pl.DataFrame, hosts: list[str]) -> dict[str, str]:
+    """The origin to ask for robots.txt: the scheme most of a host's URLs use (https if none)."""
+    schemes = (
+        known.select("host", pl.col("url").str.extract(r"^(https?)://", 1).alias("scheme"))
+        .drop_nulls()
+        .group_by("host", "scheme")
+        .len()
+        .sort(["host", "len", "scheme"], descending=[False, True, True])
+        .unique(subset="host", keep="first")
+    )
+    by_host = dict(schemes.select("host", "scheme").iter_rows())
+    return {h: f"{by_host.get(h, 'https')}://{h}" for h in hosts}
+
+
+def merge_inventory(previous: pl.DataFrame, found: pl.DataFrame, now: datetime) -> pl.DataFrame:
+    """Union by (url, source): the first sighting and the newest lastmod, value and class win."""
+    found = tables.conform("url_inventory", found).with_columns(
+        pl.coalesce("first_seen_at", pl.lit(now)).alias("first_seen_at"),
+        pl.lit(now).cast(tables.UTC_TIME).alias("last_seen_at"),
+    )
+    both = pl.concat([tables.conform("url_inventory", previous), found], how="vertical_relaxed")
+    return (
+        both.group_by(_KEY, maintain_order=True)
+        .agg(
+            pl.col("host").last(),
+            pl.col("value").drop_nulls().last(),
+            pl.col("url_class").drop_nulls().last(),
+            pl.col("lastmod").max(),
+            pl.col("first_seen_at").min(),
+            pl.col("last_seen_at").max(),
+        )
+        .select(list(tables.URL_INVENTORY))
+        .sort(["host", "url", "source"])
+    )
+
+
+#: what the inventory reads of last cycle's fetch_results: the redirects' columns
+#: (:func:`redirected`) and the Retry-After answers' (science.retry_after.retry_holds)
+RESULT_COLUMNS = (
+    "url",
+    "host",
+    "outcome",
+    "location",
+    "fetched_at",
+    "http_status",
+    "retry_after_s",
+)
+#: what a redirect target takes from the url_state row of the URL that pointed to it
+STATE_COLUMNS = ("url", "value", "url_class")
+
+
+def redirected(results: pl.DataFrame) -> pl.DataFrame:
+    """Last cycle's answers that moved a URL somewhere."""
+    return results.filter((pl.col("outcome") == "redirect") & pl.col("location").is_not_null())
+
+
+def redirect_discoveries(results: pl.DataFrame, state: pl.DataFrame, now: datetime) -> pl.DataFrame:
+    """Redirect targets from the previous cycle, keyed to the host they point to; a target
+    inherits the value and class of the URL that pointed to it (``state``: url_state's
+    ``STATE_COLUMNS`` at least)."""
+    moved = redirected(results)
+    if moved.is_empty():
+        return tables.empty("url_inventory")
+    norm = normalize_url_column(moved["location"])
+    return (
+        moved.select("url")
+        .with_columns(target=norm["url"], target_host=norm["host"])
+        .join(state.select("url", "value", "url_class"), on="url", how="left")
+        .select(
+            pl.col("target").alias("url"),
+            pl.col("target_host").alias("host"),
+            pl.lit("redirect").alias("source"),
+            "value",
+            "url_class",
+            pl.lit(now).cast(tables.UTC_TIME).alias("first_seen_at"),
+        )
+        .filter(pl.col("url").is_not_null())
+        .unique(subset="url", keep="first", maintain_order=True)
+    )
+
+
+def hand_over_to_other_hosts(wh: Warehouse, found: pl.DataFrame, now: datetime) -> int:
+    """URLs found here that belong to hosts outside this run become seeds of their own host,
+    where the next cycle (and the new-hosts sensor) picks them up."""
+    handed = 0
+    for (host,), rows in found.partition_by("host", as_dict=True).items():
+        known = wh.read("seeds", [host])
+        fresh = rows.join(known.select("url"), on="url", how="anti")  # a user's seed row wins
+        if fresh.height:
+            wh.write_partition(
+                "seeds", host, merge_seeds(known, fresh, added_at=now, source="redirect")
+            )
+            handed += fresh.height
+    return handed
+
+
+def seed_rows(seeds: pl.DataFrame) -> pl.DataFrame:
+    """The seeds as url_inventory rows, first seen when they were added. Public because
+    benchmarks/orchestration.py replays url_inventory's body without Dagster."""
+    return seeds.select(
+        "url",
+        "host",
+        pl.col("source").fill_null("seed"),
+        "value",
+        "url_class",
+        pl.col("added_at").alias("first_seen_at"),
+    )
+
+
+#: per-host discovery lines logged per cycle and severity; each is an event in the Dagster
+#: instance, so ten thousand hosts without a sitemap would write ten thousand events (about
+#: 10 ms each in sqlite) to say one thing. Past it, one line counts the rest by kind.
+MAX_HOST_LINES = 20
+
+
+def log_discovery(log: logging.Logger, found: list[HostDiscovery]) -> None:
+    """One warning per host and kind of problem (the first one named, with how many more),
+    however many entries or files it hit; notes are info lines. At most MAX_HOST_LINES of
+    each, then a count of the rest by kind (the robots and inventory tables keep them all)."""
+    warnings: list[tuple[str, str]] = []  # (kind, line)
+    notes: list[tuple[str, str]] = []
+    for f in found:
+        if f.robots_error:
+            warnings.append(("robots.txt", f"{f.host}: robots.txt: {f.robots_error}"))
+        by_kind: dict[ProblemKind, list[SitemapProblem]] = {}
+        for problem in f.problems:
+            by_kind.setdefault(problem.kind, []).append(problem)
+        for kind, problems in by_kind.items():
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            label = PROBLEM_LABELS[kind]
+            warnings.append((label, f"{f.host}: {label}: {problems[0]}{more}"))
+        for note in f.notes:
+            notes.append((note.split(" and ")[0], f"{f.host}: {note}"))
+    for lines, emit in ((warnings, log.warning), (notes, log.info)):
+        for _, line in lines[:MAX_HOST_LINES]:
+            emit(line)
+        rest = lines[MAX_HOST_LINES:]
+        if rest:
+            counts: dict[str, int] = {}
+            for label, _ in rest:
+                counts[label] = counts.get(label, 0) + 1
+            summary = "; ".join(f"{label}: {n:,}" for label, n in sorted(counts.items()))
+            emit(f"... and {len(rest):,} more host lines like these ({summary})")
+
+
+def refresh_robots_and_sitemaps(
+    wh: Warehouse,
+    hosts: list[str],
+    known: pl.DataFrame,
+    now: datetime,
+    http: HttpAccess,
+    log: logging.Logger | None = None,
+    answers: pl.DataFrame | None = None,
+) -> tuple[pl.DataFrame, dict[str, int]]:
+    """Fetch robots.txt where the cache is stale and every host's sitemaps; write the robots
+    table and return the sitemap entries as inventory rows, with the run's discovery counts
+    (web.discovery.COUNT_KEYS summed over its hosts).
+
+    Retry-After holds: the last cycle's answers (fetch_results, still on disk) and the holds
+    the robots rows carry give each host's ``retry_until`` (``answers``: those fetch_results
+    rows when the caller has them already, else they are read). A held host keeps its cached robots
+    row, stale or not, with the hold in it: none of its pages is planned until the hold ends,
+    and the first cycle after it refreshes the row before planning."""
+    cached = wh.read("robots", hosts)
+    cached_by_host = {row["host"]: row for row in cached.iter_rows(named=True)}
+    if answers is None:
+        answers = wh.read("fetch_results", hosts, columns=RESULT_COLUMNS)
+    holds = retry_holds(answers, now, carried=cached)
+    held = dict(holds.iter_rows())
+    bases = host_base_urls(known, hosts)
+    pace = dict(wh.read("host_capacity", hosts, columns=["host", "gap_s"]).iter_rows())
+    targets = [
+        DiscoveryTarget(
+            host=h, base_url=bases[h], cached=cached_by_host.get(h), min_gap_s=pace.get(h)
+        )
+        for h in hosts
+        if h not in held
+    ]
+    # robots.txt and sitemap answers are archived beside the pages, in a file of their own
+    # that is complete before the robots table is written
+    with discovery_archive(wh, now, http.archive) as writer:
+        found = discover_hosts(
+            targets, now=now, settings=http.settings(), allow=http.allow_list(), archive=writer
+        )
+    kept = [{**cached_by_host.get(h, {"host": h}), "retry_until": t} for h, t in held.items()]
+    robots_rows = [f.robots_row for f in found] + kept
+    wh.write_partitions(
+        "robots", hosts, pl.DataFrame(robots_rows, schema=tables.empty("robots").schema)
+    )
+    entries = [
+        {"url": e.loc, "lastmod": e.lastmod, "source": "sitemap"} for f in found for e in f.entries
+    ]
+    counts: Counter[str] = Counter(dict.fromkeys(COUNT_KEYS, 0))
+    for f in found:
+        counts.update(f.counts)
+    if log is not None:
+        log_discovery(log, found)
+        for host, until in held.items():
+            log.info(f"{host}: Retry-After holds it until {until.isoformat()}; not fetched")
+    if not entries:
+        return tables.empty("url_inventory"), dict(counts)
+    frame = pl.DataFrame(
+        entries, schema={"url": pl.String, "lastmod": tables.UTC_TIME, "source": pl.String}
+    )
+    norm = normalize_url_column(frame["url"])
+    # A sitemap may list URLs of other hosts; they count only for the host they belong to.
+    return frame.with_columns(host=norm["host"]).filter(pl.col("host").is_in(hosts)), dict(counts)
+
+
+def discovery_archive(
+    wh: Warehouse, now: datetime, enabled: bool
+) -> contextlib.AbstractContextManager[ArchiveWriter | None]:
+    """The inventory's archive writer for this cycle (None when archiving is off)."""
+    if not enabled:
+        return contextlib.nullcontext()
+    recover_archive(archive_dir_for(wh.home))  # what a killed run left, before this one writes
+    return ArchiveWriter(archive_dir_for(wh.home), now, writer=f"discovery{os.getpid()}")
+
+
+@dataclass(frozen=True)
+class CycleInventory:
+    """A cycle's inventory, with what the asset reports of where it came from."""
+
+    frame: pl.DataFrame
+    #: redirect targets on hosts outside the run, added to those hosts' seeds
+    handed_over: int
+    #: robots.txt, sitemap and feed counts (web.discovery.COUNT_KEYS), summed over the hosts
+    discovery: dict[str, int]
+
+
+def cycle_inventory(
+    wh: Warehouse,
+    hosts: list[str],
+    now: datetime,
+    *,
+    http: HttpAccess | None,
+    log: logging.Logger | None = None,
+) -> CycleInventory:
+    """The inventory of ``hosts`` as of ``now``: last cycle's, the seeds, last cycle's
+    redirects (those to other hosts handed over to their seeds), and, given ``http``, what the
+    hosts' robots.txt, sitemaps and feeds list now (``http=None``: a dry run, which fetches
+    nothing). The url_inventory asset is this before Dagster writes it; benchmarks call it to
+    build the inventory as the product does without Dagster."""
+    previous = wh.read("url_inventory", hosts)
+    seeds = wh.read("seeds", hosts)
+    # Read once for the redirects and the Retry-After holds; url_state only when something
+    # was redirected, and only what a redirect target inherits.
+    results = wh.read("fetch_results", hosts, columns=RESULT_COLUMNS)
+    state = (
+        wh.read("url_state", hosts, columns=STATE_COLUMNS)
+        if redirected(results).height
+        else tables.empty("url_state").select(STATE_COLUMNS)
+    )
+    redirects = redirect_discoveries(results, state, now)
+    handed_over = hand_over_to_other_hosts(wh, redirects.filter(~pl.col("host").is_in(hosts)), now)
+    found = [seed_rows(seeds), redirects.filter(pl.col("host").is_in(hosts))]
+    discovery = dict.fromkeys(COUNT_KEYS, 0)
+    if http is not None:
+        known = pl.concat([previous.select("url", "host"), seeds.select("url", "host")])
+        listed, discovery = refresh_robots_and_sitemaps(
+            wh, hosts, known, now, http, log, answers=results
+        )
+        found.append(listed)
+    found_rows = pl.concat(
+        [tables.conform("url_inventory", f) for f in found], how="vertical_relaxed"
+    )
+    return CycleInventory(merge_inventory(previous, found_rows, now), handed_over, discovery)

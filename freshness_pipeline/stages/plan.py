@@ -1,0 +1,278 @@
+"""revisit_plan: every candidate scored, and the best buys selected within budget and capacity.
+
+The scoring is the pure planner in science.schedule, with each page's gain taken from the change
+prior url_state fit last cycle (science.prior); this asset only joins what it needs (the previous
+url_state, the change prior, robots crawl-delays and Retry-After holds, last cycle's host
+health and each host's learned pace, science.capacity) and passes the cycle's now. Each row
+carries its host's capacity and pace, which the fetch stage fetches with.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import cast
+
+import polars as pl
+
+from freshness_pipeline.config import PipelineConfig
+from freshness_pipeline.science.capacity import START_CONCURRENCY, paced_capacity
+from freshness_pipeline.science.cost import BYTES_HISTORY, bytes_cost, credits_cost
+from freshness_pipeline.science.hints import host_trust, lastmod_hints
+from freshness_pipeline.science.prior.table import GAIN_COLUMN, posterior_gains
+from freshness_pipeline.science.retry_after import held_hosts
+from freshness_pipeline.science.schedule import Objective, PlanConfig, build_plan
+from freshness_pipeline.stages.running_totals import fetch_memory
+from freshness_pipeline.warehouse import tables
+from freshness_pipeline.warehouse.storage import Warehouse
+
+ERROR_COST_WEIGHT = 3.0
+# A URL that moved for good, or whose content another URL of its host duplicates, is only a
+# second copy: it is re-checked now and then (in case it diverges), not kept fresh.
+SECOND_COPY_COST = 8.0
+
+
+def host_health(results: pl.DataFrame, hosts: list[str]) -> pl.DataFrame:
+    """Share of last cycle's sent requests per host that failed; 0 for hosts with none."""
+    sent = results.filter(pl.col("sent"))
+    health = sent.group_by("host").agg(
+        (pl.col("outcome") == "error").mean().alias("error_share"),
+    )
+    return (
+        pl.DataFrame({"host": hosts}, schema={"host": pl.String})
+        .join(health, on="host", how="left")
+        .with_columns(pl.col("error_share").fill_null(0.0))
+    )
+
+
+def host_capacity(
+    robots: pl.DataFrame,
+    health: pl.DataFrame,
+    window_s: float,
+    holds: pl.DataFrame | None = None,
+    learned: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """How many fetches a host can take in one cycle's fetch window, and at what pace: the
+    window at the host's learned pace (``learned``: the host_capacity table; science.capacity),
+    never more than its Crawl-delay allows, halved when most of its requests failed last cycle,
+    and none while a Retry-After holds it (``holds``: host, retry_until;
+    science.retry_after.held_hosts): the server asked for the pause, and capacity is what no
+    priority can buy past. ``gap_s`` and ``concurrency`` are the pace the fetch starts from."""
+    delays = robots.select("host", "crawl_delay")
+    held = pl.col("host").is_in([] if holds is None else holds["host"].to_list())
+    pace = (learned if learned is not None else tables.empty("host_capacity")).select(
+        "host", "gap_s", "concurrency", "latency_s", "accepted_cap"
+    )
+    return (
+        health.join(delays, on="host", how="left")
+        .join(pace, on="host", how="left")
+        .with_columns(
+            paced_capacity(window_s).alias("raw_capacity"),
+            pl.col("concurrency").fill_null(START_CONCURRENCY),
+        )
+        .with_columns(
+            (
+                pl.col("raw_capacity")
+                * pl.when(held).then(0.0).when(pl.col("error_share") > 0.5).then(0.5).otherwise(1.0)
+            )
+            .floor()
+            .cast(pl.Int64)
+            .alias("capacity"),
+            (1.0 + ERROR_COST_WEIGHT * pl.col("error_share")).alias("cost_multiplier"),
+        )
+        .select("host", "capacity", "cost_multiplier", "crawl_delay", "gap_s", "concurrency")
+    )
+
+
+#: what the plan reads of url_state (plan_inputs); the rest of the table is not loaded
+STATE_COLUMNS = (
+    "url",
+    "status",
+    "last_fetched_at",
+    "last_seen_at",
+    "change_rate",
+    "n_obs",
+    "n_changes",
+    # the history the change prior scores each page on (science.prior.table.posterior_gains)
+    "obs_interval_days",
+    "obs_changed",
+    "obs_age_days",
+    "etag",
+    "last_modified",
+    "fingerprint",
+    "fingerprint_version",
+    "consecutive_errors",
+    "redirect_to",
+    "duplicate_of",
+    "last_http_status",
+    "archived",
+    "version_observed_at",
+)
+#: what the plan reads of last cycle's fetch_results (host_health) and host_capacity
+#: (host_capacity's learned pace)
+RESULT_COLUMNS = ("host", "sent", "outcome")
+PACE_COLUMNS = ("host", "gap_s", "concurrency", "latency_s", "accepted_cap")
+
+
+def plan_inputs(
+    candidates: pl.DataFrame,
+    state: pl.DataFrame,
+    capacity: pl.DataFrame,
+    config: PipelineConfig | None = None,
+) -> pl.DataFrame:
+    """Candidates joined with what we know of them: status, last fetch, rate and validators."""
+    known = state.select(STATE_COLUMNS).rename({"status": "state_status"})
+    permanent_redirect = pl.col("redirect_to").is_not_null() & pl.col("last_http_status").is_in(
+        [301, 308]
+    )
+    config = config or PipelineConfig()
+    other_extractor = pl.col("fingerprint_version").is_not_null() & (
+        pl.col("fingerprint_version") != config.version_expr()
+    )
+    return (
+        candidates.join(known, on="url", how="left")
+        # A fingerprint from another extractor (an older release, other selectors, fields or
+        # json_ld) cannot be compared: the next fetch re-extracts (outcome 'new', no change
+        # observation) instead of reporting a wave of changes. It goes without validators,
+        # too: a 304 brings no body to extract, so the page would keep the old fingerprint
+        # until its next change, and that change would be taken for a re-extraction.
+        .with_columns(
+            fingerprint=pl.when(pl.col("fingerprint_version") == config.version_expr()).then(
+                "fingerprint"
+            ),
+            etag=pl.when(~other_extractor).then("etag"),
+            last_modified=pl.when(~other_extractor).then("last_modified"),
+        )
+        .join(host_pace(capacity), on="host", how="left")
+        .with_columns(
+            # found by the crawl (a sitemap, a feed, a redirect) rather than given as a seed
+            discovered=~pl.col("sources").fill_null("seed").str.contains("seed", literal=True),
+            status=pl.when(~pl.col("allowed"))
+            .then(pl.lit("blocked"))
+            .otherwise(pl.col("state_status").fill_null("new")),
+            # A URL failing again and again costs more, up to 16x, so it yields to healthy ones.
+            cost=pl.col("cost_multiplier").fill_null(1.0)
+            * (2.0 ** pl.col("consecutive_errors").fill_null(0).clip(0, 4))
+            * pl.when(permanent_redirect | pl.col("duplicate_of").is_not_null())
+            .then(SECOND_COPY_COST)
+            .otherwise(1.0),
+        )
+    )
+
+
+def host_pace(capacity: pl.DataFrame) -> pl.DataFrame:
+    """What each plan row carries of its host (``host_capacity`` rows; a frame without the pace
+    columns, as from an older caller, leaves them null: nothing learned)."""
+    names = {"capacity": "host_capacity", "gap_s": "host_gap_s", "concurrency": "host_concurrency"}
+    types = {"capacity": pl.Int64, "gap_s": pl.Float64, "concurrency": pl.Int64}
+    return capacity.select(
+        "host",
+        "cost_multiplier",
+        "crawl_delay",
+        *(
+            (pl.col(c) if c in capacity.columns else pl.lit(None, dtype=types[c])).alias(name)
+            for c, name in names.items()
+        ),
+    )
+
+
+def page_type_cost(
+    inputs: pl.DataFrame, settings: PipelineConfig, sent_bytes: pl.DataFrame | None
+) -> pl.Series:
+    """Each candidate's cost basis (science.cost): 1, its class's credits, or its type's bytes
+    per request relative to an average request (``sent_bytes``: fetch_totals rows)."""
+    if settings.cost_basis == "credits":
+        return inputs.select(credits_cost(pl.col("url_class"), settings.class_credits)).to_series()
+    if settings.cost_basis == "bytes" and sent_bytes is not None:
+        return bytes_cost(inputs.select("host", "url_class"), sent_bytes)
+    return pl.Series("cost", [1.0] * inputs.height, dtype=pl.Float64)
+
+
+def with_lastmod_hints(inputs: pl.DataFrame, evidence: pl.DataFrame, now: datetime) -> pl.DataFrame:
+    """Add ``hinted_change``: what a host's sitemap lastmod says about each page since we last
+    saw it, only on hosts whose lastmod has proven accurate against our own fetches; and
+    ``lastmod_dates`` / ``lastmod_age_days``, which url_state reads to date the change the
+    fetch then finds (science.hints.lastmod_hints)."""
+    trust = host_trust(evidence, now=now)
+    pages = inputs.select("host", "lastmod", pl.col("last_seen_at").alias("last_fetched_at"))
+    hints = lastmod_hints(pages, trust, now=now)
+    return inputs.with_columns(hints.select("hinted_change", "lastmod_dates", "lastmod_age_days"))
+
+
+def with_delisting(inputs: pl.DataFrame, robots: pl.DataFrame) -> pl.DataFrame:
+    """Add ``delisted``: the host's last complete sitemap read (robots.sitemaps_read_at) came
+    after the page was last listed (``listed_until``), and the page was not fetched since it
+    was last listed. Only a complete read counts: a walk that failed or was cut by a cap says
+    nothing of the URLs it did not reach."""
+    read = robots.select("host", pl.col("sitemaps_read_at").alias("_read_at"))
+    last = pl.col("last_fetched_at")
+    return (
+        inputs.join(read, on="host", how="left", maintain_order="left")
+        .with_columns(
+            delisted=(
+                (pl.col("_read_at") > pl.col("listed_until"))
+                & (last.is_null() | (last <= pl.col("listed_until")))
+            ).fill_null(False)
+        )
+        .drop("_read_at")
+    )
+
+
+@dataclass(frozen=True)
+class CyclePlan:
+    """A cycle's plan, with what the asset reports beside it."""
+
+    frame: pl.DataFrame
+    #: hosts no page of which is planned: a Retry-After still holds them
+    held_by_retry_after: int
+
+
+def cycle_plan(
+    wh: Warehouse,
+    hosts: list[str],
+    candidates: pl.DataFrame,
+    now: datetime,
+    *,
+    window_s: float,
+    budget: int | None,
+    objective: str,
+    settings: PipelineConfig,
+) -> CyclePlan:
+    """The revisit plan of ``hosts`` as of ``now``, from this cycle's candidates and what the
+    warehouse holds of earlier cycles (url_state, the change prior, robots, last cycle's
+    answers and each host's learned pace). The revisit_plan asset is this between Dagster's
+    read of the candidates and its write of the plan; benchmarks call it to plan as the
+    product does without Dagster."""
+    health = host_health(wh.read("fetch_results", hosts, columns=RESULT_COLUMNS), hosts)
+    robots = wh.read("robots", hosts)
+    holds = held_hosts(robots, now)
+    pace = wh.read("host_capacity", hosts, columns=PACE_COLUMNS)
+    capacity = host_capacity(robots, health, window_s, holds, pace)
+    inputs = with_lastmod_hints(
+        plan_inputs(
+            candidates, wh.read("url_state", hosts, columns=STATE_COLUMNS), capacity, settings
+        ),
+        wh.read("lastmod_evidence", hosts),
+        now,
+    )
+    inputs = with_delisting(inputs, robots)
+    sent_bytes = (
+        fetch_memory(wh, hosts, inputs, since=now - BYTES_HISTORY).filter(
+            pl.col("cycle_at").is_between(now - BYTES_HISTORY, now, closed="left")
+            & (pl.col("cycles") == 1)
+        )
+        if settings.cost_basis == "bytes"
+        else None
+    )
+    inputs = inputs.with_columns(pl.col("cost") * page_type_cost(inputs, settings, sent_bytes))
+    config = PlanConfig(objective=cast(Objective, objective))  # PlanConfig checks the value
+    # What a fetch now is worth under the change prior url_state fit last cycle, and the
+    # model's forecast that it changed, which the random verification sample is scored on.
+    gains = posterior_gains(inputs, wh.read("change_prior", hosts), now=now)
+    inputs = inputs.with_columns(
+        expected_gain_override=gains[GAIN_COLUMN[config.objective]],
+        expected_change=gains["expected_capture"],
+    )
+    plan = build_plan(
+        inputs, capacity.select("host", "capacity"), now=now, budget=budget, config=config
+    ).with_columns(planned_at=pl.lit(now).cast(tables.UTC_TIME))
+    frame = tables.conform("revisit_plan", plan).sort(["host", "url"])
+    return CyclePlan(frame, holds.height)

@@ -1,0 +1,425 @@
+"""url_state: one row per canonical URL with its status, validators, change-rate estimate and
+next check time, updated from this cycle's fetch results.
+
+Each successful fetch adds one interval-censored observation ("changed or not since the last
+time we saw the page"); an observation is added only when the fetch is newer than the last one
+recorded, so re-running a cycle never counts the same fetch twice. No URL ever leaves the table:
+pages that vanish are marked gone, with their history kept. Each cycle also refits the change
+prior (table ``change_prior``, science.prior) from these histories: ``change_rate`` is each page's
+posterior mean under it (``change_rate_median`` its median), and the next plan scores every
+page under it.
+"""
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+import numpy as np
+import polars as pl
+
+from freshness_pipeline.science.estimate import AGE_COLUMN, append_observations
+from freshness_pipeline.science.fingerprint import content_fingerprint
+from freshness_pipeline.science.hints import hint_evidence
+from freshness_pipeline.science.intervals import due_age_days
+from freshness_pipeline.science.prior.table import (
+    RATE_COLUMNS,
+    ChangeModel,
+    posterior_rates,
+    prior_weights,
+    refit_change_prior,
+)
+from freshness_pipeline.science.schedule import PlanConfig
+from freshness_pipeline.science.timecols import DAY_US, duration_days
+from freshness_pipeline.warehouse import tables
+
+SUCCESS = ["not_modified", "unchanged", "changed", "new"]
+OBSERVED = ["not_modified", "unchanged", "changed"]
+ERRORS_BEFORE_ERROR_STATUS = 3
+
+
+def plan_threshold(plan: pl.DataFrame) -> float:
+    """The cycle's cut-off: the lowest priority the budget still bought. Zero when the budget
+    did not bind (every due page was bought), which makes pages due as soon as allowed."""
+    bought = plan.filter(pl.col("selected") & (pl.col("reason") == "priority"))
+    not_bought = plan.filter(~pl.col("selected") & (pl.col("status") != "blocked"))
+    if bought.is_empty() or not_bought.is_empty():
+        return 0.0
+    lowest = bought["priority"].min()
+    return float(lowest) if isinstance(lowest, int | float) else 0.0  # None: no priority bought
+
+
+def merge_state(
+    previous: pl.DataFrame, candidates: pl.DataFrame, results: pl.DataFrame, now: datetime
+) -> pl.DataFrame:
+    """Previous state + new candidates + this cycle's sent results, before re-estimation."""
+    prev = tables.conform("url_state", previous)
+    cand = candidates.select(
+        "url",
+        pl.col("host").alias("c_host"),
+        pl.col("value").alias("c_value"),
+        pl.col("url_class").alias("c_class"),
+        pl.col("first_seen_at").alias("c_first_seen"),
+        pl.col("allowed").alias("c_allowed"),
+        pl.col("lastmod").alias("c_lastmod"),
+    )
+    sent = results.filter(pl.col("sent")).select(
+        "url",
+        pl.col("fetched_at").alias("r_at"),
+        pl.col("outcome").alias("r_outcome"),
+        pl.col("http_status").alias("r_status"),
+        pl.col("fingerprint").alias("r_fp"),
+        pl.col("fingerprint_version").alias("r_fp_version"),
+        pl.col("etag").alias("r_etag"),
+        pl.col("last_modified").alias("r_last_modified"),
+        pl.col("location").alias("r_location"),
+        (
+            pl.col("content_age_days")
+            if "content_age_days" in results.columns
+            else pl.lit(None, pl.Float64)
+        ).alias("r_age"),
+        pl.col("dates_changes").alias("r_dates")
+        if "dates_changes" in results.columns
+        else pl.lit(None, pl.Boolean).alias("r_dates"),
+        (pl.col("archived") if "archived" in results.columns else pl.lit(None, pl.String)).alias(
+            "r_archived"
+        ),
+    )
+    merged = prev.join(cand, on="url", how="full", coalesce=True).join(sent, on="url", how="left")
+    outcome = pl.col("r_outcome")
+    success = outcome.is_in(SUCCESS)
+    is_error = outcome == "error"
+    changed = outcome == "changed"
+    fresh_fetch = pl.col("r_at").is_not_null() & (
+        pl.col("last_fetched_at").is_null() | (pl.col("r_at") > pl.col("last_fetched_at"))
+    )
+    new_status = (
+        pl.when(pl.col("c_allowed").fill_null(True).not_())
+        .then(pl.lit("blocked"))
+        .when(fresh_fetch & (outcome == "gone"))
+        .then(pl.lit("gone"))
+        .when(fresh_fetch & success)
+        .then(pl.lit("active"))
+        .when(
+            fresh_fetch
+            & is_error
+            & (pl.col("consecutive_errors").fill_null(0) + 1 >= ERRORS_BEFORE_ERROR_STATUS)
+        )
+        .then(pl.lit("error"))
+        .when(pl.col("status") == "blocked")
+        .then(
+            pl.when(pl.col("last_seen_at").is_null())
+            .then(pl.lit("new"))
+            .otherwise(pl.lit("active"))
+        )
+        .otherwise(pl.col("status").fill_null("new"))
+    )
+    observed = fresh_fetch & outcome.is_in(OBSERVED) & pl.col("last_seen_at").is_not_null()
+    interval = duration_days(pl.col("r_at") - pl.col("last_seen_at"))
+    return merged.with_columns(
+        host=pl.coalesce("host", "c_host"),
+        value=pl.coalesce("c_value", "value", pl.lit(1.0)),
+        url_class=pl.coalesce("c_class", "url_class"),
+        first_seen_at=pl.coalesce(
+            "first_seen_at", "c_first_seen", pl.lit(now).cast(tables.UTC_TIME)
+        ),
+        status=new_status,
+        observed_interval=pl.when(observed).then(interval),
+        observed_changed=pl.when(observed).then(changed),
+        # Only a change can be dated, and only within the interval it was seen in: content
+        # dated before our previous look, yet changed since, means the header lags.
+        observed_age=pl.when(observed & changed & (pl.col("r_age") <= interval)).then("r_age"),
+        observed_since=pl.when(observed).then(pl.col("last_seen_at")),
+        # A new class means a new prior: that row's estimate must be redone too.
+        class_changed=pl.col("c_class").is_not_null()
+        & pl.col("c_class").ne_missing(pl.col("url_class")),
+        last_fetched_at=pl.when(fresh_fetch).then("r_at").otherwise("last_fetched_at"),
+        last_seen_at=pl.when(fresh_fetch & success).then("r_at").otherwise("last_seen_at"),
+        last_changed_at=pl.when(fresh_fetch & changed).then("r_at").otherwise("last_changed_at"),
+        fingerprint=pl.when(fresh_fetch & pl.col("r_fp").is_not_null())
+        .then("r_fp")
+        .otherwise("fingerprint"),
+        fingerprint_version=pl.when(fresh_fetch & pl.col("r_fp").is_not_null())
+        .then("r_fp_version")
+        .otherwise("fingerprint_version"),
+        etag=pl.when(fresh_fetch & success & pl.col("r_etag").is_not_null())
+        .then("r_etag")
+        .otherwise("etag"),
+        last_modified=pl.when(fresh_fetch & success & pl.col("r_last_modified").is_not_null())
+        .then("r_last_modified")
+        .otherwise("last_modified"),
+        last_outcome=pl.when(fresh_fetch).then(outcome).otherwise("last_outcome"),
+        last_http_status=pl.when(fresh_fetch).then("r_status").otherwise("last_http_status"),
+        redirect_to=pl.when(fresh_fetch & (outcome == "redirect"))
+        .then("r_location")
+        .when(fresh_fetch & success)
+        .then(None)
+        .otherwise("redirect_to"),
+        gone_at=pl.when(fresh_fetch & (outcome == "gone"))
+        .then(pl.coalesce("gone_at", "r_at"))
+        .when(fresh_fetch & success)
+        .then(None)
+        .otherwise("gone_at"),
+        # what the archive holds of the page (its last original), and when page_versions last
+        # took a version of it (every new or changed body is one)
+        archived=pl.when(fresh_fetch & pl.col("r_archived").is_not_null())
+        .then("r_archived")
+        .otherwise("archived"),
+        version_observed_at=pl.when(fresh_fetch & outcome.is_in(["new", "changed"]))
+        .then("r_at")
+        .otherwise("version_observed_at"),
+        n_fetches=pl.col("n_fetches").fill_null(0) + fresh_fetch.cast(pl.Int64),
+        n_not_modified=pl.col("n_not_modified").fill_null(0)
+        + (fresh_fetch & (outcome == "not_modified")).cast(pl.Int64),
+        consecutive_errors=pl.when(fresh_fetch & is_error)
+        .then(pl.col("consecutive_errors").fill_null(0) + 1)
+        .when(fresh_fetch)
+        .then(0)
+        .otherwise(pl.col("consecutive_errors").fill_null(0)),
+    )
+
+
+class StateUpdate(NamedTuple):
+    """What one cycle's url_state update writes."""
+
+    #: url_state rows
+    state: pl.DataFrame
+    #: this cycle's grading of sitemap lastmod hints (lastmod_evidence rows)
+    grades: pl.DataFrame
+    #: change_prior rows after this cycle's refit (the next plan scores pages under them)
+    change_prior: pl.DataFrame
+
+
+def update_state(
+    previous: pl.DataFrame,
+    candidates: pl.DataFrame,
+    results: pl.DataFrame,
+    plan: pl.DataFrame,
+    now: datetime,
+    config: PlanConfig | None = None,
+    change_prior: pl.DataFrame | None = None,
+    model: ChangeModel = ChangeModel(),  # noqa: B008 - frozen dataclass, safe as a default
+) -> StateUpdate:
+    """The whole state update: merge, add observations, refit the change prior (warm-started
+    from ``change_prior``, the table's rows for these hosts), re-estimate rates under it, set
+    next checks; also returns this cycle's grading of sitemap lastmod hints.
+
+    ``change_rate`` is the posterior mean (``change_rate_median`` the median) under the prior
+    this cycle fits (science.prior.table.posterior_rates): the population the page belongs to, not a
+    fixed class prior, is what a thinly observed page is judged against. Only rows whose
+    history, class or ages moved are re-scored, and rows without a history (their class
+    prior's, one number per class); the others keep the estimate of the fit they were last scored under, which
+    moves little from one cycle to the next.
+
+    Content ages: ``results.dates_changes`` says whether the fetch stage found the host's
+    Last-Modified fit to date content changes (validators.content_age_trust). On such hosts a
+    changed fetch keeps the content's age in ``obs_age_days``, which the estimates read as
+    "changed then, not since". Where the header gives no age, a sitemap lastmod the plan found
+    fit to date changes does (``plan.lastmod_age_days``, science.hints): quiet since the
+    lastmod up to the cycle's start. A host fetched this cycle with neither trusted loses every
+    age it has, also those kept while it was trusted, so a host that starts lying stops
+    steering its rates at once; a host not fetched this cycle keeps what it has. (A host that
+    keeps one source's trust keeps the ages of both.)
+
+    ``n_obs`` and ``n_changes`` count the observations the estimate rests on (the kept history
+    window); lifetime counts are in fetch_log.
+    """
+    config = config or PlanConfig()
+    merged = merge_state(previous, candidates, results, now).join(
+        sitemap_dating(plan), on="url", how="left", maintain_order="left"
+    )
+    verdict = (
+        merged.filter(pl.col("r_outcome").is_not_null())
+        .group_by("host")
+        .agg(
+            pl.col("r_dates").fill_null(False).all().alias("_dates"),
+            pl.col("_sm_dates").fill_null(False).any().alias("_sm_host"),
+        )
+    )
+    merged = merged.join(verdict, on="host", how="left", maintain_order="left")
+    dating = pl.col("_dates").fill_null(False)
+    distrusted = ~pl.col("_dates").fill_null(True) & ~pl.col("_sm_host").fill_null(False)
+    sitemap_age = pl.when(
+        pl.col("observed_changed") & (pl.col("_sm_age") <= pl.col("observed_interval"))
+    ).then("_sm_age")
+    observations = merged.filter(pl.col("observed_interval").is_not_null()).select(
+        "url",
+        pl.col("observed_interval").alias("interval_days"),
+        pl.col("observed_changed").alias("changed"),
+        pl.coalesce(pl.when(dating).then("observed_age"), sitemap_age).alias("age_days"),
+    )
+    had_ages = pl.col(AGE_COLUMN).list.drop_nulls().list.len().fill_null(0) > 0
+    merged = merged.with_columns(ages_dropped=had_ages & distrusted)
+    # in url_state's order, so that the refit (and a re-run of this cycle) sums in one order
+    with_history = (
+        append_observations(merged, observations)
+        .with_columns(
+            pl.when(distrusted).then(None).otherwise(pl.col(AGE_COLUMN)).alias(AGE_COLUMN)
+        )
+        .sort(["host", "url"])
+    )
+    # The merged frame is a second copy of every row, in another order: what the rest needs of
+    # it is taken now and the frame let go before the refit and the re-estimation, where the
+    # step holds the most.
+    grades = lastmod_grades(merged)
+    del merged, observations
+    prior = refit_change_prior(with_history, change_prior, now=now, model=model)
+    weights = prior_weights(
+        prior.filter(pl.col("fitted_at") == pl.lit(now).cast(tables.UTC_TIME)), model
+    )
+    redo = (
+        pl.col("observed_interval").is_not_null()
+        | pl.col("class_changed")
+        | pl.col("ages_dropped")
+        | (pl.col("obs_interval_days").list.len().fill_null(0) == 0)
+        | ~pl.col("change_rate").is_finite().fill_null(False)
+        | pl.any_horizontal(
+            pl.col("change_rate_median", "n_obs", "n_changes", "rate_is_lower_bound").is_null()
+        )
+    )
+    estimated = with_posterior_rates(
+        with_history, with_history.select(redo).to_series(), weights, model
+    )
+    cost = plan.select("url", "cost")
+    estimated = estimated.join(cost, on="url", how="left")
+    due_days = due_age_days(
+        estimated["change_rate"].to_numpy(),
+        estimated["value"].to_numpy(),
+        estimated["cost"].fill_null(1.0).to_numpy(),
+        plan_threshold(plan),
+        min_days=config.min_interval_days,
+        max_days=config.max_interval_days,
+    )
+    estimated = estimated.with_columns(
+        due_us=pl.Series(np.round(due_days * DAY_US).astype(np.int64))
+    )
+    anchor = pl.coalesce("last_fetched_at", pl.lit(now).cast(tables.UTC_TIME))
+    due_at = anchor + pl.duration(microseconds=pl.col("due_us"))
+    next_check = (
+        pl.when(pl.col("status") == "blocked")
+        .then(None)
+        .when(pl.col("status") == "new")
+        .then(pl.lit(now).cast(tables.UTC_TIME))
+        .when(pl.col("status") == "gone")
+        .then(pl.col("gone_at") + timedelta(days=config.gone_recheck_days))
+        .otherwise(due_at)
+    )
+    state = estimated.with_columns(next_check_at=next_check, duplicate_of=content_duplicates())
+    return StateUpdate(tables.conform("url_state", state).sort(["host", "url"]), grades, prior)
+
+
+def with_posterior_rates(
+    state: pl.DataFrame,
+    redo: pl.Series,
+    weights: Mapping[str, np.ndarray] | None,
+    model: ChangeModel,
+) -> pl.DataFrame:
+    """``state`` with RATE_COLUMNS re-scored under ``weights`` on the ``redo`` rows; the other
+    rows keep what they hold."""
+    rows = np.flatnonzero(redo.fill_null(True).to_numpy())
+    if rows.shape[0] == state.height:
+        return state.with_columns(posterior_rates(state, weights, model=model).get_columns())
+    kept = state.select(
+        pl.col("change_rate").cast(pl.Float64),
+        pl.col("change_rate_median").cast(pl.Float64),
+        pl.col("n_obs").cast(pl.Int64),
+        pl.col("n_changes").cast(pl.Int64),
+        pl.col("rate_is_lower_bound").cast(pl.Boolean),
+    )
+    if rows.shape[0] == 0:
+        return state.with_columns(kept)
+    fresh = posterior_rates(state[rows], weights, model=model)
+    index = pl.Series(rows)
+    return state.with_columns(kept[name].scatter(index, fresh[name]) for name in RATE_COLUMNS)
+
+
+# Pages whose extracted content is empty all share one fingerprint; they are not duplicates.
+EMPTY_FINGERPRINT = content_fingerprint(b"", content_type="text/html")
+
+
+def sitemap_dating(plan: pl.DataFrame) -> pl.DataFrame:
+    """Per planned URL: ``_sm_dates`` (its host's sitemap lastmod may date changes) and
+    ``_sm_age`` (the quiet days it gives, null if none); a plan written before the plan carried
+    them conforms to nulls."""
+    schema = tables.SCHEMAS["revisit_plan"]
+    return plan.select(
+        "url",
+        *(
+            (pl.col(c) if c in plan.columns else pl.lit(None, dtype=schema[c])).alias(alias)
+            for c, alias in (("lastmod_dates", "_sm_dates"), ("lastmod_age_days", "_sm_age"))
+        ),
+    ).unique("url", keep="first")
+
+
+def content_duplicates() -> pl.Expr:
+    """For a live page whose content fingerprint another page of its host shares, the first such
+    URL (the copy we keep fetching); null otherwise. Print views, session-id URLs and mirrors
+    then cost one fetch instead of one each."""
+    group = ["host", "fingerprint", "fingerprint_version"]
+    same = (
+        (pl.col("status") == "active")
+        & pl.col("fingerprint").is_not_null()
+        & (pl.col("fingerprint") != EMPTY_FINGERPRINT)
+    )
+    first = pl.col("url").filter(same).min().over(group)
+    shared = pl.col("url").filter(same).count().over(group) > 1
+    return pl.when(same & shared & (first != pl.col("url"))).then(first)
+
+
+def lastmod_grades(merged: pl.DataFrame) -> pl.DataFrame:
+    """This cycle's grading of sitemap lastmod: for each observed interval, whether the lastmod
+    known now claimed a change after the previous fetch, next to what the fingerprints saw."""
+    observed = merged.filter(pl.col("observed_interval").is_not_null()).select(
+        "url",
+        "host",
+        pl.col("r_at").alias("fetched_at"),
+        pl.col("observed_since").alias("prev_fetched_at"),
+        pl.col("observed_changed").alias("changed"),
+        pl.col("c_lastmod").alias("lastmod"),
+    )
+    return hint_evidence(observed)
+
+
+EVIDENCE_KEPT_DAYS = 180
+
+
+def updated_evidence(previous: pl.DataFrame, grades: pl.DataFrame, now: datetime) -> pl.DataFrame:
+    """Accumulated lastmod evidence: a re-run of this cycle replaces its own rows, and rows past
+    EVIDENCE_KEPT_DAYS (weightless under the trust half-life anyway) are dropped."""
+    now_lit = pl.lit(now).cast(tables.UTC_TIME)
+    kept = tables.conform("lastmod_evidence", previous).filter(
+        (pl.col("observed_at") != now_lit)
+        & (pl.col("observed_at") >= now_lit - timedelta(days=EVIDENCE_KEPT_DAYS))
+    )
+    return pl.concat([kept, tables.conform("lastmod_evidence", grades)])
+
+
+#: what the state update reads of the plan, the candidates and the results (update_state);
+#: the rest of those tables is not loaded
+PLAN_COLUMNS = (
+    "url",
+    "selected",
+    "reason",
+    "status",
+    "priority",
+    "cost",
+    "lastmod_dates",
+    "lastmod_age_days",
+)
+CANDIDATE_COLUMNS = ("url", "host", "value", "url_class", "first_seen_at", "allowed", "lastmod")
+#: what it reads of this cycle's fetch_results (merge_state, and the run's metadata)
+RESULT_COLUMNS = (
+    "url",
+    "host",
+    "sent",
+    "fetched_at",
+    "outcome",
+    "http_status",
+    "fingerprint",
+    "fingerprint_version",
+    "etag",
+    "last_modified",
+    "location",
+    "content_age_days",
+    "dates_changes",
+    "archived",
+)
