@@ -44,8 +44,11 @@ from freshness_pipeline.warehouse.storage import DEFAULT_RETENTION_DAYS, Warehou
 
 INSTANCE_STORAGE_YAML = """\
 storage:
-  sqlite:
-    base_dir: {storage}
+  custom:
+    module: freshness_pipeline.defs.instance_storage
+    class: KeptOpenSqliteStorage
+    config:
+      base_dir: {storage}
 local_artifact_storage:
   module: dagster._core.storage.root
   class: LocalArtifactStorage
