@@ -8,7 +8,7 @@ those semantics without any network beyond 127.0.0.1.
 nginx runs in the foreground (``daemon off``) as one process (``master_process off``), so
 stopping it is one signal to one pid and a crashed test run cannot leave orphan workers. All its
 paths (pid, error and access logs, temp dirs) live in the test's tmp dir; the system config and
-/var are never touched. Without nginx the fixture skips.
+/var are never touched. Without nginx the fixture (``nginx`` in conftest.py) skips.
 """
 
 from __future__ import annotations
@@ -24,14 +24,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 __all__ = [
     "SKIP_REASON",
     "AccessRecord",
     "NginxServer",
     "find_nginx",
-    "nginx",
     "run_nginx",
 ]
 
@@ -292,13 +289,3 @@ def run_nginx(work: Path, *, binary: str | None = None) -> Iterator[NginxServer]
         yield NginxServer(root, work, port, process)
     finally:
         _stop(process)
-
-
-@pytest.fixture
-def nginx(tmp_path: Path) -> Iterator[NginxServer]:
-    """A real nginx on 127.0.0.1:<free port> serving ``nginx.root``; skips without nginx."""
-    binary = find_nginx()
-    if binary is None:
-        pytest.skip(SKIP_REASON)
-    with run_nginx(tmp_path / "nginx", binary=binary) as server:
-        yield server

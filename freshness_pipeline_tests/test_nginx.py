@@ -10,9 +10,7 @@ import re
 import pytest
 
 from freshness_pipeline.web.client import FetchRequest, FetchResult, FetchSettings, fetch_all_sync
-from freshness_pipeline_tests.nginx_server import NginxServer, nginx
-
-__all__ = ["nginx"]  # the fixture, re-exported so pytest finds it here
+from freshness_pipeline_tests.nginx_server import NginxServer
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
 IMF_FIXDATE = re.compile(
