@@ -315,8 +315,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.pop(name, None)
     os.environ["FRESHNESS_ALLOW_NETWORKS"] = "127.0.0.0/8"  # the synthetic web only
 
-    from freshness_pipeline.app.distributed import BROKER_ENV, bucket_groups, run_distributed_cycle
+    from freshness_pipeline.app.distributed import run_distributed_cycle
     from freshness_pipeline.app.runner import run_cycle
+    from freshness_pipeline.defs.distributed import BROKER_ENV, bucket_groups
     from freshness_pipeline.defs.partitions import hosts_in_buckets
     from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb, build_world
     from freshness_pipeline.warehouse.storage import Warehouse

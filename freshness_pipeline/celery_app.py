@@ -12,7 +12,7 @@ from dagster_celery.executor import CeleryExecutor
 from dagster_celery.make_app import make_app
 from dagster_celery.tasks import create_task
 
-from freshness_pipeline.app.distributed import CELERY_CONFIG_SOURCE, broker_urls
+from freshness_pipeline.defs.distributed import CELERY_CONFIG_SOURCE, broker_urls
 
 _broker, _backend = broker_urls()
 app = make_app(

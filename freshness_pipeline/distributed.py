@@ -11,8 +11,9 @@ import os
 import sys
 from datetime import UTC, datetime
 
-from freshness_pipeline.app.distributed import GROUPS_ENV, run_distributed_cycle
+from freshness_pipeline.app.distributed import run_distributed_cycle
 from freshness_pipeline.defs.cycle_time import parse_now
+from freshness_pipeline.defs.distributed import GROUPS_ENV
 from freshness_pipeline.warehouse.storage import Warehouse
 
 

@@ -6,6 +6,6 @@ the same ``FRESHNESS_HOME`` (whose ``freshness.toml`` must set ``host_buckets``)
 ``FRESHNESS_CELERY_BROKER`` and ``FRESHNESS_BUCKET_GROUPS``. Needs the ``distributed`` extra.
 """
 
-from freshness_pipeline.app.distributed import build_distributed_definitions
+from freshness_pipeline.defs.distributed import build_distributed_definitions
 
 defs = build_distributed_definitions()

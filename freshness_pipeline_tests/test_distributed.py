@@ -12,17 +12,17 @@ import dagster as dg
 import pytest
 import yaml
 
-from freshness_pipeline.app.distributed import (
+from freshness_pipeline.defs.checks import ALL_CHECKS
+from freshness_pipeline.defs.distributed import (
     CYCLE_ID_TAG,
     GROUP_RUN_TAG,
     JOB_NAME,
     SCHEDULE_NAME,
     bucket_groups,
     build_group_schedule,
-    distributed_dagster_yaml,
     group_run_tags,
 )
-from freshness_pipeline.defs.checks import ALL_CHECKS
+from freshness_pipeline.defs.instance import distributed_dagster_yaml
 from freshness_pipeline.defs.jobs import CYCLE_TAG
 from freshness_pipeline.defs.partitions import (
     HOST_BUCKET_TAG,
@@ -91,7 +91,8 @@ def test_deployment_instance_limits_runs_per_group_not_per_cycle(tmp_path):
 def test_base_install_never_imports_celery():
     code = (
         "import sys, freshness_pipeline.definitions, freshness_pipeline.app.cli, "
-        "freshness_pipeline.app.distributed, freshness_pipeline.distributed; "
+        "freshness_pipeline.app.distributed, freshness_pipeline.defs.distributed, "
+        "freshness_pipeline.distributed; "
         "assert not [m for m in sys.modules if m.split('.')[0] in ('celery', 'dagster_celery')]"
     )
     done = subprocess.run(
@@ -114,7 +115,7 @@ def test_the_cron_command_answers_help():
 
 def test_celery_job_builds_over_buckets_with_the_celery_executor(tmp_path, monkeypatch):
     pytest.importorskip("dagster_celery", reason="the `distributed` extra is not installed")
-    from freshness_pipeline.app.distributed import BROKER_ENV, build_distributed_definitions
+    from freshness_pipeline.defs.distributed import BROKER_ENV, build_distributed_definitions
 
     monkeypatch.setenv(BROKER_ENV, "redis://127.0.0.1:1/0")  # never contacted
     defs = build_distributed_definitions(str(tmp_path), host_buckets=8, n_groups=2)
@@ -127,3 +128,19 @@ def test_celery_job_builds_over_buckets_with_the_celery_executor(tmp_path, monke
     assert job.partitions_def.get_partition_keys() == bucket_keys(8)
     assert defs.resolve_schedule_def(SCHEDULE_NAME).job_name == JOB_NAME
     assert len(defs.resolve_asset_graph().asset_check_keys) == len(ALL_CHECKS)
+
+
+def test_a_group_run_is_the_documented_dagster_command(tmp_path):
+    """run_distributed_cycle starts each group as `dagster job execute` on the distributed code
+    location, with the group's tags, in the interpreter that runs it."""
+    import json
+
+    from freshness_pipeline.app.distributed import LAUNCH_TAG, group_run_command
+
+    tags = {**group_run_tags("b00", "b07", cycle_id="c1"), LAUNCH_TAG: "L"}
+    argv = group_run_command(tmp_path / "run.yaml", tags)
+    assert argv[:5] == [sys.executable, "-m", "dagster", "job", "execute"]
+    assert argv[argv.index("-m", 2) + 1] == "freshness_pipeline.distributed_definitions"
+    assert argv[argv.index("-j") + 1] == JOB_NAME
+    assert argv[argv.index("-c") + 1] == str(tmp_path / "run.yaml")
+    assert json.loads(argv[argv.index("--tags") + 1]) == tags

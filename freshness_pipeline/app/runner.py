@@ -9,7 +9,6 @@ IO manager and is let go, and the next step reads it back from the warehouse.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -20,6 +19,7 @@ from dagster._core.storage.defs_state.base import set_defs_state_storage
 
 from freshness_pipeline.config import ConfigError, PipelineConfig, load_config
 from freshness_pipeline.defs.assets.common import HELD_BACK
+from freshness_pipeline.defs.instance import dagster_home, open_instance
 from freshness_pipeline.defs.instance_upkeep import prune_instance
 from freshness_pipeline.defs.jobs import CYCLE_TAG
 from freshness_pipeline.defs.partitions import (
@@ -41,66 +41,6 @@ from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.retention import RetentionSummary
 from freshness_pipeline.warehouse.seeds import SeedParse, merge_seeds, parse_seeds
 from freshness_pipeline.warehouse.storage import DEFAULT_RETENTION_DAYS, Warehouse
-
-INSTANCE_STORAGE_YAML = """\
-storage:
-  custom:
-    module: freshness_pipeline.defs.instance_storage
-    class: KeptOpenSqliteStorage
-    config:
-      base_dir: {storage}
-local_artifact_storage:
-  module: dagster._core.storage.root
-  class: LocalArtifactStorage
-  config:
-    base_dir: {artifacts}
-run_coordinator:
-  module: dagster._core.run_coordinator
-  class: QueuedRunCoordinator
-"""
-
-DAGSTER_YAML = (
-    "# Written by freshness-pipeline for this home folder; edit freely.\n"
-    + INSTANCE_STORAGE_YAML
-    + """\
-concurrency:
-  runs:
-    max_concurrent_runs: 4
-    tag_concurrency_limits:
-      - key: "freshness/cycle"
-        limit: 1
-      - key: "dagster/partition"
-        value: {{applyLimitPerUniqueValue: true}}
-        limit: 1
-retention:
-  schedule:
-    purge_after_days: 30
-  sensor:
-    purge_after_days:
-      skipped: 1
-      failure: 30
-      success: 30
-telemetry:
-  enabled: false
-"""
-)
-
-
-def dagster_home(home: Path) -> Path:
-    """``$DAGSTER_HOME`` when set (the user runs `dagster dev` with it), else ``<home>/dagster``."""
-    env = os.environ.get("DAGSTER_HOME")
-    folder = Path(env) if env else home / "dagster"
-    folder.mkdir(parents=True, exist_ok=True)
-    config = folder / "dagster.yaml"
-    if not config.exists():
-        config.write_text(
-            DAGSTER_YAML.format(storage=folder / "storage", artifacts=folder / "artifacts")
-        )
-    return folder
-
-
-def open_instance(home: Path) -> dg.DagsterInstance:
-    return dg.DagsterInstance.from_config(str(dagster_home(home)))
 
 
 @dataclass

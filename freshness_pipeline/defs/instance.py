@@ -1,0 +1,108 @@
+"""The Dagster instance of a home: the ``dagster.yaml`` files ``freshness`` writes (one machine, or
+a distributed deployment's run queue), where the instance lives, and opening it.
+
+One template holds the storage and artifact blocks every instance shares; the single-machine and
+distributed files add their run limits to it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dagster as dg
+
+from freshness_pipeline.defs.instance_storage import KeptOpenSqliteStorage
+
+INSTANCE_STORAGE_YAML = """\
+storage:
+  custom:
+    module: {storage_module}
+    class: {storage_class}
+    config:
+      base_dir: {storage}
+local_artifact_storage:
+  module: dagster._core.storage.root
+  class: LocalArtifactStorage
+  config:
+    base_dir: {artifacts}
+run_coordinator:
+  module: dagster._core.run_coordinator
+  class: QueuedRunCoordinator
+"""
+
+DAGSTER_YAML = (
+    "# Written by freshness-pipeline for this home folder; edit freely.\n"
+    + INSTANCE_STORAGE_YAML
+    + """\
+concurrency:
+  runs:
+    max_concurrent_runs: 4
+    tag_concurrency_limits:
+      - key: "freshness/cycle"
+        limit: 1
+      - key: "dagster/partition"
+        value: {{applyLimitPerUniqueValue: true}}
+        limit: 1
+retention:
+  schedule:
+    purge_after_days: 30
+  sensor:
+    purge_after_days:
+      skipped: 1
+      failure: 30
+      success: 30
+telemetry:
+  enabled: false
+"""
+)
+
+
+def dagster_home(home: Path) -> Path:
+    """``$DAGSTER_HOME`` when set (the user runs `dagster dev` with it), else ``<home>/dagster``."""
+    env = os.environ.get("DAGSTER_HOME")
+    folder = Path(env) if env else home / "dagster"
+    folder.mkdir(parents=True, exist_ok=True)
+    config = folder / "dagster.yaml"
+    if not config.exists():
+        config.write_text(DAGSTER_YAML.format(**_paths(folder)))
+    return folder
+
+
+def open_instance(home: Path) -> dg.DagsterInstance:
+    return dg.DagsterInstance.from_config(str(dagster_home(home)))
+
+
+# The instance of a deployment that launches group runs through the daemon (the schedule, the
+# UI): one run per bucket group at a time, however many groups run side by side. The
+# single-machine file's `freshness/cycle` limit of 1 would queue a cycle's groups one after the
+# other, and the group job does not carry that tag. Across machines, `storage` becomes postgres
+# (docs/distributed.md); the limits stay.
+DISTRIBUTED_DAGSTER_YAML = (
+    INSTANCE_STORAGE_YAML
+    + """\
+concurrency:
+  runs:
+    max_concurrent_runs: {max_runs}
+    tag_concurrency_limits:
+      - key: "freshness/host_bucket"
+        value: {{applyLimitPerUniqueValue: true}}
+        limit: 1
+telemetry:
+  enabled: false
+"""
+)
+
+
+def distributed_dagster_yaml(folder: Path, n_groups: int) -> str:
+    """The instance configuration above for an instance folder, room for every group's run."""
+    return DISTRIBUTED_DAGSTER_YAML.format(**_paths(folder), max_runs=max(1, n_groups))
+
+
+def _paths(folder: Path) -> dict[str, object]:
+    return {
+        "storage": folder / "storage",
+        "artifacts": folder / "artifacts",
+        "storage_module": KeptOpenSqliteStorage.__module__,
+        "storage_class": KeptOpenSqliteStorage.__name__,
+    }
