@@ -8,11 +8,14 @@ asset of the run agrees on one ``now`` and nothing below reads the wall clock fo
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import cast
 
 import dagster as dg
+from pydantic import PrivateAttr
 
 from freshness_pipeline.config import OBJECTIVES, PipelineConfig, load_config
 from freshness_pipeline.defs.cycle_time import parse_now
+from freshness_pipeline.science.schedule import Objective
 from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline.web.client import FetchSettings
 from freshness_pipeline.web.netguard import ALLOW_ENV, IPNetwork, allowed_networks
@@ -21,16 +24,27 @@ __all__ = ["CycleResource", "HttpClientResource", "WarehouseResource", "parse_no
 
 
 class WarehouseResource(dg.ConfigurableResource):
-    """The home folder; empty means ``$FRESHNESS_HOME`` or ``./data``, resolved when used."""
+    """The home folder; empty means ``$FRESHNESS_HOME`` or ``./data``, resolved when used.
+
+    ``<home>/freshness.toml`` is read once when a run sets the resource up, so every step of
+    the run works from the same settings even if the file is edited while it runs, and the
+    next run sees the edit."""
 
     home: str = ""
+    _config: PipelineConfig | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self._config = load_config(self.warehouse().home)
 
     def warehouse(self) -> Warehouse:
         return Warehouse(self.home or None)
 
     def pipeline_config(self) -> PipelineConfig:
-        """``<home>/freshness.toml``: per-host strip params, per-class selectors."""
-        return load_config(self.warehouse().home)
+        """``<home>/freshness.toml``: per-host strip params, per-class selectors (read when the
+        run set the resource up; read now when called outside a run)."""
+        if self._config is None:
+            self._config = load_config(self.warehouse().home)
+        return self._config
 
 
 class CycleResource(dg.ConfigurableResource):
@@ -56,7 +70,7 @@ class CycleResource(dg.ConfigurableResource):
         created = record.create_timestamp
         return created.astimezone(UTC) if created.tzinfo else created.replace(tzinfo=UTC)
 
-    def plan_objective(self, config: PipelineConfig) -> str:
+    def plan_objective(self, config: PipelineConfig) -> Objective:
         """This run's objective, else the home's configured one."""
         objective = self.objective or config.objective
         if objective not in OBJECTIVES:
@@ -64,7 +78,7 @@ class CycleResource(dg.ConfigurableResource):
                 f"resources.cycle.config.objective must be one of {', '.join(OBJECTIVES)}, "
                 f"not {objective!r}"
             )
-        return objective
+        return cast(Objective, objective)
 
     def window_s(self) -> float:
         """The seconds each host's share of the cycle must fit: the fetch window, or the time

@@ -50,7 +50,7 @@ def url_state(
         fetch_results,
         revisit_plan,
         now,
-        PlanConfig(objective=cycle.plan_objective(warehouse.pipeline_config())),  # type: ignore[arg-type]
+        PlanConfig(objective=cycle.plan_objective(warehouse.pipeline_config())),
         change_prior=wh.read("change_prior", hosts),
     )
     evidence = updated_evidence(wh.read("lastmod_evidence", hosts), grades, now)
