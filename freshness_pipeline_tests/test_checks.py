@@ -104,6 +104,7 @@ def test_every_check_is_in_the_code_location_and_evaluated_per_run():
         ("fetch_results", "results_account_for_plan"),
         ("fetch_results", "verify_sample_matches_the_model"),
         ("url_state", "state_keeps_every_candidate"),
+        ("robots", "robots_one_row_per_host"),
     } <= registered
     for check in checks.ALL_CHECKS:
         (spec,) = check.check_specs
@@ -171,6 +172,29 @@ def test_a_duplicate_candidate_fails_and_blocks_the_plan(tmp_path):
     # Blocking: the run fails and nothing downstream is written from a broken candidate list.
     assert not result.success
     assert materialized(result) == {"url_candidates"}
+
+
+# --------------------------------------------------------------------------- robots
+
+
+def test_one_robots_row_per_host_passes(tmp_path):
+    frame = pl.DataFrame({"host": HOSTS, "robots_url": [f"https://{h}/robots.txt" for h in HOSTS]})
+    result, evaluation = run(tmp_path, [stand_in("robots", frame)], checks.robots_one_row_per_host)
+    assert result.success and evaluation.passed
+    assert evaluation.metadata["hosts"].value == 2
+
+
+def test_a_second_robots_row_for_a_host_fails(tmp_path):
+    frame = pl.DataFrame(
+        {
+            "host": ["a.example", "a.example", "b.example"],
+            "robots_url": ["https://a.example/robots.txt"] * 2 + ["https://b.example/robots.txt"],
+        }
+    )
+    result, evaluation = run(tmp_path, [stand_in("robots", frame)], checks.robots_one_row_per_host)
+    assert not evaluation.passed
+    assert evaluation.metadata["repeated_rows"].value == 1
+    assert not result.success  # blocking: url_candidates would not run on such rules
 
 
 # --------------------------------------------------------------------------- revisit_plan

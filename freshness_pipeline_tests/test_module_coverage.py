@@ -21,7 +21,6 @@ NOT_YET = frozenset(
         "freshness_pipeline.celery_app",
         "freshness_pipeline.defs.assets.common",
         "freshness_pipeline.defs.assets.retention",
-        "freshness_pipeline.defs.graph",
         "freshness_pipeline.defs.schedules",
         "freshness_pipeline.distributed",
         "freshness_pipeline.distributed_definitions",

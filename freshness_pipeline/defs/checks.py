@@ -111,6 +111,19 @@ def candidates_have_unique_urls(url_candidates: pl.DataFrame) -> dg.AssetCheckRe
     return dg.AssetCheckResult(passed=dups == 0, metadata={"duplicate_urls": dups})
 
 
+@cycle_check("robots", blocking=True, columns={"robots": ("host",)})
+def robots_one_row_per_host(robots: pl.DataFrame) -> dg.AssetCheckResult:
+    """url_candidates and revisit_plan look a host's robots.txt rules up by host: a second row
+    would make the rules a host is held to depend on which row a join meets first."""
+    hosts = robots["host"]
+    repeated = robots.height - hosts.n_unique() if robots.height else 0
+    unnamed = int(hosts.is_null().sum()) if robots.height else 0
+    return dg.AssetCheckResult(
+        passed=repeated == 0 and unnamed == 0,
+        metadata={"hosts": robots.height - repeated, "repeated_rows": repeated, "no_host": unnamed},
+    )
+
+
 def plan_over_budget(plan: pl.DataFrame, budget: int | None) -> int:
     selected = int(plan["selected"].sum() or 0) if plan.height else 0
     return max(0, selected - budget) if budget is not None else 0

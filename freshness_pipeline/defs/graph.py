@@ -14,7 +14,7 @@ from freshness_pipeline.defs.assets.retention import define_retention, retention
 from freshness_pipeline.defs.assets.state import url_state
 from freshness_pipeline.defs.checks import ALL_CHECKS, cycle_checks
 from freshness_pipeline.defs.io_manager import WarehouseIOManager
-from freshness_pipeline.defs.jobs import PLANNING_ASSETS, cycle_job_def
+from freshness_pipeline.defs.jobs import PLANNING_STEPS, cycle_job_def
 from freshness_pipeline.defs.partitions import partitions_for
 from freshness_pipeline.defs.resources import CycleResource, HttpClientResource, WarehouseResource
 
@@ -22,16 +22,28 @@ from freshness_pipeline.defs.resources import CycleResource, HttpClientResource,
 TABLE_ASSETS = [url_inventory, url_candidates, revisit_plan, fetch_results, url_state]
 CYCLE_ASSETS = [*TABLE_ASSETS, retention]
 
+#: the seeds: written by `freshness seed`, not by a cycle's step (the inventory step only hands
+#: redirect targets to other hosts' seeds), so an external asset the inventory reads, outside
+#: the cycle's group and its job
+SEEDS = dg.AssetSpec(
+    "seeds",
+    description="Per host: the URLs `freshness seed` loaded, with their value and when they "
+    "were added; the cycle's inventory starts from them.",
+    group_name="freshness_inputs",
+    kinds={"parquet"},
+)
+
 
 def cycle_graph(
     host_buckets: int = 0, partitioning: str = ""
-) -> tuple[list[dg.AssetsDefinition], list[dg.AssetChecksDefinition]]:
+) -> tuple[list[dg.AssetsDefinition | dg.AssetSpec], list[dg.AssetChecksDefinition]]:
     """The cycle's assets and checks, per host (0) or over ``host_buckets`` buckets;
     ``partitioning`` (why this one) is shown on each asset's definition."""
     if not host_buckets and not partitioning:
-        return list(CYCLE_ASSETS), list(ALL_CHECKS)
+        return [SEEDS, *CYCLE_ASSETS], list(ALL_CHECKS)
     names = [step_name(a) for a in TABLE_ASSETS]
-    assets = cycle_assets_for(host_buckets, names, partitioning)
+    assets: list[dg.AssetsDefinition | dg.AssetSpec] = [SEEDS]
+    assets += cycle_assets_for(host_buckets, names, partitioning)
     assets.append(define_retention(partitions_for(host_buckets), partitioning))
     return assets, cycle_checks(host_buckets)
 
@@ -57,7 +69,7 @@ def cycle_job(
     executor hands every output to the IO manager without keeping it, where ``dg.materialize``
     keeps every step's output until the run ends."""
     assets, checks = cycle_graph(host_buckets)
-    job = cycle_job_def(PLANNING_ASSETS if planning_only else None)
+    job = cycle_job_def(PLANNING_STEPS if planning_only else None)
     defs = dg.Definitions(
         assets=assets,
         asset_checks=checks,

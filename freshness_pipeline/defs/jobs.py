@@ -7,9 +7,10 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from freshness_pipeline.defs.assets.common import GROUP
+from freshness_pipeline.defs.assets.common import GROUP, step_tables
 
-PLANNING_ASSETS = ["url_inventory", "url_candidates", "revisit_plan"]
+#: the steps a dry run runs: everything up to the plan, with the tables those steps write
+PLANNING_STEPS = ("url_inventory", "url_candidates", "revisit_plan")
 JOB_NAME = "freshness_cycle"
 
 # Every run of the cycle job carries this tag, and dagster.yaml allows one such run at a time:
@@ -18,9 +19,13 @@ JOB_NAME = "freshness_cycle"
 CYCLE_TAG = "freshness/cycle"
 
 
-def cycle_job_def(assets: Sequence[str] | None = None) -> dg.UnresolvedAssetJobDefinition:
-    """The cycle job over the group's assets (or only ``assets``, with their checks)."""
-    selection = dg.AssetSelection.assets(*assets) if assets else dg.AssetSelection.groups(GROUP)
+def cycle_job_def(steps: Sequence[str] | None = None) -> dg.UnresolvedAssetJobDefinition:
+    """The cycle job over the group's assets (or only those of ``steps``, with their checks)."""
+    selection = (
+        dg.AssetSelection.assets(*(table for step in steps for table in step_tables(step)))
+        if steps
+        else dg.AssetSelection.groups(GROUP)
+    )
     return dg.define_asset_job(
         JOB_NAME,
         selection=selection,

@@ -5,7 +5,13 @@ and the counts the UI shows (what robots.txt refused, invalid URLs, variants col
 import dagster as dg
 import polars as pl
 
-from freshness_pipeline.defs.assets.common import HELD_BACK, cycle_asset, run_hosts
+from freshness_pipeline.defs.assets.common import (
+    HELD_BACK,
+    cycle_asset,
+    reads_side_tables,
+    run_hosts,
+    writes_side_tables,
+)
 from freshness_pipeline.defs.resources import CycleResource, WarehouseResource
 from freshness_pipeline.stages.candidates import (
     cycle_candidates,
@@ -14,6 +20,11 @@ from freshness_pipeline.warehouse.crashpoints import crash_point
 
 
 @cycle_asset
+@writes_side_tables(
+    url_canonical="Per host: each inventory URL's canonical form under the current "
+    "normalization rules, a cache so that unchanged URLs are not normalized again."
+)
+@reads_side_tables("robots")
 def url_candidates(
     context: dg.AssetExecutionContext,
     url_inventory: pl.DataFrame,

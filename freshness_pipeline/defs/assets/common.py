@@ -72,6 +72,41 @@ def reads_columns(**inputs: Sequence[str]) -> Callable[[Callable], Callable]:
     return mark
 
 
+_SIDE_TABLES: dict[str, dict[str, str]] = {}  # step -> side table -> description
+_SIDE_READS: dict[str, tuple[str, ...]] = {}  # step -> side tables of earlier steps it reads
+
+
+def writes_side_tables(**tables: str) -> Callable[[Callable], Callable]:
+    """Declare the tables a step's stage writes itself besides the step's own (put it under
+    ``@cycle_asset``), each with its description: they become assets of the step, so the
+    lineage graph shows them and a backfill of a host re-derives them. The stage has written
+    them when the step's function returns; the step records their materialization."""
+
+    def mark(fn: Callable) -> Callable:
+        _SIDE_TABLES[fn.__name__] = dict(tables)
+        return fn
+
+    return mark
+
+
+def reads_side_tables(*tables: str) -> Callable[[Callable], Callable]:
+    """Declare tables this step reads that an earlier step of the same cycle writes, or that
+    come from outside the cycle (the seeds): the lineage edges. What a step reads of the
+    previous cycle's tables is not an edge: the graph has no cycles."""
+
+    def mark(fn: Callable) -> Callable:
+        _SIDE_READS[fn.__name__] = tuple(tables)
+        return fn
+
+    return mark
+
+
+def step_tables(name: str) -> tuple[str, ...]:
+    """Every table step ``name`` materializes: its own (one, or a multi-asset's), then the
+    side tables its stage writes."""
+    return (*_OUTPUTS.get(name, (name,)), *_SIDE_TABLES.get(name, {}))
+
+
 def cycle_asset(fn: Callable) -> dg.AssetsDefinition:
     """The per-host asset of ``fn``; the function is kept for the bucketed variant."""
     _ASSET_FUNCTIONS[fn.__name__] = fn
@@ -94,20 +129,71 @@ def _define(
     name: str, partitions_def: dg.PartitionsDefinition, partitioning: str = ""
 ) -> dg.AssetsDefinition:
     kwargs = asset_kwargs(partitions_def, partitioning)
-    body = _per_partition_metadata(_ASSET_FUNCTIONS[name], n_buckets_of(partitions_def))
+    fn = _ASSET_FUNCTIONS[name]
+    outputs = _OUTPUTS.get(name)
+    side = _SIDE_TABLES.get(name, {})
+    if outputs is None and side:
+        fn = _named_output(fn, name)
+    body = _per_partition_metadata(fn, n_buckets_of(partitions_def))
     columns = _INPUT_COLUMNS.get(name)
     if columns:
         kwargs["ins"] = {
             table: dg.AssetIn(key=table, metadata={COLUMNS_KEY: list(cols)})
             for table, cols in columns.items()
         }
-    outputs = _OUTPUTS.get(name)
-    if outputs is None:
+    reads = _SIDE_READS.get(name)
+    if reads:
+        kwargs["deps"] = [dg.AssetKey(table) for table in reads]
+    if outputs is None and not side:
         return dg.asset(**kwargs)(body)
     kinds = kwargs.pop("kinds")
     shown = kwargs.pop("metadata", None)
-    outs = {table: dg.AssetOut(kinds=kinds, metadata=shown) for table in outputs}
-    return dg.multi_asset(name=name, outs=outs, **kwargs)(body)
+    outs = {
+        table: dg.AssetOut(kinds=kinds, metadata=shown, description=_description(name, table))
+        for table in outputs or (name,)
+    }
+    # written by the stage, not handed to the IO manager: Nothing outputs
+    outs |= {
+        table: dg.AssetOut(
+            kinds=kinds, metadata=shown, description=description, dagster_type=dg.Nothing
+        )
+        for table, description in side.items()
+    }
+    return dg.multi_asset(name=name, outs=outs, **kwargs)(_with_side_tables(body, tuple(side)))
+
+
+def _description(name: str, table: str) -> str | None:
+    """A table's description: the step function's docstring for the step's own table."""
+    fn = _ASSET_FUNCTIONS[name]
+    return inspect.getdoc(fn) if table == name or len(_OUTPUTS.get(name, ())) <= 1 else None
+
+
+def _named_output(fn: Callable, name: str) -> Callable:
+    """``fn`` (a single-table step) with its Output named after its table, as a multi-asset
+    (the step with its side tables) names each output."""
+
+    @functools.wraps(fn)
+    def named(context: dg.AssetExecutionContext, *args: object, **kwargs: object) -> object:
+        out = fn(context, *args, **kwargs)
+        if isinstance(out, dg.Output) and out.output_name == "result":
+            return dg.Output(out.value, output_name=name, metadata=out.metadata)
+        return out
+
+    return named
+
+
+def _with_side_tables(body: Callable, side: tuple[str, ...]) -> Callable:
+    """``body`` as a multi-asset's function: its own outputs, then one per side table once
+    the stage has written them."""
+
+    @functools.wraps(body)
+    def step(context: dg.AssetExecutionContext, *args: object, **kwargs: object) -> Iterator:
+        result = body(context, *args, **kwargs)
+        yield from result if inspect.isgenerator(result) else [result]
+        for table in side:
+            yield dg.Output(None, output_name=table)
+
+    return step
 
 
 def step_name(assets_def: dg.AssetsDefinition) -> str:

@@ -8,7 +8,12 @@ from collections.abc import Iterator
 import dagster as dg
 import polars as pl
 
-from freshness_pipeline.defs.assets.common import HELD_BACK, cycle_multi_asset, run_hosts
+from freshness_pipeline.defs.assets.common import (
+    HELD_BACK,
+    cycle_multi_asset,
+    run_hosts,
+    writes_side_tables,
+)
 from freshness_pipeline.defs.resources import CycleResource, HttpClientResource, WarehouseResource
 from freshness_pipeline.science.fetch_totals import fetch_counts
 from freshness_pipeline.stages.fetch import (
@@ -20,6 +25,16 @@ from freshness_pipeline.warehouse.crashpoints import crash_point
 
 
 @cycle_multi_asset("fetch_results", "host_capacity", "page_versions", "changes")
+@writes_side_tables(
+    fetch_log="Per host and cycle: one row per request sent, with its answer, validators, "
+    "bytes and where the answer is in the WARC archive.",
+    validator_evidence="Per host: running totals of what ETag and Last-Modified have said "
+    "against the content fingerprint, for trusting or distrusting them.",
+    validator_latest="Per host: the newest validators and fingerprint of each URL, the other "
+    "half of the validator running totals.",
+    fetch_totals="Per host and URL class: what each cycle's requests add up to (requests, "
+    "304s, unchanged and changed bodies, bytes), behind the metric views and the bytes cost.",
+)
 def fetch_results(
     context: dg.AssetExecutionContext,
     revisit_plan: pl.DataFrame,

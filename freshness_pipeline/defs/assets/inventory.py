@@ -5,7 +5,12 @@ the counts the UI shows (where the URLs came from, what discovery found).
 import dagster as dg
 import polars as pl
 
-from freshness_pipeline.defs.assets.common import cycle_asset, run_hosts
+from freshness_pipeline.defs.assets.common import (
+    cycle_asset,
+    reads_side_tables,
+    run_hosts,
+    writes_side_tables,
+)
 from freshness_pipeline.defs.resources import CycleResource, HttpClientResource, WarehouseResource
 from freshness_pipeline.stages.inventory import (
     cycle_inventory,
@@ -14,6 +19,11 @@ from freshness_pipeline.warehouse.crashpoints import crash_point
 
 
 @cycle_asset
+@reads_side_tables("seeds")
+@writes_side_tables(
+    robots="Per host: the robots.txt record (rules, Crawl-delay, sitemaps named), the state of its "
+    "/sitemap.xml, and any Retry-After hold; refreshed about once a day."
+)
 def url_inventory(
     context: dg.AssetExecutionContext,
     warehouse: WarehouseResource,

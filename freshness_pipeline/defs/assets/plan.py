@@ -5,7 +5,7 @@ the counts the UI shows (what was selected, and why).
 import dagster as dg
 import polars as pl
 
-from freshness_pipeline.defs.assets.common import cycle_asset, run_hosts
+from freshness_pipeline.defs.assets.common import cycle_asset, reads_side_tables, run_hosts
 from freshness_pipeline.defs.resources import CycleResource, WarehouseResource
 from freshness_pipeline.stages.plan import (
     cycle_plan,
@@ -14,6 +14,7 @@ from freshness_pipeline.warehouse.crashpoints import crash_point
 
 
 @cycle_asset
+@reads_side_tables("robots")
 def revisit_plan(
     context: dg.AssetExecutionContext,
     url_candidates: pl.DataFrame,

@@ -7,7 +7,12 @@ from datetime import datetime
 import dagster as dg
 import polars as pl
 
-from freshness_pipeline.defs.assets.common import cycle_asset, reads_columns, run_hosts
+from freshness_pipeline.defs.assets.common import (
+    cycle_asset,
+    reads_columns,
+    run_hosts,
+    writes_side_tables,
+)
 from freshness_pipeline.defs.plots import state_plots
 from freshness_pipeline.defs.resources import CycleResource, WarehouseResource
 from freshness_pipeline.science.prior.components import GLOBAL
@@ -25,6 +30,12 @@ from freshness_pipeline.warehouse.crashpoints import crash_point
 
 
 @cycle_asset
+@writes_side_tables(
+    change_prior="Per host and URL class: the empirical-Bayes prior over change rates (the "
+    "newest fit and the one before it), which every page's posterior leans on.",
+    lastmod_evidence="Per host: how sitemap lastmod dates have matched the changes fetches "
+    "saw, over 180 days, for trusting them as change hints.",
+)
 @reads_columns(
     revisit_plan=PLAN_COLUMNS, url_candidates=CANDIDATE_COLUMNS, fetch_results=RESULT_COLUMNS
 )
