@@ -279,23 +279,40 @@ def posterior_summary(
     if periods:
         clockless = (np.exp(log_table[:, g:]).sum(axis=1) < CLOCK_FLOOR)[codes]
     out: dict[str, np.ndarray] = {}
-    for rows, use in ((np.flatnonzero(~clockless), periods), (np.flatnonzero(clockless), ())):
-        if rows.shape[0] == 0:
-            continue
-        whole = rows.shape[0] == n
-        part = _summary_arrays(
-            h if whole else histories_of_rows(h, rows),
-            grid,
-            use,
-            mismatch,
-            chunk_cells,
-            log_table if use else log_table[:, :g],
-            codes if whole else codes[rows],
-            None if ages is None else (ages if whole else ages[rows]),
-            now_days,
+    unobserved = h.n_obs == 0
+    for clocks, use in ((~clockless, periods), (clockless, ())):
+        # A row without observations has the prior of its class as its posterior: its
+        # summary depends on its class and its age only, so each (class, age) is computed once
+        # (most rows of a large crawl were never fetched twice).
+        seen = np.flatnonzero(clocks & ~unobserved)
+        fresh = np.flatnonzero(clocks & unobserved)
+        key = np.stack(
+            [codes[fresh], np.zeros_like(fresh) if ages is None else ages[fresh].view(np.int64)]
         )
-        for key, values in part.items():
-            out.setdefault(key, np.zeros(n))[rows] = values
+        _, first, spread = np.unique(key, axis=1, return_index=True, return_inverse=True)
+        order = np.argsort(first)  # the representatives in row order, as histories_of_rows takes
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.shape[0])
+        for rows, scatter in ((seen, None), (fresh[first[order]], rank[spread.reshape(-1)])):
+            if rows.shape[0] == 0:
+                continue
+            whole = rows.shape[0] == n
+            part = _summary_arrays(
+                h if whole else histories_of_rows(h, rows),
+                grid,
+                use,
+                mismatch,
+                chunk_cells,
+                log_table if use else log_table[:, :g],
+                codes if whole else codes[rows],
+                None if ages is None else (ages if whole else ages[rows]),
+                now_days,
+            )
+            target = rows if scatter is None else fresh
+            for name, values in part.items():
+                out.setdefault(name, np.zeros(n))[target] = (
+                    values if scatter is None else values[scatter]
+                )
     mean, log_mean, log_sd, share, median = (
         out.get(k, np.zeros(n)) for k in ("mean", "log_mean", "log_sd", "share", "median")
     )
