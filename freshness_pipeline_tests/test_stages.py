@@ -72,3 +72,48 @@ def test_excluded_fields_never_reach_the_versions(tmp_path: Path) -> None:
         {"email": "kept@example.test"},
         None,
     ]
+
+
+def test_robots_marks_each_host_by_its_own_record() -> None:
+    """A host with rules is judged URL by URL, a host whose robots.txt failed is refused whole
+    with the reason, a host without a record (a dry run before any fetch) is allowed."""
+    from datetime import UTC, datetime
+
+    import polars as pl
+
+    from freshness_pipeline.stages.candidates import apply_robots
+    from freshness_pipeline.web.discovery import robots_row
+    from freshness_pipeline.web.robots import RobotsRecord
+
+    at = datetime(2026, 3, 2, tzinfo=UTC)
+    records = [
+        RobotsRecord(
+            "rules.test",
+            "https://rules.test/robots.txt",
+            200,
+            "User-agent: *\nDisallow: /private\n",
+            None,
+            at,
+        ),
+        RobotsRecord("down.test", "https://down.test/robots.txt", 503, "", None, at),
+        RobotsRecord("none.test", "https://none.test/robots.txt", 404, "", None, at),
+    ]
+    robots = pl.DataFrame([robots_row(r, r.host) for r in records])
+    urls = [
+        "https://rules.test/a",
+        "https://rules.test/private/b",
+        "https://down.test/a",
+        "https://none.test/private/a",
+        "https://new.test/private/a",
+    ]
+    candidates = pl.DataFrame({"url": urls, "host": [u.split("/")[2] for u in urls], "value": 1.0})
+    out = apply_robots(candidates, robots).sort("url")
+    got = {r["url"]: (r["allowed"], r["blocked_reason"]) for r in out.iter_rows(named=True)}
+    assert got == {
+        "https://rules.test/a": (True, None),
+        "https://rules.test/private/b": (False, "robots.txt disallows"),
+        "https://down.test/a": (False, "robots.txt answered HTTP 503"),
+        "https://none.test/private/a": (True, None),
+        "https://new.test/private/a": (True, None),
+    }
+    assert out.columns == [*candidates.columns, "allowed", "blocked_reason"]

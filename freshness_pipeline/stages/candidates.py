@@ -16,7 +16,7 @@ from freshness_pipeline.science.normalize import RULES_VERSION, normalize_url_co
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline.web.discovery import record_from_row
-from freshness_pipeline.web.robots import allowed_mask, refusal_reason, robots_policy
+from freshness_pipeline.web.robots import refusal_reason, robots_policy
 
 
 def normalize_inventory(urls: pl.Series, config: PipelineConfig) -> pl.DataFrame:
@@ -166,27 +166,48 @@ def cached_normalization(
 
 def apply_robots(candidates: pl.DataFrame, robots: pl.DataFrame) -> pl.DataFrame:
     """Mark what robots.txt disallows. Without a robots record (a dry run before the first
-    fetch) a URL is allowed for planning; the fetch stage never runs without one."""
-    parts = []
-    records = {row["host"]: row for row in robots.iter_rows(named=True)}
-    for (host,), part in candidates.partition_by("host", as_dict=True).items():
-        row = records.get(host)
-        if row is None:
-            parts.append(
-                part.with_columns(allowed=pl.lit(True), blocked_reason=pl.lit(None, pl.String))
-            )
-            continue
-        policy = robots_policy(record_from_row(row))
-        mask = pl.Series("allowed", allowed_mask(policy, part["url"].to_list()), dtype=pl.Boolean)
-        reason = refusal_reason(policy)
-        parts.append(
-            part.with_columns(mask).with_columns(
-                blocked_reason=pl.when(pl.col("allowed")).then(None).otherwise(pl.lit(reason))
-            )
+    fetch) a URL is allowed for planning; the fetch stage never runs without one.
+
+    A host allowed or refused whole (no robots.txt, an unreachable one) is decided by one join;
+    only the URLs of hosts with rules go through the parser, one call each."""
+    policies = {
+        row["host"]: robots_policy(record_from_row(row)) for row in robots.iter_rows(named=True)
+    }
+    whole = pl.DataFrame(
+        {
+            "host": list(policies),
+            "_all": [
+                None if p.mode not in ("allow_all", "disallow_all") else p.mode == "allow_all"
+                for p in policies.values()
+            ],
+            "_reason": [refusal_reason(p) for p in policies.values()],
+        },
+        schema={"host": pl.String, "_all": pl.Boolean, "_reason": pl.String},
+    )
+    ruled = candidates.select("url", "host").join(
+        whole.filter(pl.col("_all").is_null()).select("host"), on="host", how="semi"
+    )
+    by_rules = pl.DataFrame(
+        {
+            "url": ruled["url"],
+            "host": ruled["host"],
+            "_rules": [
+                policies[host].can_fetch(url)
+                for url, host in zip(ruled["url"], ruled["host"], strict=True)
+            ],
+        },
+        schema={"url": pl.String, "host": pl.String, "_rules": pl.Boolean},
+    )
+    allowed = pl.coalesce("_rules", "_all", pl.lit(True))
+    return (
+        candidates.join(whole, on="host", how="left")
+        .join(by_rules, on=["url", "host"], how="left")
+        .with_columns(allowed.alias("allowed"))
+        .with_columns(
+            blocked_reason=pl.when(pl.col("allowed")).then(None).otherwise(pl.col("_reason"))
         )
-    if not parts:
-        return tables.empty("url_candidates")
-    return pl.concat(parts, how="vertical_relaxed")
+        .drop("_all", "_reason", "_rules")
+    )
 
 
 @dataclass(frozen=True)
