@@ -41,8 +41,18 @@ ASSETS = {
     "changes",
     "url_state",
     "retention",
+    # the side tables the steps' stages write, assets of those steps
+    "robots",
+    "url_canonical",
+    "fetch_log",
+    "validator_evidence",
+    "validator_latest",
+    "fetch_totals",
+    "change_prior",
+    "lastmod_evidence",
 }
 CHECKS = {
+    "robots": {"robots_one_row_per_host"},
     "url_candidates": {"candidates_have_unique_urls"},
     "revisit_plan": {"plan_within_budget"},
     "fetch_results": {"results_account_for_plan", "verify_sample_matches_the_model"},
@@ -279,8 +289,11 @@ def test_dagster_dev_serves_the_code_location_and_runs_one_host(tmp_path):
             for sensor in sensors.values():  # both turned on by the user
                 assert sensor["sensorState"]["status"] == "STOPPED", sensor["name"]
 
-            # -- the five assets on the `hosts` partitions, with their checks
+            # -- the cycle's assets on the `hosts` partitions, with their checks; the seeds an
+            # external asset beside them (`freshness seed` writes it)
             nodes = {n["assetKey"]["path"][-1]: n for n in dagit.graphql(ASSET_NODES)["assetNodes"]}
+            seeds_node = nodes.pop("seeds")
+            assert seeds_node["groupName"] == "freshness_inputs"
             assert set(nodes) == ASSETS
             for name, node in nodes.items():
                 (dimension,) = node["partitionDefinition"]["dimensionTypes"]

@@ -9,6 +9,7 @@ IO manager and is let go, and the next step reads it back from the warehouse.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -95,23 +96,25 @@ def run_cycle(
     warehouse = Warehouse(home)
     with warehouse.exclusive(f"cycle {now.isoformat()}"):
         warehouse.sweep_temp_files()
-        instance = instance or open_instance(warehouse.home)
-        try:
-            config = load_config(warehouse.home)
-            pruned_runs = prune_instance(instance, config.keep_runs_days)
-        except ConfigError as exc:
-            raise UnreadableConfig(str(exc)) from exc
-        outcome = _run_cycle_locked(
-            warehouse,
-            now,
-            budget,
-            hosts,
-            dry_run,
-            fetch_time_limit_s,
-            instance,
-            log_level,
-            fetch_processes,
-        )
+        with contextlib.ExitStack() as opened:
+            if instance is None:  # ours to close: its open databases and their WAL files
+                instance = opened.enter_context(open_instance(warehouse.home))
+            try:
+                config = load_config(warehouse.home)
+                pruned_runs = prune_instance(instance, config.keep_runs_days)
+            except ConfigError as exc:
+                raise UnreadableConfig(str(exc)) from exc
+            outcome = _run_cycle_locked(
+                warehouse,
+                now,
+                budget,
+                hosts,
+                dry_run,
+                fetch_time_limit_s,
+                instance,
+                log_level,
+                fetch_processes,
+            )
         if retention_days and not dry_run:
             pruned = warehouse.prune_fetch_log(now - timedelta(days=retention_days))
             if pruned:
@@ -341,13 +344,15 @@ def load_seeds(home: str | Path | None, data: bytes, *, added_at: datetime) -> S
     # starts `dagster dev` on the home, whether or not there are partitions to register.
     dagster_home(warehouse.home)
     if config is None:
-        register_hosts(open_instance(warehouse.home), load.new_hosts)
+        with open_instance(warehouse.home) as instance:
+            register_hosts(instance, load.new_hosts)
     else:
         was = choose_partitioning(config.host_buckets, len(before))
         now = choose_partitioning(config.host_buckets, len(set(before) | set(hosts)))
         load.partitioning = now.describe()
         if not now.host_buckets:
-            register_hosts(open_instance(warehouse.home), load.new_hosts)
+            with open_instance(warehouse.home) as instance:
+                register_hosts(instance, load.new_hosts)
         elif was.host_buckets != now.host_buckets and before:
             load.notes.append(
                 f"Dagster partitions are now {now.describe()}: reload the code location (or "
@@ -434,8 +439,8 @@ def retire_host(home: str | Path | None, host: str) -> list[str]:
         if key not in warehouse.hosts_in("seeds"):
             raise UnknownHosts(f"unknown host: {host} (`freshness hosts` lists them)")
         removed = warehouse.remove_host(key)
-        instance = open_instance(warehouse.home)
-        if key in registered_hosts(instance):
-            instance.delete_dynamic_partition(HOSTS_PARTITIONS_NAME, key)
+        with open_instance(warehouse.home) as instance:
+            if key in registered_hosts(instance):
+                instance.delete_dynamic_partition(HOSTS_PARTITIONS_NAME, key)
     warehouse.ensure_views()
     return removed

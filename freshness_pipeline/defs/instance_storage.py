@@ -39,7 +39,7 @@ __all__ = ["KEPT_OPEN_RUN_SHARDS", "KeptOpenSqliteEventLogStorage", "KeptOpenSql
 
 #: run databases whose engines stay open besides the index's: a run writes to its own and the
 #: index; a webserver reads a few recent ones
-KEPT_OPEN_RUN_SHARDS = 4
+KEPT_OPEN_RUN_SHARDS = 2
 
 _LIVE: weakref.WeakSet[KeptOpenSqliteEventLogStorage] = weakref.WeakSet()
 
@@ -53,10 +53,19 @@ def _forget_engines_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_engines_in_child)
 
 
+#: pages after which a database's WAL is copied back into it, and the size its WAL file is cut
+#: to after that: a connection kept open keeps its WAL file, which would otherwise stay at its
+#: largest (sqlite's default checkpoint is at 1,000 pages, about 4 MB, per database)
+WAL_PAGES = 256
+WAL_BYTES = 1 << 20
+
+
 def _pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
+        cursor.execute(f"PRAGMA journal_size_limit={WAL_BYTES}")
     finally:
         cursor.close()
 
