@@ -31,6 +31,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +155,14 @@ class IndexEntry:
     fields: Mapping[str, str]
 
     def line(self) -> bytes:
-        return f"{self.urlkey} {self.timestamp} {json.dumps(dict(self.fields))}\n".encode()
+        """The line as pywb's indexer writes it: the fields as ``json.dumps`` writes a dict
+        (formatted here when every value is a str, as the writer's are: one line per record)."""
+        fields = self.fields
+        if all(type(v) is str for v in fields.values()):
+            json_str = encode_basestring_ascii
+            text = ", ".join([f"{json_str(k)}: {json_str(v)}" for k, v in fields.items()])
+            return f"{self.urlkey} {self.timestamp} {{{text}}}\n".encode()
+        return f"{self.urlkey} {self.timestamp} {json.dumps(dict(fields))}\n".encode()
 
     @classmethod
     def parse(cls, line: bytes | str, where: str = "") -> IndexEntry:
