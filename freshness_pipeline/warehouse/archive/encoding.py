@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import threading
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 from urllib.parse import urlsplit
@@ -74,19 +75,25 @@ _MAX_LEVEL = 3
 _GZIP_WBITS = 16 + 15
 
 
-# A SHA-1 is 160 bits: sixteen 10-bit groups, each two base32 characters from this table.
-# base64.b32encode is written in Python and cost more than the digest it encodes.
+# A SHA-1 is 160 bits: four 40-bit groups, each four 10-bit pairs of base32 characters from
+# this table. base64.b32encode is written in Python and cost more than the digest it encodes.
 _B32_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 _B32_PAIRS = tuple(a + b for a in _B32_ALPHABET for b in _B32_ALPHABET)
-_B32_SHIFTS = tuple(range(150, -1, -10))
 
 
 def _b32(digest: bytes) -> str:
     if len(digest) != 20:
         return "sha1:" + base64.b32encode(digest).decode("ascii")
-    n = int.from_bytes(digest, "big")
-    pairs = _B32_PAIRS
-    return "sha1:" + "".join([pairs[(n >> shift) & 1023] for shift in _B32_SHIFTS])
+    # 40-bit groups stay machine-sized integers, which a 160-bit one shifted sixteen times
+    # did not
+    p, n = _B32_PAIRS, int.from_bytes
+    a, b, c, d = n(digest[:5]), n(digest[5:10]), n(digest[10:15]), n(digest[15:])
+    return (
+        f"sha1:{p[a >> 30]}{p[(a >> 20) & 1023]}{p[(a >> 10) & 1023]}{p[a & 1023]}"
+        f"{p[b >> 30]}{p[(b >> 20) & 1023]}{p[(b >> 10) & 1023]}{p[b & 1023]}"
+        f"{p[c >> 30]}{p[(c >> 20) & 1023]}{p[(c >> 10) & 1023]}{p[c & 1023]}"
+        f"{p[d >> 30]}{p[(d >> 20) & 1023]}{p[(d >> 10) & 1023]}{p[d & 1023]}"
+    )
 
 
 def payload_digest(body: bytes) -> str:
@@ -169,14 +176,41 @@ def http_head(first_line: str, headers: Iterable[tuple[str, str]]) -> bytes:
         return text.encode("utf-8")
 
 
+class _RandomPool(threading.local):
+    """Random bytes drawn from the OS a few thousand at a time, per thread, as hex: a system
+    call for each of an exchange's two record ids cost more than formatting them."""
+
+    def __init__(self) -> None:
+        self.hex = ""
+        self.at = 0
+
+
+_POOL = _RandomPool()
+_POOL_BYTES = 4096
+
+
+def _new_pool() -> None:
+    # a forked child must not hand out the ids its parent holds
+    global _POOL
+    _POOL = _RandomPool()
+
+
+os.register_at_fork(after_in_child=_new_pool)
+
+
 def new_record_id() -> str:
-    """``<urn:uuid:...>`` of a random (version 4) UUID, as ``uuid.uuid4()`` makes it, formatted
-    without building a UUID object: two of these go into every exchange."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    h = raw.hex()
-    return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
+    """``<urn:uuid:...>`` of a random (version 4) UUID, as ``uuid.uuid4()`` makes it (16 bytes
+    of ``os.urandom``, version and variant bits set), formatted without building a UUID
+    object: two of these go into every exchange."""
+    pool = _POOL
+    at = pool.at
+    if at + 32 > len(pool.hex):
+        pool.hex, at = os.urandom(_POOL_BYTES).hex(), 0
+    pool.at = at + 32
+    h = pool.hex[at : at + 32]
+    # byte 6's high nibble is the version (4); byte 8's top two bits the variant (10)
+    variant = "89ab"[int(h[16], 16) & 3]
+    return f"<urn:uuid:{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-{h[20:]}>"
 
 
 class EncodedExchange(NamedTuple):

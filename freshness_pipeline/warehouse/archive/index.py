@@ -27,9 +27,11 @@ import json
 import logging
 import mmap
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 
@@ -68,11 +70,73 @@ _INDEXED_TYPES = ("response", "revisit", "resource")
 
 
 def url_key(url: str) -> str:
-    """The SURT key pywb looks a URL up by (pywb and cdxj-indexer both call ``surt.surt``)."""
+    """The SURT key pywb looks a URL up by (pywb and cdxj-indexer both call ``surt.surt``).
+
+    Every new record needs one, and ``surt.surt`` costs as much as compressing the record, most
+    of it spent on the parts of its canonicalization that leave a plain URL as it is. So a URL
+    whose path and query that canonicalization provably leaves alone but for case, a trailing
+    slash and the query's order (:func:`_plain_key`) is keyed here, its origin's part by
+    ``surt.surt`` itself once per origin; any other URL goes to ``surt.surt`` whole.
+    """
+    key = _plain_key(url)
+    if key is not None:
+        return key
+    return _surt_key(url)
+
+
+def _surt_key(url: str) -> str:
     try:
         return str(surt.surt(url))
     except Exception:  # surt rejects a few odd URLs; pywb then keys them as given
         return url
+
+
+# An http(s) URL with a host of letters, digits, dots and hyphens, an optional port and a path;
+# path and query of printable ASCII without "%" (nothing to unescape or escape) and "#".
+_PLAIN_URL = re.compile(
+    r"(https?://[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.?(?::[0-9]{1,5})?)"
+    r"(/[!\"$&-~]*)"
+)
+
+
+@functools.lru_cache(maxsize=4096)
+def _origin_key(origin: str) -> str | None:
+    """The key's part for ``scheme://host[:port]``, up to and with its ")"; None if surt does
+    not key the origin's root as ``<host part>)/``."""
+    key = _surt_key(origin + "/")
+    return key[:-1] if key.endswith(")/") and len(key) > 2 else None
+
+
+def _plain_key(url: str) -> str | None:
+    """``surt.surt(url)`` for a URL that surt's canonicalization (scheme dropped, host reversed,
+    default port dropped, path and query lower-cased, a trailing slash dropped, query arguments
+    sorted) treats like any plain URL; None for any other, which goes to ``surt.surt``."""
+    match = _PLAIN_URL.fullmatch(url)
+    if match is None:
+        return None
+    origin, rest = match.groups()
+    path, mark, query = rest.partition("?")
+    path = path.lower()
+    # What surt would rewrite in the path: dot segments, empty ones, an ASP.NET session id
+    if "/." in path or "//" in path or ".aspx" in path:
+        return None
+    prefix = _origin_key(origin)
+    if prefix is None:
+        return None
+    if len(path) > 1 and path.endswith("/"):
+        path = path[:-1]
+    if not query:
+        return prefix + path
+    query = query.lower()
+    # the session ids surt strips from a query each contain one of these
+    if "sessionid" in query or "sessid" in query or "sid=" in query or "cfid=" in query:
+        return None
+    if "&" in query:
+        # surt.IAURLCanonicalizer.alphaReorderQuery: arguments sorted as (name, value) pairs,
+        # an argument without "=" as the name alone
+        args = sorted(query.split("&"), key=lambda arg: tuple(arg.split("=", 1)))
+        query = "&".join(args)
+    return f"{prefix}{path}?{query}"
 
 
 @functools.lru_cache(maxsize=4096)  # a cycle's records share a handful of dates
@@ -91,7 +155,14 @@ class IndexEntry:
     fields: Mapping[str, str]
 
     def line(self) -> bytes:
-        return f"{self.urlkey} {self.timestamp} {json.dumps(dict(self.fields))}\n".encode()
+        """The line as pywb's indexer writes it: the fields as ``json.dumps`` writes a dict
+        (formatted here when every value is a str, as the writer's are: one line per record)."""
+        fields = self.fields
+        if all(type(v) is str for v in fields.values()):
+            json_str = encode_basestring_ascii
+            text = ", ".join([f"{json_str(k)}: {json_str(v)}" for k, v in fields.items()])
+            return f"{self.urlkey} {self.timestamp} {{{text}}}\n".encode()
+        return f"{self.urlkey} {self.timestamp} {json.dumps(dict(fields))}\n".encode()
 
     @classmethod
     def parse(cls, line: bytes | str, where: str = "") -> IndexEntry:
