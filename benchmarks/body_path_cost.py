@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/body_path_cost.py                 # all three, under callgrind
     .venv/bin/python benchmarks/body_path_cost.py --pages 300 --what fingerprint
 
-Issue 6's body path (a 200 with a ~5 KB HTML page) spends its CPU in three places the
+The fetch stage's body path (a 200 with a ~5 KB HTML page) spends its CPU in three places the
 project owns: the page's fingerprint and version (``class_record``), the archive write of the
 exchange (``archive_answer``: the HttpExchange, both records built and compressed, the index
 line, and the result's ``ArchivedOriginal.to_json`` that the fetch stage keeps), and on the
