@@ -164,8 +164,7 @@ def _define(
 
 def _description(name: str, table: str) -> str | None:
     """A table's description: the step function's docstring for the step's own table."""
-    fn = _ASSET_FUNCTIONS[name]
-    return inspect.getdoc(fn) if table == name or len(_OUTPUTS.get(name, ())) <= 1 else None
+    return inspect.getdoc(_ASSET_FUNCTIONS[name]) if table == name else None
 
 
 def _named_output(fn: Callable, name: str) -> Callable:
