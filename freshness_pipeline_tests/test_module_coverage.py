@@ -21,17 +21,14 @@ NOT_YET = frozenset(
         "freshness_pipeline.celery_app",
         "freshness_pipeline.defs.assets.common",
         "freshness_pipeline.defs.assets.retention",
-        "freshness_pipeline.defs.schedules",
         "freshness_pipeline.distributed",
         "freshness_pipeline.distributed_definitions",
         "freshness_pipeline.synthweb.__main__",
         "freshness_pipeline.synthweb.truth",
-        "freshness_pipeline.warehouse.metrics_sql",
         "freshness_pipeline.warehouse.retention",
         "freshness_pipeline.web.client.context",
         "freshness_pipeline.web.client.cycle",
         "freshness_pipeline.web.client.hosts",
-        "freshness_pipeline.web.client.settings",
     }
 )
 
