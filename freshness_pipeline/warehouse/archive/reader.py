@@ -269,31 +269,18 @@ class ArchiveReader:
             raise ArchiveFormatError(
                 f"{warc_filename} at offset {offset} is a {record.record_type} record, not a response"
             )
-        truncated = record.header("WARC-Truncated") is not None
         if record.record_type == "response":
-            return ArchivedResponse(
-                url=record.target_uri or "",
-                fetched_at=record.date,
-                record_type="response",
-                profile=None,
-                status=record.http_status,
-                reason=record.http_reason,
-                headers=record.http_headers,
-                body=record.payload,
-                truncated=truncated,
-                location=record.location,
-                original=record.location,
-                record_status=record.http_status,
-                record_headers=record.http_headers,
-            )
-        original = self.find_original(record)
-        profile = record.header("WARC-Profile")
-        not_modified = profile == PROFILE_SERVER_NOT_MODIFIED or record.http_status == 304
-        use = original if not_modified or not record.http_headers else record
+            original, use, profile = record, record, None
+        else:
+            original = self.find_original(record)
+            profile = record.header("WARC-Profile")
+            not_modified = profile == PROFILE_SERVER_NOT_MODIFIED or record.http_status == 304
+            # a 304 revisit's own headers say "not modified": the original's describe the page
+            use = original if not_modified or not record.http_headers else record
         return ArchivedResponse(
             url=record.target_uri or "",
             fetched_at=record.date,
-            record_type="revisit",
+            record_type=record.record_type,
             profile=profile,
             status=use.http_status,
             reason=use.http_reason,
