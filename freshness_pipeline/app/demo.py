@@ -85,8 +85,8 @@ def run_demo(
     start = DEFAULT_START
     world = build_world(seed, start=start, horizon_days=cycles * CYCLE / timedelta(days=1) + 1)
     warehouse = Warehouse(home_path)
-    instance = open_instance(home_path)
-    with SyntheticWeb(world) as web:
+    # closed with the web: its kept-open event-log databases and their WAL files
+    with open_instance(home_path) as instance, SyntheticWeb(world) as web:
         web.set_now(start)
         truth = web.truth()
         with tempfile.TemporaryDirectory() as tmp:

@@ -47,7 +47,7 @@ _LIVE: weakref.WeakSet[KeptOpenSqliteEventLogStorage] = weakref.WeakSet()
 def _forget_engines_in_child() -> None:
     # A forked child must not use (or close) the parent's sqlite connections.
     for storage in list(_LIVE):
-        storage.forget_engines()
+        storage.close_engines(close=False)
 
 
 os.register_at_fork(after_in_child=_forget_engines_in_child)
@@ -116,17 +116,12 @@ class KeptOpenSqliteEventLogStorage(SqliteEventLogStorage):
             with engine.connect() as conn, conn.begin():
                 yield conn
 
-    def forget_engines(self) -> None:
-        """Drop the engines without closing their connections (they belong to another process)."""
+    def close_engines(self, *, close: bool = True) -> None:
+        """Drop every engine, closing its connections (``close=False`` in a forked child: they
+        belong to the parent, which goes on using them)."""
         with self._engines_lock:
             for engine in self._engines.values():
-                engine.dispose(close=False)
-            self._engines.clear()
-
-    def close_engines(self) -> None:
-        with self._engines_lock:
-            for engine in self._engines.values():
-                engine.dispose()
+                engine.dispose(close=close)
             self._engines.clear()
 
     def wipe(self) -> None:
