@@ -54,6 +54,32 @@ def test_the_views_show_long_host_keys_whole(tmp_path):
     assert sorted(wh.query("SELECT DISTINCT host FROM url_state")["host"]) == sorted(hosts)
 
 
+def test_a_read_takes_each_asked_hosts_file_and_nothing_else(tmp_path):
+    """Hosts are found by their folder: a host without one, one whose folder holds only a
+    killed writer's temp file, and one not asked for are all left out; a history table reads
+    every cycle file of a host's folder."""
+    wh = Warehouse(tmp_path)
+    for host in ("a.example", "b.example:8080", "[::1]:81"):
+        wh.write_partitions("url_state", [host], state_rows(host, 2))
+    stray = wh.partition_dir("url_state", "c.example")
+    stray.mkdir(parents=True)
+    (stray / "data.parquet.tmp-0123").write_bytes(b"half a file")
+    asked = ["[::1]:81", "c.example", "d.example", "a.example"]
+    got = wh.read("url_state", asked, columns=["host"])
+    assert sorted(set(got["host"])) == ["[::1]:81", "a.example"]
+    assert got.height == 4
+    for hours in (0, 6):
+        wh.append_fetch_log(
+            "a.example",
+            NOW + timedelta(hours=hours),
+            pl.DataFrame({"url": ["http://a.example/0"], "host": "a.example"}),
+        )
+    assert wh.read("fetch_log", ["a.example", "b.example:8080"]).height == 2
+    assert [
+        f.name for f in wh.files("fetch_log", ["a.example"], since=NOW + timedelta(hours=1))
+    ] == [f"cycle-{(NOW + timedelta(hours=6)).strftime('%Y%m%dT%H%M%S%fZ')}.parquet"]
+
+
 def test_a_cycle_keeps_the_whole_fetch_log_unless_asked_to_prune(tmp_path, monkeypatch):
     from freshness_pipeline.app.runner import load_seeds, run_cycle
 

@@ -37,7 +37,7 @@ from freshness_pipeline.config import ConfigError, load_config
 from freshness_pipeline.science.changes import TEXT_FIELD
 from freshness_pipeline.science.normalize import InvalidURL, normalize_url, url_authority
 from freshness_pipeline.warehouse import tables
-from freshness_pipeline.warehouse.storage import Warehouse
+from freshness_pipeline.warehouse.storage import Warehouse, scan_files
 
 __all__ = [
     "FORMATS",
@@ -465,7 +465,7 @@ class _Window:
         schema = tables.SCHEMAS[table]
         if not files:
             return pl.LazyFrame(schema={c: schema[c] for c in columns})
-        return pl.scan_parquet(
+        return scan_files(
             files,
             schema=schema,
             missing_columns="insert",

@@ -46,7 +46,7 @@ from freshness_pipeline.warehouse.archive import (
     ArchiveReader,
     archive_dir_for,
 )
-from freshness_pipeline.warehouse.storage import Warehouse
+from freshness_pipeline.warehouse.storage import Warehouse, scan_files
 
 __all__ = ["BATCH_PAGES", "DERIVED_AFTER", "ReextractInputError", "Reextracted", "reextract"]
 
@@ -153,7 +153,7 @@ def _check_class(wh: Warehouse, url_class: str, configured: set[str]) -> None:
     ones the config and the crawl know."""
     files = wh.files("url_state")
     crawled = (
-        pl.scan_parquet(files, missing_columns="insert", extra_columns="ignore")
+        scan_files(files, missing_columns="insert", extra_columns="ignore")
         .select(pl.col("url_class").drop_nulls().unique())
         .collect()["url_class"]
         .to_list()

@@ -34,7 +34,7 @@ import polars as pl
 
 from freshness_pipeline.config import NotifyConfig
 from freshness_pipeline.warehouse import tables
-from freshness_pipeline.warehouse.storage import Warehouse
+from freshness_pipeline.warehouse.storage import Warehouse, scan_files
 
 __all__ = [
     "NotifyOutcome",
@@ -132,7 +132,7 @@ def _new_rows(warehouse: Warehouse, progress: Progress) -> tuple[pl.DataFrame, p
     if not files:
         empty = tables.empty("changes")
         return empty, empty
-    read = pl.scan_parquet(
+    read = scan_files(
         files,
         schema=tables.SCHEMAS["changes"],
         missing_columns="insert",
@@ -183,7 +183,7 @@ def _with_classes(warehouse: Warehouse, rows: pl.DataFrame) -> pl.DataFrame:
     if not files:
         return rows.with_columns(url_class=pl.lit(None, pl.String))
     classes = (
-        pl.scan_parquet(files, hive_partitioning=False, extra_columns="ignore")
+        scan_files(files, hive_partitioning=False, extra_columns="ignore")
         .select("url", "host", pl.col("observed_at").alias("changed_at"), "url_class")
         .collect()
         .unique(subset=["url", "host", "changed_at"], keep="last")

@@ -17,7 +17,7 @@ import polars as pl
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.science.changes import version_change
 from freshness_pipeline.warehouse import tables
-from freshness_pipeline.warehouse.storage import Warehouse
+from freshness_pipeline.warehouse.storage import Warehouse, scan_files
 
 __all__ = ["change_rows", "drop_excluded_fields", "previous_versions", "version_rows"]
 
@@ -115,7 +115,7 @@ def previous_versions(wh: Warehouse, wanted: pl.DataFrame) -> pl.DataFrame:
         if not path.exists():
             continue
         parts.append(
-            pl.scan_parquet(path)
+            scan_files(path)
             .select(*columns, "outcome")
             .filter(pl.col("url").is_in(pages["url"].implode()))
             .collect()

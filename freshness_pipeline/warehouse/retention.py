@@ -42,7 +42,7 @@ from freshness_pipeline.warehouse.archive import (
     prepare_prune,
 )
 from freshness_pipeline.warehouse.crashpoints import crash_point
-from freshness_pipeline.warehouse.storage import HomeBusy, Warehouse
+from freshness_pipeline.warehouse.storage import HomeBusy, Warehouse, read_file, scan_files
 
 __all__ = ["RetentionSummary", "prune_history", "prune_home"]
 
@@ -232,14 +232,14 @@ def _prune_host(
     if unkept and version_files:
         # each URL's newest version is known only across the host's files
         newest = (
-            pl.scan_parquet(version_files, schema=tables.SCHEMAS["page_versions"])
+            scan_files(version_files, schema=tables.SCHEMAS["page_versions"])
             .select("url", "observed_at")
             .group_by("url")
             .agg(pl.col("observed_at").max().alias("_newest"))
             .collect()
         )
     for path in version_files:
-        rows = tables.conform("page_versions", pl.read_parquet(path))
+        rows = tables.conform("page_versions", read_file(path))
         rows = rows.join(classes, on="url", how="left").with_columns(
             pl.col("_class").fill_null(pl.col("url_class"))
         )
@@ -260,7 +260,7 @@ def _prune_host(
         _collect(path, tables.conform("page_versions", kept), dropped + moved, jobs, empty)
 
     for path in wh.files("changes", [host]):
-        rows = tables.conform("changes", pl.read_parquet(path)).join(classes, on="url", how="left")
+        rows = tables.conform("changes", read_file(path)).join(classes, on="url", how="left")
         drop = _expired(config, now, "changed_at")
         if unkept:
             drop = drop | pl.col("_class").is_in(unkept).fill_null(False)
@@ -348,7 +348,7 @@ def _relocate_history(
 ) -> None:
     jobs: list[tuple[pl.DataFrame, Path]] = []
     for path in wh.files(table, [host]):
-        rows = tables.conform(table, pl.read_parquet(path))
+        rows = tables.conform(table, read_file(path))
         moved_rows, moved = _relocated_rows(rows, plan)
         if moved:
             jobs.append((tables.conform(table, moved_rows), path))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -44,6 +45,8 @@ _SAFE_KEY_CHARS = re.compile(r"[^a-z0-9.\-_:\[\]]")
 _MAX_KEY_LEN = 250
 # '%' alone never appears in an escaped key (escapes are always %XX), so no host can collide.
 _SCHEMA_DIR = "host=%schema"
+#: the one file of a host in a table that is not a history (tables.HISTORY_TABLES)
+_PARTITION_FILE = "data.parquet"
 # fetch_log is append-only history: nothing is pruned unless an operator asks
 # (``cycle --retention-days``); url_state keeps its own observation window regardless.
 DEFAULT_RETENTION_DAYS: float | None = None
@@ -75,6 +78,13 @@ def escape_host_key(host: str) -> str:
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         escaped = f"{escaped[: _MAX_KEY_LEN - 17]}~{digest}"
     return escaped
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _host_folder(host: str) -> str:
+    """The folder name of a host in every table; the same keys are escaped again for each
+    table and step of a cycle."""
+    return f"host={escape_host_key(host)}"
 
 
 class HomeBusy(RuntimeError):
@@ -182,6 +192,26 @@ def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC) if moment.tzinfo is not None else moment
 
 
+def scan_files(
+    files: Sequence[str | os.PathLike[str]] | str | os.PathLike[str], **options: Any
+) -> pl.LazyFrame:
+    """``pl.scan_parquet`` of warehouse files named one by one, never as glob patterns: a host
+    key keeps ``[`` and ``]`` (an IPv6 literal, ``[::1]:8080``), which polars would otherwise
+    read as a character class, matching nothing, so that host's rows were silently left out
+    of a multi-file read."""
+    named = (
+        [os.fspath(files)]
+        if isinstance(files, str | os.PathLike)
+        else [os.fspath(f) for f in files]
+    )
+    return pl.scan_parquet(named, glob=False, **options)
+
+
+def read_file(path: str | os.PathLike[str]) -> pl.DataFrame:
+    """One warehouse file (see :func:`scan_files` for why not ``pl.read_parquet``)."""
+    return pl.read_parquet(os.fspath(path), glob=False)
+
+
 def split_by(df: pl.DataFrame, column: str) -> dict[Any, pl.DataFrame]:
     """``df``'s rows per value of ``column``, each part gathered into arrays of its own.
 
@@ -262,7 +292,7 @@ class Warehouse:
         return path
 
     def partition_file(self, table: str, host: str) -> Path:
-        return self.partition_dir(table, host) / "data.parquet"
+        return self.partition_dir(table, host) / _PARTITION_FILE
 
     # ---- writes ------------------------------------------------------------------------------
     @staticmethod
@@ -412,7 +442,7 @@ class Warehouse:
         target = self.cycle_file(table, host, cycle_now)
         rows = tables.conform(table, df)
         if target.exists():
-            earlier = tables.conform(table, pl.read_parquet(target))
+            earlier = tables.conform(table, read_file(target))
             key = list(replace_on)
             rows = pl.concat([earlier.join(rows.select(key), on=key, how="anti"), rows])
         return rows, target
@@ -438,21 +468,38 @@ class Warehouse:
         return removed
 
     # ---- reads -------------------------------------------------------------------------------
-    def _files(self, table: str, hosts: Iterable[str] | None) -> list[Path]:
-        if hosts is None:
-            base = self.table_dir(table)
-            return sorted(p for p in base.glob("host=*/*.parquet") if p.parent.name != _SCHEMA_DIR)
-        # One scandir per host folder, not a pathlib glob: a run over ten thousand hosts lists
-        # them several times per step.
+    def _files(self, table: str, hosts: Iterable[str] | None) -> list[str]:
+        """The Parquet files of ``table`` for ``hosts``, as path strings: a step at ten
+        thousand hosts lists a table's files several times, and building three Paths per host
+        for each listing cost more than the listing. One scandir of the table folder says which
+        hosts have a folder at all; a history table's folder is listed for its cycle files, and
+        another table's single file is looked up by name."""
         base = self.table_dir(table)
-        files: list[Path] = []
+        if hosts is None:
+            return sorted(
+                str(p) for p in base.glob("host=*/*.parquet") if p.parent.name != _SCHEMA_DIR
+            )
+        root = os.fspath(base)
+        try:
+            folders = {entry.name for entry in os.scandir(root)}
+        except FileNotFoundError:
+            return []
+        history = table in tables.HISTORY_TABLES
+        files: list[str] = []
         for host in hosts:
-            folder = base / f"host={escape_host_key(host)}"
+            name = _host_folder(host)
+            if name not in folders:
+                continue
+            folder = f"{root}/{name}"
+            if not history:
+                if os.path.isfile(f"{folder}/{_PARTITION_FILE}"):
+                    files.append(f"{folder}/{_PARTITION_FILE}")
+                continue
             try:
                 names = sorted(e.name for e in os.scandir(folder) if e.name.endswith(".parquet"))
             except FileNotFoundError:
                 continue
-            files.extend(folder / name for name in names)
+            files.extend(f"{folder}/{n}" for n in names)
         return files
 
     def read(
@@ -466,7 +513,7 @@ class Warehouse:
         return self._read_files(table, self._files(table, hosts), columns)
 
     def _read_files(
-        self, table: str, files: list[Path], columns: Sequence[str] | None = None
+        self, table: str, files: Sequence[str | Path], columns: Sequence[str] | None = None
     ) -> pl.DataFrame:
         """One multi-file scan in the table's schema: files from older releases may lack a
         column (inserted as null) or carry one since dropped (ignored)."""
@@ -477,7 +524,7 @@ class Warehouse:
         if not files:
             empty = tables.empty(table)
             return empty if columns is None else empty.select(columns)
-        scan = pl.scan_parquet(
+        scan = scan_files(
             files,
             schema=tables.SCHEMAS[table],
             missing_columns="insert",
@@ -507,7 +554,7 @@ class Warehouse:
             else:
                 hosts.add(unquote(key))
         if cut:
-            scan = pl.scan_parquet(cut).select("host").unique().drop_nulls()
+            scan = scan_files(cut).select("host").unique().drop_nulls()
             hosts.update(scan.collect()["host"].to_list())
         return sorted(hosts)
 
@@ -523,7 +570,7 @@ class Warehouse:
         scan them with DuckDB themselves. A history table's files can be limited to the cycles
         at or after ``since`` and before ``until``, chosen by their cycle stamp, so that a
         window of a long history opens only the files of that window."""
-        files = self._files(table, hosts)
+        files = [Path(f) for f in self._files(table, hosts)]
         if since is None and until is None:
             return files
         if table not in tables.HISTORY_TABLES:
