@@ -12,13 +12,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import yarl
 from aiohttp import web
 
 from freshness_pipeline.warehouse.archive import ArchiveWriter, read_response
 from freshness_pipeline.web.archiving import archive_answer
 from freshness_pipeline.web.client import FetchSettings
 from freshness_pipeline.web.client.body import BodyTooLarge, read_limited
-from freshness_pipeline.web.client.session import open_session
+from freshness_pipeline.web.client.session import URL_HOST_CACHE, open_session
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
 TEXT = b"<html><body><p>" + b"words " * 2000 + b"</p></body></html>"
@@ -64,6 +65,8 @@ def test_the_session_sends_our_agent_and_leaves_the_body_compressed() -> None:
     assert status == 200
     assert gzip.decompress(raw) == TEXT  # no automatic decompression
     assert seen[-1] == settings.user_agent
+    # a cycle's thousands of hosts stay parsed: yarl's default 512 would miss on each request
+    assert yarl.cache_info()["encode_host"].maxsize >= URL_HOST_CACHE >= 10_000
 
 
 def test_the_body_is_decoded_by_us_and_its_cap_holds() -> None:
