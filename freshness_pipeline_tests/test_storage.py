@@ -80,6 +80,67 @@ def test_a_read_takes_each_asked_hosts_file_and_nothing_else(tmp_path):
     ] == [f"cycle-{(NOW + timedelta(hours=6)).strftime('%Y%m%dT%H%M%S%fZ')}.parquet"]
 
 
+def test_a_table_read_back_after_its_write_is_what_the_files_hold(tmp_path):
+    """The frame a write leaves for the next read gives exactly what reading the files gives:
+    the same rows in the same order (host by host in the order asked, each host's rows as
+    written), the same schema, any subset of hosts and columns; and a file replaced since, by
+    this process or another, is read from disk."""
+    from freshness_pipeline.warehouse import storage
+
+    wh = Warehouse(tmp_path)
+    hosts = ["b.example", "a.example:8080", "[::1]:81", "c.example"]  # c.example: no rows
+    rows = pl.DataFrame(
+        {
+            "url": [f"http://{h}/{i}" for i in range(9) for h in hosts[:3]],
+            "host": [h for _ in range(9) for h in hosts[:3]],
+            "status": "active",
+            "obs_interval_days": [[0.5 * i, 1.0] for i in range(27)],
+            "change_rate": [None if i % 4 else 0.1 * i for i in range(27)],
+        }
+    )
+    wh.write_partitions("url_state", hosts, rows)
+
+    def from_disk(asked, columns=None):
+        storage._LAST_WRITE.forget(str(wh.root), {"url_state"})
+        try:
+            return wh.read("url_state", asked, columns=columns)
+        finally:
+            wh.write_partitions("url_state", hosts, rows)  # remembered again
+
+    for asked, columns in [
+        (hosts, None),
+        (list(reversed(hosts)), None),
+        (["[::1]:81", "b.example"], ["url", "obs_interval_days"]),
+        (["c.example"], None),
+    ]:
+        kept = wh.read("url_state", asked, columns=columns)
+        assert storage._LAST_WRITE.recall(str(wh.root), "url_state", asked) is not None
+        disk = from_disk(asked, columns)
+        assert kept.schema == disk.schema
+        assert kept.equals(disk, null_equal=True), asked
+    with pytest.raises(KeyError):
+        wh.read("url_state", hosts, columns=["no_such_column"])
+    # a host the write did not cover is read from disk, and so is every host with it
+    assert storage._LAST_WRITE.recall(str(wh.root), "url_state", [*hosts, "d.example"]) is None
+
+    # another process replaces one host's file: the read sees the new file
+    script = (
+        "import sys, polars as pl\n"
+        "from freshness_pipeline.warehouse.storage import Warehouse\n"
+        "Warehouse(sys.argv[1]).write_partition('url_state', 'b.example', "
+        "pl.DataFrame({'url': ['http://b.example/new'], 'host': ['b.example']}))\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True)
+    after = wh.read("url_state", hosts, columns=["url"])
+    assert "http://b.example/new" in after["url"].to_list()
+    assert "http://b.example/0" not in after["url"].to_list()
+    # and a write in this process of the same table drops what it kept
+    wh.write_partitions("url_state", hosts, rows)
+    wh.write_partition("url_state", "a.example:8080", state_rows("a.example:8080", 1))
+    assert storage._LAST_WRITE.recall(str(wh.root), "url_state", hosts) is None
+    assert wh.read("url_state", ["a.example:8080"]).height == 1
+
+
 def test_a_cycle_keeps_the_whole_fetch_log_unless_asked_to_prune(tmp_path, monkeypatch):
     from freshness_pipeline.app.runner import load_seeds, run_cycle
 

@@ -24,6 +24,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,77 @@ def escape_host_key(host: str) -> str:
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         escaped = f"{escaped[: _MAX_KEY_LEN - 17]}~{digest}"
     return escaped
+
+
+@dataclass(frozen=True)
+class _Written:
+    """A whole-table write of this process: the frame, and each host file's identity right
+    after it was put in place (inode, modification time, size)."""
+
+    root: str
+    table: str
+    frame: pl.DataFrame
+    files: dict[str, tuple[int, int, int]]
+
+
+class _LastWrite:
+    """The latest write of a (not history) table by this process, kept until the next write.
+
+    A cycle's step writes its table and the next step, and the checks between them, read it
+    straight back: at ten thousand hosts each such read opens ten thousand files, a second or
+    more that the frame just written already holds. A read of the same table for hosts the
+    write covered is answered from that frame when every one of their files is still the file
+    the write put there (same inode, time and size: a later replace by anyone, in any process,
+    is a new file), rows in the order the files would give them. One frame at a time is kept,
+    the last written, which its writer was holding anyway; any write of its table drops it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._written: _Written | None = None
+
+    def remember(self, written: _Written) -> None:
+        with self._lock:
+            self._written = written
+
+    def forget(self, root: str, tables_written: set[str]) -> None:
+        with self._lock:
+            last = self._written
+            if last is not None and last.root == root and last.table in tables_written:
+                self._written = None
+
+    def recall(self, root: str, table: str, hosts: list[str]) -> pl.DataFrame | None:
+        with self._lock:
+            last = self._written
+        if last is None or last.root != root or last.table != table:
+            return None
+        if len(set(hosts)) != len(hosts) or not last.files.keys() >= set(hosts):
+            return None
+        for host in hosts:
+            if (
+                _file_identity(f"{root}/{table}/{_host_folder(host)}/{_PARTITION_FILE}")
+                != (last.files[host])
+            ):
+                return None
+        order = pl.DataFrame(
+            {"host": hosts, "_order": range(len(hosts))},
+            schema={"host": pl.String, "_order": pl.Int64},
+        )
+        return (
+            last.frame.join(order, on="host", how="inner", maintain_order="left")
+            .sort("_order", maintain_order=True)
+            .drop("_order")
+        )
+
+
+def _file_identity(path: str) -> tuple[int, int, int] | None:
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns, stat.st_size
+
+
+_LAST_WRITE = _LastWrite()
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -325,6 +397,7 @@ class Warehouse:
         files to sweep."""
         if not jobs:
             return
+        _LAST_WRITE.forget(str(self.root), {target.parent.parent.name for _, target in jobs})
         many = len(jobs) >= 2 * WRITERS
         temps: list[Path | None] = [None] * len(jobs)
         replaced: list[Path] = []
@@ -406,9 +479,17 @@ class Warehouse:
             )
             return len(parts)
         empty = df.clear()
+        targets = [self.partition_file(table, host) for host in hosts]
         self._atomic_write_many(
-            [(parts.get(host, empty), self.partition_file(table, host)) for host in hosts]
+            [(parts.get(host, empty), target) for host, target in zip(hosts, targets, strict=True)]
         )
+        files: dict[str, tuple[int, int, int]] = {}
+        for host, target in zip(hosts, targets, strict=True):
+            identity = _file_identity(str(target))
+            if identity is None:  # gone already (another process): nothing to vouch for
+                return len(hosts)
+            files[host] = identity
+        _LAST_WRITE.remember(_Written(str(self.root), table, df, files))
         return len(hosts)
 
     def append_cycle(
@@ -509,7 +590,19 @@ class Warehouse:
         columns: Sequence[str] | None = None,
     ) -> pl.DataFrame:
         """The rows of ``table`` for ``hosts`` (all hosts when None), in the table's schema, or
-        only its ``columns`` (read off the files, not the whole table and then dropped)."""
+        only its ``columns`` (read off the files, not the whole table and then dropped). What
+        this process wrote last, and is still on disk as written, is not read again
+        (:class:`_LastWrite`)."""
+        if hosts is not None and table not in tables.HISTORY_TABLES:
+            hosts = list(hosts)
+            kept = _LAST_WRITE.recall(str(self.root), table, hosts)
+            if kept is not None:
+                if columns is None:
+                    return kept
+                unknown = sorted(set(columns) - set(tables.SCHEMAS[table]))
+                if unknown:
+                    raise KeyError(f"{table} has no column(s) {unknown}")
+                return kept.select(columns)
         return self._read_files(table, self._files(table, hosts), columns)
 
     def _read_files(
