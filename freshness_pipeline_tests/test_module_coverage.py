@@ -26,9 +26,7 @@ NOT_YET = frozenset(
         "freshness_pipeline.synthweb.__main__",
         "freshness_pipeline.synthweb.truth",
         "freshness_pipeline.warehouse.retention",
-        "freshness_pipeline.web.client.context",
         "freshness_pipeline.web.client.cycle",
-        "freshness_pipeline.web.client.hosts",
     }
 )
 
