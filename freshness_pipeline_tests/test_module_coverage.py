@@ -26,7 +26,6 @@ NOT_YET = frozenset(
         "freshness_pipeline.synthweb.__main__",
         "freshness_pipeline.synthweb.truth",
         "freshness_pipeline.warehouse.retention",
-        "freshness_pipeline.web.client.cycle",
     }
 )
 
