@@ -25,7 +25,6 @@ NOT_YET = frozenset(
         "freshness_pipeline.distributed_definitions",
         "freshness_pipeline.synthweb.__main__",
         "freshness_pipeline.synthweb.truth",
-        "freshness_pipeline.warehouse.retention",
     }
 )
 
