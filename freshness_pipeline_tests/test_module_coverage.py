@@ -19,7 +19,6 @@ NOT_YET = frozenset(
     {
         "freshness_pipeline.app.demo",
         "freshness_pipeline.celery_app",
-        "freshness_pipeline.defs.assets.common",
         "freshness_pipeline.distributed",
         "freshness_pipeline.distributed_definitions",
         "freshness_pipeline.synthweb.__main__",
