@@ -22,7 +22,6 @@ NOT_YET = frozenset(
         "freshness_pipeline.distributed",
         "freshness_pipeline.distributed_definitions",
         "freshness_pipeline.synthweb.__main__",
-        "freshness_pipeline.synthweb.truth",
     }
 )
 
