@@ -19,7 +19,6 @@ NOT_YET = frozenset(
     {
         "freshness_pipeline.celery_app",
         "freshness_pipeline.distributed",
-        "freshness_pipeline.distributed_definitions",
     }
 )
 
