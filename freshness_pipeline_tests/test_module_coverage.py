@@ -15,11 +15,7 @@ TESTS_DIR = Path(__file__).parent
 
 #: Modules that have no importing test yet: each is owed one. The list may only shrink (a
 #: module here that gains a test fails this test until it is taken off).
-NOT_YET = frozenset(
-    {
-        "freshness_pipeline.distributed",
-    }
-)
+NOT_YET: frozenset[str] = frozenset()
 
 
 def package_modules() -> set[str]:
