@@ -23,6 +23,10 @@ MODULE = "freshness_pipeline.celery_app"
 BROKER = "redis://127.0.0.1:1/3"  # nothing listens there; never contacted
 BACKEND = "redis://127.0.0.1:1/4"
 
+#: execute_plan is a shared task: an app made after the first one in the same process (the
+#: module loaded again, which a worker never does) is told its name is taken already
+pytestmark = pytest.mark.filterwarnings("ignore::celery.exceptions.DuplicateTaskNameWarning")
+
 
 @pytest.fixture
 def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
