@@ -20,6 +20,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from freshness_pipeline.app.runner import failure_message
 from freshness_pipeline.defs.distributed import (
     DEFAULT_GROUPS,
     GROUPS_ENV,
@@ -217,20 +218,10 @@ def _fill_run(run: GroupRun, instance: dg.DagsterInstance, launch_id: str, outpu
         run.success = dagster_run.status == dg.DagsterRunStatus.SUCCESS
         run.step_workers = step_workers(instance, run.run_id)
         if not run.success and not run.error:
-            run.error = _first_failure(instance, run.run_id)
+            run.error = failure_message(
+                (r.dagster_event for r in instance.all_logs(run.run_id) if r.dagster_event),
+                "the run failed",
+            )
     if not run.success and not run.error:
         tail = output.read_text(errors="replace").strip().splitlines()[-5:]
         run.error = "the run did not start: " + " | ".join(tail)
-
-
-def _first_failure(instance: dg.DagsterInstance, run_id: str) -> str:
-    for record in instance.all_logs(run_id):
-        event = record.dagster_event
-        if event is None or not event.is_failure:
-            continue
-        if event.step_failure_data is not None:
-            error = event.step_failure_data.error
-            message = error.message.strip().splitlines()[-1] if error and error.message else ""
-            return f"step {event.step_key} failed: {message or 'unknown error'}"
-        return event.message or "the run failed"
-    return "the run failed"

@@ -10,6 +10,7 @@ IO manager and is let go, and the next step reads it back from the warehouse.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -200,7 +201,7 @@ def _run_cycle_locked(
         )
         outcome.runs += 1
         if not result.success:
-            raise CycleFailed(_failure_message(result))
+            raise CycleFailed(failure_message(result.all_events, "the cycle run failed"))
         # The run's own metadata has the counts: re-reading a file per host would cost
         # seconds at ten thousand hosts.
         for asset in ("url_candidates", *(() if dry_run else ("fetch_results",))):
@@ -293,19 +294,23 @@ def _run_metadata(result: dg.JobExecutionResult, asset: str) -> dict[str, int]:
     return {}
 
 
-def _failure_message(result: dg.JobExecutionResult) -> str:
-    for event in result.all_events:
-        if event.is_failure and event.step_failure_data is not None:
-            error = event.step_failure_data.error
-            parts = []
-            while error is not None:
-                parts.append(
-                    error.message.strip().splitlines()[-1] if error.message.strip() else ""
-                )
-                error = error.cause
-            text = " <- ".join(p for p in parts if p) or "unknown error"
-            return f"step {event.step_key} failed: {text}"
-    return "the cycle run failed"
+def failure_message(events: Iterable[dg.DagsterEvent], fallback: str) -> str:
+    """What the first failure among ``events`` says: a failed step's error and its causes, or
+    a run's own failure (one that no step raised: its executor or launcher failed), which
+    carries no step data, so reading that raises instead of telling what went wrong."""
+    for event in events:
+        if not event.is_failure:
+            continue
+        if not event.is_step_failure or event.step_failure_data is None:
+            return event.message or fallback
+        error = event.step_failure_data.error
+        parts = []
+        while error is not None:
+            parts.append(error.message.strip().splitlines()[-1] if error.message.strip() else "")
+            error = error.cause
+        text = " <- ".join(p for p in parts if p) or "unknown error"
+        return f"step {event.step_key} failed: {text}"
+    return fallback
 
 
 @dataclass
