@@ -3,8 +3,10 @@
 The stock dagster-polars and dagster-duckdb-polars IO managers fail at run time with polars 2 and
 duckdb 2 and cannot write a range of partitions in one go; this one writes every host of a range
 run from one frame and loads only the run's hosts (those its partitions cover, narrowed by a
-``freshness/hosts`` tag). Nothing is kept between steps: each input is read from the files the
-step before wrote, so a run holds one step's frames at a time.
+``freshness/hosts`` tag). Dagster keeps no output between steps: each input is read through the
+warehouse, which answers a read of the table it wrote last from that frame while its files are
+unchanged (``storage._LastWrite``), so a run holds one step's frames and at most the one frame
+its last write left.
 """
 
 from __future__ import annotations
