@@ -124,11 +124,10 @@ class _LastWrite:
             return None
         if len(set(hosts)) != len(hosts) or not last.files.keys() >= set(hosts):
             return None
+        folder = f"{root}/{table}"
         for host in hosts:
-            if (
-                _file_identity(f"{root}/{table}/{_host_folder(host)}/{_PARTITION_FILE}")
-                != (last.files[host])
-            ):
+            now = _file_identity(f"{folder}/{_host_folder(host)}/{_PARTITION_FILE}")
+            if now != last.files[host]:
                 return None
         order = pl.DataFrame(
             {"host": hosts, "_order": range(len(hosts))},
@@ -150,6 +149,12 @@ def _file_identity(path: str) -> tuple[int, int, int] | None:
 
 
 _LAST_WRITE = _LastWrite()
+
+
+def _known_columns(table: str, columns: Sequence[str]) -> None:
+    unknown = sorted(set(columns) - set(tables.SCHEMAS[table]))
+    if unknown:
+        raise KeyError(f"{table} has no column(s) {unknown}")
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -599,9 +604,7 @@ class Warehouse:
             if kept is not None:
                 if columns is None:
                     return kept
-                unknown = sorted(set(columns) - set(tables.SCHEMAS[table]))
-                if unknown:
-                    raise KeyError(f"{table} has no column(s) {unknown}")
+                _known_columns(table, columns)
                 return kept.select(columns)
         return self._read_files(table, self._files(table, hosts), columns)
 
@@ -611,9 +614,7 @@ class Warehouse:
         """One multi-file scan in the table's schema: files from older releases may lack a
         column (inserted as null) or carry one since dropped (ignored)."""
         if columns is not None:
-            unknown = sorted(set(columns) - set(tables.SCHEMAS[table]))
-            if unknown:
-                raise KeyError(f"{table} has no column(s) {unknown}")
+            _known_columns(table, columns)
         if not files:
             empty = tables.empty(table)
             return empty if columns is None else empty.select(columns)
