@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from freshness_pipeline.science.estimate import estimate_rates, prior_columns
 from freshness_pipeline.science.fingerprint import content_fingerprint
-from freshness_pipeline.warehouse.storage import Warehouse, escape_host_key
+from freshness_pipeline.warehouse.layout import escape_host_key
+from freshness_pipeline.warehouse.storage import Warehouse
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 

@@ -10,7 +10,9 @@ import polars as pl
 import pytest
 
 from freshness_pipeline.warehouse import tables
-from freshness_pipeline.warehouse.storage import Warehouse, escape_host_key, resolve_home
+from freshness_pipeline.warehouse.last_write import LAST_WRITE
+from freshness_pipeline.warehouse.layout import escape_host_key
+from freshness_pipeline.warehouse.storage import Warehouse, resolve_home
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 
@@ -85,8 +87,6 @@ def test_a_table_read_back_after_its_write_is_what_the_files_hold(tmp_path):
     the same rows in the same order (host by host in the order asked, each host's rows as
     written), the same schema, any subset of hosts and columns; and a file replaced since, by
     this process or another, is read from disk."""
-    from freshness_pipeline.warehouse import storage
-
     wh = Warehouse(tmp_path)
     hosts = ["b.example", "a.example:8080", "[::1]:81", "c.example"]  # c.example: no rows
     rows = pl.DataFrame(
@@ -101,7 +101,7 @@ def test_a_table_read_back_after_its_write_is_what_the_files_hold(tmp_path):
     wh.write_partitions("url_state", hosts, rows)
 
     def from_disk(asked, columns=None):
-        storage._LAST_WRITE.forget(str(wh.root), {"url_state"})
+        LAST_WRITE.forget(str(wh.root), {"url_state"})
         try:
             return wh.read("url_state", asked, columns=columns)
         finally:
@@ -114,14 +114,14 @@ def test_a_table_read_back_after_its_write_is_what_the_files_hold(tmp_path):
         (["c.example"], None),
     ]:
         kept = wh.read("url_state", asked, columns=columns)
-        assert storage._LAST_WRITE.recall(str(wh.root), "url_state", asked) is not None
+        assert LAST_WRITE.recall(str(wh.root), "url_state", asked) is not None
         disk = from_disk(asked, columns)
         assert kept.schema == disk.schema
         assert kept.equals(disk, null_equal=True), asked
     with pytest.raises(KeyError):
         wh.read("url_state", hosts, columns=["no_such_column"])
     # a host the write did not cover is read from disk, and so is every host with it
-    assert storage._LAST_WRITE.recall(str(wh.root), "url_state", [*hosts, "d.example"]) is None
+    assert LAST_WRITE.recall(str(wh.root), "url_state", [*hosts, "d.example"]) is None
 
     # another process replaces one host's file: the read sees the new file
     script = (
@@ -137,7 +137,7 @@ def test_a_table_read_back_after_its_write_is_what_the_files_hold(tmp_path):
     # and a write in this process of the same table drops what it kept
     wh.write_partitions("url_state", hosts, rows)
     wh.write_partition("url_state", "a.example:8080", state_rows("a.example:8080", 1))
-    assert storage._LAST_WRITE.recall(str(wh.root), "url_state", hosts) is None
+    assert LAST_WRITE.recall(str(wh.root), "url_state", hosts) is None
     assert wh.read("url_state", ["a.example:8080"]).height == 1
 
 

@@ -37,7 +37,8 @@ from freshness_pipeline.config import ConfigError, load_config
 from freshness_pipeline.science.changes import TEXT_FIELD
 from freshness_pipeline.science.normalize import InvalidURL, normalize_url, url_authority
 from freshness_pipeline.warehouse import tables
-from freshness_pipeline.warehouse.storage import Warehouse, scan_files
+from freshness_pipeline.warehouse.layout import scan_files
+from freshness_pipeline.warehouse.storage import Warehouse
 
 __all__ = [
     "FORMATS",

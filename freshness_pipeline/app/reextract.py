@@ -46,7 +46,8 @@ from freshness_pipeline.warehouse.archive import (
     ArchiveReader,
     archive_dir_for,
 )
-from freshness_pipeline.warehouse.storage import Warehouse, scan_files
+from freshness_pipeline.warehouse.layout import scan_files
+from freshness_pipeline.warehouse.storage import Warehouse
 
 __all__ = ["BATCH_PAGES", "DERIVED_AFTER", "ReextractInputError", "Reextracted", "reextract"]
 

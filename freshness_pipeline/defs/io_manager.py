@@ -5,7 +5,7 @@ duckdb 2 and cannot write a range of partitions in one go; this one writes every
 run from one frame and loads only the run's hosts (those its partitions cover, narrowed by a
 ``freshness/hosts`` tag). Dagster keeps no output between steps: each input is read through the
 warehouse, which answers a read of the table it wrote last from that frame while its files are
-unchanged (``storage._LastWrite``), so a run holds one step's frames and at most the one frame
+unchanged (``warehouse.last_write``), so a run holds one step's frames and at most the one frame
 its last write left.
 """
 

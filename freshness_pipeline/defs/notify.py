@@ -34,7 +34,8 @@ import polars as pl
 
 from freshness_pipeline.config import NotifyConfig
 from freshness_pipeline.warehouse import tables
-from freshness_pipeline.warehouse.storage import Warehouse, scan_files
+from freshness_pipeline.warehouse.layout import scan_files
+from freshness_pipeline.warehouse.storage import Warehouse
 
 __all__ = [
     "NotifyOutcome",

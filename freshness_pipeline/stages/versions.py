@@ -17,7 +17,8 @@ import polars as pl
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.science.changes import version_change
 from freshness_pipeline.warehouse import tables
-from freshness_pipeline.warehouse.storage import Warehouse, scan_files
+from freshness_pipeline.warehouse.layout import scan_files
+from freshness_pipeline.warehouse.storage import Warehouse
 
 __all__ = ["change_rows", "drop_excluded_fields", "previous_versions", "version_rows"]
 

@@ -42,7 +42,8 @@ from freshness_pipeline.warehouse.archive import (
     prepare_prune,
 )
 from freshness_pipeline.warehouse.crashpoints import crash_point
-from freshness_pipeline.warehouse.storage import HomeBusy, Warehouse, read_file, scan_files
+from freshness_pipeline.warehouse.layout import read_file, scan_files
+from freshness_pipeline.warehouse.storage import HomeBusy, Warehouse
 
 __all__ = ["RetentionSummary", "prune_history", "prune_home"]
 

@@ -14,17 +14,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
-import functools
-import hashlib
 import json
 import os
-import re
 import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,19 +31,18 @@ import polars as pl
 
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.crashpoints import crash_point
+from freshness_pipeline.warehouse.last_write import LAST_WRITE, Written
+from freshness_pipeline.warehouse.layout import (
+    PARTITION_FILE,
+    SCHEMA_DIR,
+    file_identity,
+    host_folder,
+    read_file,
+    scan_files,
+)
 from freshness_pipeline.warehouse.metrics_sql import METRIC_VIEWS
 
 HOME_ENV = "FRESHNESS_HOME"
-_SAFE_KEY_CHARS = re.compile(r"[^a-z0-9.\-_:\[\]]")
-# The longest folder name most file systems take (255 bytes) less "host=". The views read
-# ``host`` from the folder name (hive partitioning), so a key must reach it whole: every key of
-# up to 250 characters does; only a DNS name over 245 characters with a port, or over 250
-# without, is cut (and shows cut in the views).
-_MAX_KEY_LEN = 250
-# '%' alone never appears in an escaped key (escapes are always %XX), so no host can collide.
-_SCHEMA_DIR = "host=%schema"
-#: the one file of a host in a table that is not a history (tables.HISTORY_TABLES)
-_PARTITION_FILE = "data.parquet"
 # fetch_log is append-only history: nothing is pruned unless an operator asks
 # (``cycle --retention-days``); url_state keeps its own observation window regardless.
 DEFAULT_RETENTION_DAYS: float | None = None
@@ -62,106 +57,10 @@ def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
     return Path(chosen).expanduser().resolve()
 
 
-def escape_host_key(host: str) -> str:
-    """A folder name for a host key that cannot leave its folder or collide with another key.
-
-    Everything outside a conservative set is percent-encoded (so ``/``, ``\\``, NUL and ``%``
-    itself are), a leading dot is encoded (no ``.`` or ``..``), and very long keys are cut and
-    suffixed with a hash of the whole key.
-    """
-    key = host.lower()
-    escaped = _SAFE_KEY_CHARS.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode()), key)
-    if escaped.startswith("."):
-        escaped = "%2E" + escaped[1:]
-    if not escaped:
-        escaped = "%00"
-    if len(escaped) > _MAX_KEY_LEN:
-        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-        escaped = f"{escaped[: _MAX_KEY_LEN - 17]}~{digest}"
-    return escaped
-
-
-@dataclass(frozen=True)
-class _Written:
-    """A whole-table write of this process: the frame, and each host file's identity right
-    after it was put in place (inode, modification time, size)."""
-
-    root: str
-    table: str
-    frame: pl.DataFrame
-    files: dict[str, tuple[int, int, int]]
-
-
-class _LastWrite:
-    """The latest write of a (not history) table by this process, kept until the next write.
-
-    A cycle's step writes its table and the next step, and the checks between them, read it
-    straight back: at ten thousand hosts each such read opens ten thousand files, a second or
-    more that the frame just written already holds. A read of the same table for hosts the
-    write covered is answered from that frame when every one of their files is still the file
-    the write put there (same inode, time and size: a later replace by anyone, in any process,
-    is a new file), rows in the order the files would give them. One frame at a time is kept,
-    the last written, which its writer was holding anyway; any write of its table drops it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._written: _Written | None = None
-
-    def remember(self, written: _Written) -> None:
-        with self._lock:
-            self._written = written
-
-    def forget(self, root: str, tables_written: set[str]) -> None:
-        with self._lock:
-            last = self._written
-            if last is not None and last.root == root and last.table in tables_written:
-                self._written = None
-
-    def recall(self, root: str, table: str, hosts: list[str]) -> pl.DataFrame | None:
-        with self._lock:
-            last = self._written
-        if last is None or last.root != root or last.table != table:
-            return None
-        if len(set(hosts)) != len(hosts) or not last.files.keys() >= set(hosts):
-            return None
-        folder = f"{root}/{table}"
-        for host in hosts:
-            now = _file_identity(f"{folder}/{_host_folder(host)}/{_PARTITION_FILE}")
-            if now != last.files[host]:
-                return None
-        order = pl.DataFrame(
-            {"host": hosts, "_order": range(len(hosts))},
-            schema={"host": pl.String, "_order": pl.Int64},
-        )
-        return (
-            last.frame.join(order, on="host", how="inner", maintain_order="left")
-            .sort("_order", maintain_order=True)
-            .drop("_order")
-        )
-
-
-def _file_identity(path: str) -> tuple[int, int, int] | None:
-    try:
-        stat = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return stat.st_ino, stat.st_mtime_ns, stat.st_size
-
-
-_LAST_WRITE = _LastWrite()
-
-
 def _known_columns(table: str, columns: Sequence[str]) -> None:
     unknown = sorted(set(columns) - set(tables.SCHEMAS[table]))
     if unknown:
         raise KeyError(f"{table} has no column(s) {unknown}")
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _host_folder(host: str) -> str:
-    """The folder name of a host in every table; the same keys are escaped again for each
-    table and step of a cycle."""
-    return f"host={escape_host_key(host)}"
 
 
 class HomeBusy(RuntimeError):
@@ -269,26 +168,6 @@ def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC) if moment.tzinfo is not None else moment
 
 
-def scan_files(
-    files: Sequence[str | os.PathLike[str]] | str | os.PathLike[str], **options: Any
-) -> pl.LazyFrame:
-    """``pl.scan_parquet`` of warehouse files named one by one, never as glob patterns: a host
-    key keeps ``[`` and ``]`` (an IPv6 literal, ``[::1]:8080``), which polars would otherwise
-    read as a character class, matching nothing, so that host's rows were silently left out
-    of a multi-file read."""
-    named = (
-        [os.fspath(files)]
-        if isinstance(files, str | os.PathLike)
-        else [os.fspath(f) for f in files]
-    )
-    return pl.scan_parquet(named, glob=False, **options)
-
-
-def read_file(path: str | os.PathLike[str]) -> pl.DataFrame:
-    """One warehouse file (see :func:`scan_files` for why not ``pl.read_parquet``)."""
-    return pl.read_parquet(os.fspath(path), glob=False)
-
-
 def split_by(df: pl.DataFrame, column: str) -> dict[Any, pl.DataFrame]:
     """``df``'s rows per value of ``column``, each part gathered into arrays of its own.
 
@@ -363,13 +242,13 @@ class Warehouse:
         return self.root / table
 
     def partition_dir(self, table: str, host: str) -> Path:
-        path = self.table_dir(table) / f"host={escape_host_key(host)}"
+        path = self.table_dir(table) / host_folder(host)
         if path.parent != self.table_dir(table):
             raise ValueError(f"host key {host!r} escapes its table folder")
         return path
 
     def partition_file(self, table: str, host: str) -> Path:
-        return self.partition_dir(table, host) / _PARTITION_FILE
+        return self.partition_dir(table, host) / PARTITION_FILE
 
     # ---- writes ------------------------------------------------------------------------------
     @staticmethod
@@ -402,7 +281,7 @@ class Warehouse:
         files to sweep."""
         if not jobs:
             return
-        _LAST_WRITE.forget(str(self.root), {target.parent.parent.name for _, target in jobs})
+        LAST_WRITE.forget(str(self.root), {target.parent.parent.name for _, target in jobs})
         many = len(jobs) >= 2 * WRITERS
         temps: list[Path | None] = [None] * len(jobs)
         replaced: list[Path] = []
@@ -490,11 +369,11 @@ class Warehouse:
         )
         files: dict[str, tuple[int, int, int]] = {}
         for host, target in zip(hosts, targets, strict=True):
-            identity = _file_identity(str(target))
+            identity = file_identity(str(target))
             if identity is None:  # gone already (another process): nothing to vouch for
                 return len(hosts)
             files[host] = identity
-        _LAST_WRITE.remember(_Written(str(self.root), table, df, files))
+        LAST_WRITE.remember(Written(str(self.root), table, df, files))
         return len(hosts)
 
     def append_cycle(
@@ -563,7 +442,7 @@ class Warehouse:
         base = self.table_dir(table)
         if hosts is None:
             return sorted(
-                str(p) for p in base.glob("host=*/*.parquet") if p.parent.name != _SCHEMA_DIR
+                str(p) for p in base.glob("host=*/*.parquet") if p.parent.name != SCHEMA_DIR
             )
         root = os.fspath(base)
         try:
@@ -573,13 +452,13 @@ class Warehouse:
         history = table in tables.HISTORY_TABLES
         files: list[str] = []
         for host in hosts:
-            name = _host_folder(host)
+            name = host_folder(host)
             if name not in folders:
                 continue
             folder = f"{root}/{name}"
             if not history:
-                if os.path.isfile(f"{folder}/{_PARTITION_FILE}"):
-                    files.append(f"{folder}/{_PARTITION_FILE}")
+                if os.path.isfile(f"{folder}/{PARTITION_FILE}"):
+                    files.append(f"{folder}/{PARTITION_FILE}")
                 continue
             try:
                 names = sorted(e.name for e in os.scandir(folder) if e.name.endswith(".parquet"))
@@ -597,10 +476,10 @@ class Warehouse:
         """The rows of ``table`` for ``hosts`` (all hosts when None), in the table's schema, or
         only its ``columns`` (read off the files, not the whole table and then dropped). What
         this process wrote last, and is still on disk as written, is not read again
-        (:class:`_LastWrite`)."""
+        (:class:`LastWrite`)."""
         if hosts is not None and table not in tables.HISTORY_TABLES:
             hosts = list(hosts)
-            kept = _LAST_WRITE.recall(str(self.root), table, hosts)
+            kept = LAST_WRITE.recall(str(self.root), table, hosts)
             if kept is not None:
                 if columns is None:
                     return kept
@@ -637,7 +516,7 @@ class Warehouse:
         hosts: set[str] = set()
         cut: list[Path] = []
         for entry in os.scandir(base):
-            if not entry.name.startswith("host=") or entry.name == _SCHEMA_DIR:
+            if not entry.name.startswith("host=") or entry.name == SCHEMA_DIR:
                 continue
             files = [f.path for f in os.scandir(entry.path) if f.name.endswith(".parquet")]
             if not files:
@@ -754,7 +633,7 @@ class Warehouse:
         marker = self.root / "_views.json"
         signature = self._signature()
         for table in tables.VIEW_TABLES:
-            seed = self.table_dir(table) / _SCHEMA_DIR / "data.parquet"
+            seed = self.table_dir(table) / SCHEMA_DIR / "data.parquet"
             if not seed.exists() or force:
                 self._atomic_write(tables.empty(table), seed)
         if (
