@@ -83,21 +83,26 @@ def hand_written_home(root: Path) -> Warehouse:
     return wh
 
 
+def run_retention(instance: dg.DagsterInstance, home: Path) -> dg.ExecuteInProcessResult:
+    """The retention step over every host of the hand-written home, as one range run."""
+    return dg.materialize(
+        [retention],
+        instance=instance,
+        resources={
+            "warehouse": WarehouseResource(home=str(home)),
+            "cycle": CycleResource(now=NOW.isoformat()),
+        },
+        tags=range_tags(HOSTS[0], HOSTS[-1], bucket="test"),
+    )
+
+
 def test_a_range_run_prunes_the_home_and_gives_each_partition_its_own_figures(
     tmp_path: Path,
 ) -> None:
     wh = hand_written_home(tmp_path)
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(hosts_partitions.name, HOSTS)
-    result = dg.materialize(
-        [retention],
-        instance=instance,
-        resources={
-            "warehouse": WarehouseResource(home=str(tmp_path)),
-            "cycle": CycleResource(now=NOW.isoformat()),
-        },
-        tags=range_tags(HOSTS[0], HOSTS[-1], bucket="test"),
-    )
+    result = run_retention(instance, tmp_path)
     assert result.success
     a, b, c = HOSTS
     assert kept(wh, "page_versions", a) == {("/x", 20.0), ("/l", 0.0)}
@@ -122,15 +127,7 @@ def test_a_range_run_prunes_the_home_and_gives_each_partition_its_own_figures(
         c: {"page_versions_rows": 0, "changes_rows": 0},
     }
     # nothing left to expire: the next run says so
-    again = dg.materialize(
-        [retention],
-        instance=instance,
-        resources={
-            "warehouse": WarehouseResource(home=str(tmp_path)),
-            "cycle": CycleResource(now=NOW.isoformat()),
-        },
-        tags=range_tags(HOSTS[0], HOSTS[-1], bucket="test"),
-    )
+    again = run_retention(instance, tmp_path)
     (observation,) = [
         e.asset_observation_data.asset_observation for e in again.get_asset_observation_events()
     ]
