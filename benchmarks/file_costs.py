@@ -11,8 +11,10 @@ floor under every step. This measures that cost in one run, on the same rows lai
 warehouse lays them (``Warehouse.write_partitions`` and ``Warehouse.read``, as the steps call
 them) and as the alternatives a reader might think of:
 
-- **warehouse**: the table written host by host and read back for all hosts, the way a step
-  writes its output and the next one (or a check) reads it;
+- **warehouse**: the table written host by host (first into empty folders, then replacing
+  every file, as each later cycle does) and read back for all hosts from its files, the way a
+  step reads a table another step or cycle wrote; and read right after its write, which the
+  warehouse answers from the frame it wrote (``warehouse/last_write.py``);
 - **one file**: the same rows as one Parquet file, written and read once (what the contract
   rules out; the floor of the bytes and the encoder's work per row);
 - **Parquet to memory**: every host's rows encoded to an in-memory buffer, no file at all (the
@@ -51,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import cpu_model, own_cpu_seconds  # noqa: E402 - benchmarks/, beside this script
 
 from freshness_pipeline.warehouse import tables  # noqa: E402
+from freshness_pipeline.warehouse.last_write import LAST_WRITE  # noqa: E402
 from freshness_pipeline.warehouse.storage import Warehouse, split_by, wait_for_freed_files  # noqa: E402
 
 NOW = datetime(2026, 3, 2, 12, tzinfo=UTC)
@@ -121,6 +124,10 @@ def one_round(
     # written twice: the second replaces every file, as each cycle after the first does
     figures["warehouse replace"] = measured(lambda: wh.write_partitions(table, hosts, frame))
     wait_for_freed_files()
+    # right after the write, the warehouse answers from the frame it wrote (last_write.py);
+    # a read in another step or process opens the files
+    figures["warehouse read, right after"] = measured(lambda: wh.read(table, hosts))
+    LAST_WRITE.forget(str(wh.root), {table})
     figures["warehouse read"] = measured(lambda: wh.read(table, hosts))
     sizes = [os.stat(path).st_size for path in wh.files(table, hosts)]
 
