@@ -13,6 +13,7 @@ deferred there.
 import concurrent.futures
 import contextlib
 import ctypes
+import functools
 import multiprocessing
 import os
 import time
@@ -256,38 +257,26 @@ def run_fetch_stage(
     """
     settings = replace(settings, cycle_now=now)
     groups = host_groups(plan, hosts, processes)
+    # what every part gets alike; each part is its rows of the plan and its hosts
+    fetch = functools.partial(
+        _fetch_hosts,
+        now=now,
+        home=wh.home,
+        config=config,
+        settings=settings,
+        allow=allow,
+        archive=archive,
+    )
     if len(groups) <= 1:
-        return _fetch_hosts(plan, hosts, now, wh.home, config, settings, allow, archive)
-    jobs = [
-        (
-            plan.filter(pl.col("host").is_in(group)),
-            group,
-            now,
-            wh.home,
-            config,
-            settings,
-            allow,
-            archive,
-        )
-        for group in groups
-    ]
+        return fetch(plan, hosts)
     idle = sorted(set(hosts) - {h for g in groups for h in g})
     spawn = multiprocessing.get_context("spawn")  # no fork of a process running threads
-    with concurrent.futures.ProcessPoolExecutor(len(jobs), mp_context=spawn) as pool:
-        parts = list(pool.map(_fetch_hosts, *zip(*jobs, strict=True)))
-    if idle:
-        parts.append(
-            _fetch_hosts(
-                plan.filter(pl.col("host").is_in(idle)),
-                idle,
-                now,
-                wh.home,
-                config,
-                settings,
-                allow,
-                archive,
-            )
+    with concurrent.futures.ProcessPoolExecutor(len(groups), mp_context=spawn) as pool:
+        parts = list(
+            pool.map(fetch, [plan.filter(pl.col("host").is_in(g)) for g in groups], groups)
         )
+    if idle:
+        parts.append(fetch(plan.filter(pl.col("host").is_in(idle)), idle))
     return FetchStage(
         frame=pl.concat([p.frame for p in parts], how="vertical_relaxed"),
         throttled=[t for p in parts for t in p.throttled],
