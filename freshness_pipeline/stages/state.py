@@ -48,6 +48,22 @@ def plan_threshold(plan: pl.DataFrame) -> float:
     return float(lowest) if isinstance(lowest, int | float) else 0.0  # None: no priority bought
 
 
+#: what merge_state takes of this cycle's sent results, under the names it joins them by
+_RESULT_ALIASES = {
+    "fetched_at": "r_at",
+    "outcome": "r_outcome",
+    "http_status": "r_status",
+    "fingerprint": "r_fp",
+    "fingerprint_version": "r_fp_version",
+    "etag": "r_etag",
+    "last_modified": "r_last_modified",
+    "location": "r_location",
+    "content_age_days": "r_age",
+    "dates_changes": "r_dates",
+    "archived": "r_archived",
+}
+
+
 def merge_state(
     previous: pl.DataFrame, candidates: pl.DataFrame, results: pl.DataFrame, now: datetime
 ) -> pl.DataFrame:
@@ -62,27 +78,11 @@ def merge_state(
         pl.col("allowed").alias("c_allowed"),
         pl.col("lastmod").alias("c_lastmod"),
     )
-    sent = results.filter(pl.col("sent")).select(
-        "url",
-        pl.col("fetched_at").alias("r_at"),
-        pl.col("outcome").alias("r_outcome"),
-        pl.col("http_status").alias("r_status"),
-        pl.col("fingerprint").alias("r_fp"),
-        pl.col("fingerprint_version").alias("r_fp_version"),
-        pl.col("etag").alias("r_etag"),
-        pl.col("last_modified").alias("r_last_modified"),
-        pl.col("location").alias("r_location"),
-        (
-            pl.col("content_age_days")
-            if "content_age_days" in results.columns
-            else pl.lit(None, pl.Float64)
-        ).alias("r_age"),
-        pl.col("dates_changes").alias("r_dates")
-        if "dates_changes" in results.columns
-        else pl.lit(None, pl.Boolean).alias("r_dates"),
-        (pl.col("archived") if "archived" in results.columns else pl.lit(None, pl.String)).alias(
-            "r_archived"
-        ),
+    # a results frame from before a column existed has it as nulls (conform)
+    sent = (
+        tables.conform("fetch_results", results)
+        .filter(pl.col("sent"))
+        .select("url", *(pl.col(c).alias(alias) for c, alias in _RESULT_ALIASES.items()))
     )
     merged = prev.join(cand, on="url", how="full", coalesce=True).join(sent, on="url", how="left")
     outcome = pl.col("r_outcome")
