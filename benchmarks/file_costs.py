@@ -60,15 +60,19 @@ NOW = datetime(2026, 3, 2, 12, tzinfo=UTC)
 OBSERVATIONS = 10
 
 
+def pages(hosts: list[str], rows: int) -> dict[str, list[str]]:
+    """``rows`` URLs on each host, the hosts interleaved (as a crawl's rows arrive)."""
+    host = [hosts[i % len(hosts)] for i in range(len(hosts) * rows)]
+    return {"url": [f"http://{h}/section/page-{i}.html" for i, h in enumerate(host)], "host": host}
+
+
 def inventory_rows(hosts: list[str], rows: int) -> pl.DataFrame:
     n = len(hosts) * rows
-    host = [hosts[i % len(hosts)] for i in range(n)]
     return tables.conform(
         "url_inventory",
         pl.DataFrame(
             {
-                "url": [f"http://{h}/section/page-{i}.html" for i, h in enumerate(host)],
-                "host": host,
+                **pages(hosts, rows),
                 "source": "seed",
                 "value": [1.0 + (i % 7) for i in range(n)],
                 "first_seen_at": NOW - timedelta(days=30),
@@ -80,13 +84,11 @@ def inventory_rows(hosts: list[str], rows: int) -> pl.DataFrame:
 
 def state_rows(hosts: list[str], rows: int) -> pl.DataFrame:
     n = len(hosts) * rows
-    host = [hosts[i % len(hosts)] for i in range(n)]
     return tables.conform(
         "url_state",
         pl.DataFrame(
             {
-                "url": [f"http://{h}/section/page-{i}.html" for i, h in enumerate(host)],
-                "host": host,
+                **pages(hosts, rows),
                 "status": "active",
                 "value": 1.0,
                 "last_fetched_at": NOW,
