@@ -62,6 +62,7 @@ from harness import (  # benchmarks/, beside this script
     own_cpu_seconds,
     own_peak_rss_mb,
     process_cpu_seconds,
+    publish,
     reaped_children_cpu_seconds,
     result_in,
     send_result,
@@ -874,10 +875,7 @@ def main() -> None:
             urls = [(f"http://{address(h)}:{server.port}{p}", h) for h, p, _ in files]
             res = measure(args, work, server, files, urls, scrapy_python)
     text = report(args, res)
-    print()
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    publish(text, args.out)
 
 
 def measure(

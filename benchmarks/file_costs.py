@@ -50,7 +50,7 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import cpu_model, own_cpu_seconds  # noqa: E402 - benchmarks/, beside this script
+from harness import cpu_model, own_cpu_seconds, publish  # noqa: E402 - benchmarks/, beside this script
 
 from freshness_pipeline.warehouse import tables  # noqa: E402
 from freshness_pipeline.warehouse.last_write import LAST_WRITE  # noqa: E402
@@ -262,10 +262,7 @@ def main() -> None:
             found[table] = one_table(table, frame, hosts, Path(tmp), args.rounds)
             del frame
     text = report(args, found, rows_by_table)
-    print()
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    publish(text, args.out)
 
 
 if __name__ == "__main__":

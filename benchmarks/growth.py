@@ -65,6 +65,7 @@ from harness import (  # benchmarks/, beside this script
     own_peak_rss_mb,
     own_rss_mb,
     process_cpu_seconds,
+    publish,
     reset_own_peak_rss,
     run_child,
     send_progress,
@@ -758,10 +759,7 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(saved))
     text = report(args, saved)
-    print()
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    publish(text, args.out)
 
 
 if __name__ == "__main__":

@@ -239,6 +239,14 @@ def run_measured(
     )
 
 
+def publish(text: str, out: str | Path | None) -> None:
+    """A benchmark's report: printed after a blank line, and written to ``out`` when given."""
+    print()
+    print(text)
+    if out:
+        Path(out).write_text(text + "\n")
+
+
 # ---- a phase in a child: the script itself again ------------------------------------------------
 
 RESULT = "RESULT "

@@ -55,7 +55,7 @@ from pathlib import Path
 
 from growth import SITE as GROWTH_SITE  # benchmarks/, beside this script
 from growth import write_site
-from harness import run_measured, tree_rss_kb
+from harness import publish, run_measured, tree_rss_kb
 from loopback_nginx import NginxSite, running_nginx
 
 CLASSES = ("index", "listing", "article", "detail", "static")
@@ -524,10 +524,7 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(saved))
     text = report(saved)
-    print()
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    publish(text, args.out)
 
 
 if __name__ == "__main__":
