@@ -255,8 +255,8 @@ def refit_prior(state, previous):
     return refit_change_prior(state, previous, now=NOW)
 
 
-def plan_inputs(state, seed: int):
-    """The next cycle's candidates with the columns plan_inputs passes that the planner and the
+def synthetic_plan_inputs(state, seed: int):
+    """The next cycle's candidates with the columns stages.plan.plan_inputs passes that the planner and the
     change prior read (the history lists and last_seen_at included, as the asset passes them
     through build_plan), and a per-host capacity between 5 and 30 fetches (binding on some
     hosts, not all)."""
@@ -415,7 +415,7 @@ def phase_run(args: argparse.Namespace) -> dict:
     step("estimate")
     prior = refit_prior(estimated, previous)
     step("refit")
-    inputs, capacity = plan_inputs(estimated, args.seed)
+    inputs, capacity = synthetic_plan_inputs(estimated, args.seed)
     inputs = with_gains(inputs, prior)
     step("gains")
     plan = plan_next(inputs, capacity, args.budget)
