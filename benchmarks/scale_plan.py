@@ -256,10 +256,10 @@ def refit_prior(state, previous):
 
 
 def synthetic_plan_inputs(state, seed: int):
-    """The next cycle's candidates with the columns stages.plan.plan_inputs passes that the planner and the
-    change prior read (the history lists and last_seen_at included, as the asset passes them
-    through build_plan), and a per-host capacity between 5 and 30 fetches (binding on some
-    hosts, not all)."""
+    """The next cycle's candidates with the columns stages.plan.plan_inputs passes that the
+    planner and the change prior read (the history lists and last_seen_at included, as the
+    asset passes them through build_plan), and a per-host capacity between 5 and 30 fetches
+    (binding on some hosts, not all)."""
     import polars as pl
 
     inputs = state.select(
