@@ -32,28 +32,21 @@ def _run(context: dg.InputContext | dg.OutputContext) -> tuple[Mapping[str, str]
 class WarehouseIOManager(dg.ConfigurableIOManager):
     home: str = ""
 
-    def _warehouse(self) -> Warehouse:
-        return Warehouse(self.home or None)
+    def _table_hosts(
+        self, context: dg.InputContext | dg.OutputContext
+    ) -> tuple[Warehouse, str, list[str]]:
+        """The warehouse, the asset's table and the hosts the run's partitions cover."""
+        wh = Warehouse(self.home or None)
+        hosts = partition_hosts(
+            context.asset_partition_keys, context.asset_partitions_def, wh, *_run(context)
+        )
+        return wh, context.asset_key.path[-1], hosts
 
     def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
-        table = context.asset_key.path[-1]
-        wh = self._warehouse()
-        hosts = partition_hosts(
-            context.asset_partition_keys,
-            context.asset_partitions_def,
-            wh,
-            *_run(context),
-        )
+        wh, table, hosts = self._table_hosts(context)
         wh.write_partitions(table, hosts, obj)
 
     def load_input(self, context: dg.InputContext) -> pl.DataFrame:
-        table = context.asset_key.path[-1]
-        wh = self._warehouse()
-        hosts = partition_hosts(
-            context.asset_partition_keys,
-            context.asset_partitions_def,
-            wh,
-            *_run(context),
-        )
+        wh, table, hosts = self._table_hosts(context)
         columns = (context.definition_metadata or {}).get(COLUMNS_KEY)
         return wh.read(table, hosts, columns=columns)

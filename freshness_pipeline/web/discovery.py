@@ -24,7 +24,7 @@ from typing import Any
 import aiohttp
 
 from freshness_pipeline.warehouse.archive import ArchiveWriter
-from freshness_pipeline.web.client.cycle import run_sync
+from freshness_pipeline.web.client.cycle import blocking
 from freshness_pipeline.web.client.session import open_session
 from freshness_pipeline.web.client.settings import FetchSettings
 from freshness_pipeline.web.netguard import IPNetwork
@@ -239,6 +239,10 @@ async def discover_hosts_async(
     allow: Iterable[IPNetwork] | None = None,
     archive: ArchiveWriter | None = None,
 ) -> list[HostDiscovery]:
+    """Robots, sitemap entries, counts and problems for every target, in target order; every
+    answer archived (kind robots or sitemap) when ``archive`` is given."""
+    if not targets:
+        return []
     gate = asyncio.Semaphore(HOSTS_AT_ONCE)
     async with open_session(settings, allow=allow) as session:
 
@@ -249,18 +253,5 @@ async def discover_hosts_async(
         return list(await asyncio.gather(*(bounded(t) for t in targets)))
 
 
-def discover_hosts(
-    targets: Sequence[DiscoveryTarget],
-    *,
-    now: datetime,
-    settings: FetchSettings,
-    allow: Iterable[IPNetwork] | None = None,
-    archive: ArchiveWriter | None = None,
-) -> list[HostDiscovery]:
-    """Robots, sitemap entries, counts and problems for every target, in target order; every
-    answer archived (kind robots or sitemap) when ``archive`` is given."""
-    if not targets:
-        return []
-    return run_sync(
-        discover_hosts_async(targets, now=now, settings=settings, allow=allow, archive=archive)
-    )
+#: :func:`discover_hosts_async` for synchronous callers (the inventory stage).
+discover_hosts = blocking(discover_hosts_async)

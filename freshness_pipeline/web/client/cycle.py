@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import time
-from collections.abc import Coroutine, Iterable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 from aiohttp.abc import AbstractResolver
 
@@ -27,9 +28,10 @@ from freshness_pipeline.web.client.settings import FetchSettings
 from freshness_pipeline.web.netguard import IPNetwork, allowed_networks, check_url_scheme
 from freshness_pipeline.web.throttle import Throttles
 
-__all__ = ["fetch_all", "fetch_all_sync", "run_sync"]
+__all__ = ["blocking", "fetch_all", "fetch_all_sync", "run_sync"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 async def fetch_all(
@@ -61,14 +63,7 @@ async def fetch_all(
         try:
             check_url_scheme(req.url)
         except ValueError as exc:
-            results[i] = FetchResult(
-                url=req.url,
-                host=key,
-                http_status=None,
-                outcome="error",
-                error=str(exc),
-                sent=False,
-            )
+            results[i] = FetchResult.unsent(req.url, key, "error", str(exc))
             continue
         groups.setdefault(key, []).append(i)
 
@@ -110,25 +105,15 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coro).result()
 
 
-def fetch_all_sync(
-    requests: Sequence[FetchRequest],
-    settings: FetchSettings,
-    *,
-    allow: Iterable[IPNetwork] | None = None,
-    fingerprint: Fingerprinter | None = None,
-    resolver: AbstractResolver | None = None,
-    throttles: Throttles | None = None,
-    archive: ArchiveWriter | None = None,
-) -> list[FetchResult]:
-    """:func:`fetch_all` for synchronous callers; see :func:`run_sync`."""
-    return run_sync(
-        fetch_all(
-            requests,
-            settings,
-            allow=allow,
-            fingerprint=fingerprint,
-            resolver=resolver,
-            throttles=throttles,
-            archive=archive,
-        )
-    )
+def blocking(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """``fn`` for synchronous callers, same arguments: each call runs through :func:`run_sync`."""
+
+    @functools.wraps(fn)
+    def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(fn(*args, **kwargs))
+
+    return call
+
+
+#: :func:`fetch_all` for synchronous callers.
+fetch_all_sync = blocking(fetch_all)

@@ -109,6 +109,21 @@ class FetchResult:
     text: str | None = None
     fields: str | None = None  # JSON object
 
+    @classmethod
+    def unsent(
+        cls, url: str, host: str, outcome: Outcome, error: str, retry_after_s: float | None = None
+    ) -> FetchResult:
+        """A planned page nothing went on the wire for, and why."""
+        return cls(
+            url=url,
+            host=host,
+            http_status=None,
+            outcome=outcome,
+            retry_after_s=retry_after_s,
+            error=error,
+            sent=False,
+        )
+
 
 def host_key(url: str) -> str:
     """The host partition key (lower-cased host[:port], default port dropped) of a URL; the raw

@@ -87,16 +87,8 @@ class HostRun:
     def _skip(
         self, i: int, outcome: Outcome, reason: str, retry_after: float | None = None
     ) -> None:
-        req = self.requests[i]
-        self.results[i] = FetchResult(
-            url=req.url,
-            host=self.key,
-            http_status=None,
-            outcome=outcome,
-            retry_after_s=retry_after,
-            error=reason,
-            sent=False,
-            conditional=False,
+        self.results[i] = FetchResult.unsent(
+            self.requests[i].url, self.key, outcome, reason, retry_after
         )
 
     def _stopped(self, i: int) -> bool:
