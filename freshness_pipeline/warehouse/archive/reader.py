@@ -22,6 +22,7 @@ from freshness_pipeline.warehouse.archive.records import (
     ArchiveFormatError,
     OriginalNotFound,
     RecordLocation,
+    header_value,
     parse_warc_date,
 )
 
@@ -54,11 +55,7 @@ class StoredRecord:
     payload: bytes
 
     def header(self, name: str) -> str | None:
-        lower = name.lower()
-        for key, value in self.warc_headers:
-            if key.lower() == lower:
-                return value
-        return None
+        return header_value(self.warc_headers, name)
 
     @property
     def record_id(self) -> str | None:
@@ -213,11 +210,7 @@ class ArchivedResponse:
     record_headers: tuple[tuple[str, str], ...]
 
     def header(self, name: str) -> str | None:
-        lower = name.lower()
-        for key, value in self.headers:
-            if key.lower() == lower:
-                return value
-        return None
+        return header_value(self.headers, name)
 
     def decoded_body(self, limit: int = 64 * 1024 * 1024) -> bytes:
         """The body with its stored Content-Encoding undone (gzip, deflate), at most ``limit`` bytes."""

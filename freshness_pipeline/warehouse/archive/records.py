@@ -33,6 +33,7 @@ __all__ = [
     "PROFILE_IDENTICAL_PAYLOAD",
     "PROFILE_SERVER_NOT_MODIFIED",
     "RecordLocation",
+    "header_value",
     "parse_warc_date",
     "warc_date",
 ]
@@ -133,6 +134,12 @@ def _json(value: object) -> str:
 # was a large share of building an exchange.
 _VALID_NAMES: dict[str | bytes, str] = {}
 _MAX_VALID_NAMES = 4096
+
+
+def header_value(pairs: Iterable[tuple[str, str]], name: str) -> str | None:
+    """The first value of header ``name`` (any case) among ``pairs``; None when absent."""
+    lower = name.lower()
+    return next((value for key, value in pairs if key.lower() == lower), None)
 
 
 def _header_pairs(

@@ -73,6 +73,7 @@ from freshness_pipeline.warehouse.archive.records import (
     CompletedWarc,
     FetchKind,
     HttpExchange,
+    header_value,
     parse_warc_date,
     warc_date,
 )
@@ -309,9 +310,7 @@ class ArchiveWriter:
             key = (previous.urlkey if known and previous is not None else None) or url_key(
                 exchange.url
             )
-            mime = mime_type(
-                next((v for k, v in exchange.response_pairs if k.lower() == "content-type"), None)
-            )
+            mime = mime_type(header_value(exchange.response_pairs, "Content-Type"))
             if encoded.record_type == "response":
                 original: ArchivedOriginal | None = ArchivedOriginal(
                     target_uri=exchange.url,
