@@ -58,6 +58,26 @@ def _kind(body: bytes, content_type: str | None) -> str:
     return "binary"
 
 
+def _read(body: bytes, content_type: str | None) -> tuple[bytes, str]:
+    """The body as bytes (anything that is not becomes empty: a fingerprint never raises) and
+    what it reads as."""
+    try:
+        data = bytes(body)
+    except (TypeError, ValueError):
+        data = b""
+    return data, _kind(data, content_type)
+
+
+def _html_source(data: bytes, content_type: str | None) -> bytes | str:
+    """What the HTML parser is given: the bytes when they are UTF-8 (it decodes them faster),
+    else the text decoded by the declared or sniffed charset."""
+    return data if reads_as_utf8(data, content_type) else decode_body(data, content_type)
+
+
+def _digest(text: str) -> str:
+    return xxhash.xxh3_64_hexdigest(normalize_content(text).encode("utf-8", "replace"))
+
+
 def content_kind(body: bytes, content_type: str | None) -> str:
     """What :func:`content_record` reads a body as ("html", "text" or "binary"). Only an HTML
     body's fingerprint depends on a class's selectors and fields, so ``freshness reextract``
@@ -74,21 +94,12 @@ def content_fingerprint(
     text types (``text/*``, JSON, XML) are decoded then normalized; anything else is hashed as
     raw bytes, since there is no text to clean. Invalid ``selectors`` still raise ValueError.
     """
-    try:
-        data = bytes(body)
-    except (TypeError, ValueError):
-        data = b""
-    kind = _kind(data, content_type)
+    data, kind = _read(body, content_type)
     if kind == "binary":
         return xxhash.xxh3_64_hexdigest(data)
     if kind == "html":
-        text = extract(
-            data if reads_as_utf8(data, content_type) else decode_body(data, content_type),
-            selectors,
-        )
-    else:
-        text = decode_body(data, content_type)
-    return xxhash.xxh3_64_hexdigest(normalize_content(text).encode("utf-8", "replace"))
+        return _digest(extract(_html_source(data, content_type), selectors))
+    return _digest(decode_body(data, content_type))
 
 
 @dataclass(frozen=True)
@@ -119,31 +130,22 @@ def content_record(
     the same extraction: reading them costs a second walk over the content, which only a
     version worth keeping pays. Non-HTML text has its decoded text and no title; binary
     content only its fingerprint (versioned by its bytes)."""
-    try:
-        data = bytes(body)
-    except (TypeError, ValueError):
-        data = b""
-    kind = _kind(data, content_type)
+    data, kind = _read(body, content_type)
     if kind == "binary":
         digest = xxhash.xxh3_64_hexdigest(data)
         return ContentRecord(digest, fields={} if digest != previous else None)
     if kind != "html":
         text = decode_body(data, content_type)
-        digest = xxhash.xxh3_64_hexdigest(normalize_content(text).encode("utf-8", "replace"))
+        digest = _digest(text)
         if digest == previous:
             return ContentRecord(digest)
         lines = fold_lines(text)
         return ContentRecord(digest, None, lines, {"text": lines})
-    extraction = Extraction(
-        data if reads_as_utf8(data, content_type) else decode_body(data, content_type),
-        selectors,
-        fields,
-        json_ld,
-    )
+    extraction = Extraction(_html_source(data, content_type), selectors, fields, json_ld)
     hashed = extraction.text
     if extraction.fields:
         hashed += "".join(f"\n{k}\t{v or ''}" for k, v in sorted(extraction.fields.items()))
-    digest = xxhash.xxh3_64_hexdigest(normalize_content(hashed).encode("utf-8", "replace"))
+    digest = _digest(hashed)
     if digest == previous:
         return ContentRecord(digest)
     title = extraction.title or None
