@@ -4,6 +4,7 @@ re-extraction without fetching (following a revisit to its original), every reco
 
 from __future__ import annotations
 
+import contextlib
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,7 +14,10 @@ from pathlib import Path
 
 from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
 from warcio.exceptions import ArchiveLoadFailed  # type: ignore[import-untyped]
-from warcio.recordloader import ArcWarcRecordLoader  # type: ignore[import-untyped]
+from warcio.recordloader import (  # type: ignore[import-untyped]
+    ArcWarcRecord,
+    ArcWarcRecordLoader,
+)
 from warcio.statusandheaders import StatusAndHeaders  # type: ignore[import-untyped]
 
 from freshness_pipeline.warehouse.archive.index import ArchiveIndex
@@ -75,17 +79,28 @@ class StoredRecord:
         return RecordLocation(self.warc_filename, self.offset, self.length)
 
 
-def _http_parts(
-    http: StatusAndHeaders | None,
-) -> tuple[int | None, str | None, tuple[tuple[str, str], ...]]:
-    if not http:
-        return None, None, ()
-    code, _, reason = http.statusline.partition(" ")
-    try:
-        status: int | None = int(code)
-    except ValueError:
-        status = None
-    return status, reason, tuple((str(k), str(v)) for k, v in http.headers)
+def _stored(record: ArcWarcRecord, where: RecordLocation, payload: bytes) -> StoredRecord:
+    """A record warcio parsed, as this package reads it."""
+    http: StatusAndHeaders | None = record.http_headers
+    status: int | None = None
+    reason: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    if http:
+        code, _, reason = http.statusline.partition(" ")
+        with contextlib.suppress(ValueError):
+            status = int(code)
+        headers = tuple((str(k), str(v)) for k, v in http.headers)
+    return StoredRecord(
+        warc_filename=where.warc_filename,
+        offset=where.warc_offset,
+        length=where.warc_length,
+        record_type=record.rec_type,
+        warc_headers=tuple((str(k), str(v)) for k, v in record.rec_headers.headers),
+        http_status=status,
+        http_reason=reason,
+        http_headers=headers,
+        payload=payload,
+    )
 
 
 def _resolve(archive_dir: Path, warc_filename: str) -> Path:
@@ -111,17 +126,12 @@ def iter_records(
             iterator = ArchiveIterator(fh)
             for record in iterator:
                 payload = record.raw_stream.read() if payloads else b""
-                status, reason, headers = _http_parts(record.http_headers)
-                yield StoredRecord(
-                    warc_filename=name,
-                    offset=iterator.get_record_offset(),
-                    length=iterator.get_record_length(),
-                    record_type=record.rec_type,
-                    warc_headers=tuple((str(k), str(v)) for k, v in record.rec_headers.headers),
-                    http_status=status,
-                    http_reason=reason,
-                    http_headers=headers,
-                    payload=payload,
+                yield _stored(
+                    record,
+                    RecordLocation(
+                        name, iterator.get_record_offset(), iterator.get_record_length()
+                    ),
+                    payload,
                 )
     except (ArchiveLoadFailed, EOFError, zlib.error) as exc:
         raise ArchiveFormatError(f"{path} is not a whole WARC file: {exc}") from exc
@@ -169,18 +179,7 @@ def read_record(
             except (ArchiveLoadFailed, EOFError, ValueError) as exc:
                 raise ArchiveFormatError(f"{where} is not a WARC record: {exc}") from exc
             payload = record.raw_stream.read()
-    status, reason, headers = _http_parts(record.http_headers)
-    return StoredRecord(
-        warc_filename=warc_filename,
-        offset=offset,
-        length=length,
-        record_type=record.rec_type,
-        warc_headers=tuple((str(k), str(v)) for k, v in record.rec_headers.headers),
-        http_status=status,
-        http_reason=reason,
-        http_headers=headers,
-        payload=payload,
-    )
+    return _stored(record, RecordLocation(warc_filename, offset, length), payload)
 
 
 @dataclass(frozen=True)
