@@ -56,6 +56,13 @@ NowOption = Annotated[
 ]
 
 
+def _failed(label: str, message: object, code: int) -> typer.Exit:
+    """Say on stderr what went wrong, in red after ``label``; the caller raises the Exit
+    (2: bad input, 1: the command failed, BUSY_EXIT: another command holds the home)."""
+    errors.print(f"[red]{label}:[/] {escape(str(message))}")
+    return typer.Exit(code)
+
+
 def _unwritable(exc: OSError, what: str) -> typer.Exit:
     """One line for a home that cannot be written (read-only, full, a missing parent), as every
     command says it, instead of a traceback; the caller raises the returned Exit (1)."""
@@ -78,8 +85,7 @@ def _moment(text: str, option: str) -> datetime:
     try:
         return parse_now(text, option)
     except ValueError as exc:
-        errors.print(f"[red]error:[/] {escape(str(exc))}")
-        raise typer.Exit(2) from exc
+        raise _failed("error", exc, 2) from exc
 
 
 @app.command()
@@ -109,8 +115,7 @@ def seed(
     try:
         result = load_seeds(home, data, added_at=moment)
     except HomeBusy as exc:
-        errors.print(f"[red]seed refused:[/] {exc}")
-        raise typer.Exit(BUSY_EXIT) from exc
+        raise _failed("seed refused", exc, BUSY_EXIT) from exc
     except OSError as exc:
         raise _unwritable(exc, "seed") from exc
     for line, reason in result.parse.errors:
@@ -191,14 +196,11 @@ def cycle(
             fetch_processes=fetch_processes,
         )
     except (UnknownHosts, UnreadableConfig) as exc:
-        errors.print(f"[red]error:[/] {escape(str(exc))}")
-        raise typer.Exit(2) from exc
+        raise _failed("error", exc, 2) from exc
     except CycleFailed as exc:
-        errors.print(f"[red]cycle failed:[/] {exc}")
-        raise typer.Exit(1) from exc
+        raise _failed("cycle failed", exc, 1) from exc
     except HomeBusy as exc:
-        errors.print(f"[red]cycle refused:[/] {exc}")
-        raise typer.Exit(BUSY_EXIT) from exc
+        raise _failed("cycle refused", exc, BUSY_EXIT) from exc
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
         errors.print(
@@ -281,11 +283,9 @@ def hosts(
             try:
                 removed = retire_host(home, host)
             except HomeBusy as exc:
-                errors.print(f"[red]retire refused:[/] {exc}")
-                raise typer.Exit(BUSY_EXIT) from exc
+                raise _failed("retire refused", exc, BUSY_EXIT) from exc
             except UnknownHosts as exc:
-                errors.print(f"[red]error:[/] {exc}")
-                raise typer.Exit(2) from exc
+                raise _failed("error", exc, 2) from exc
             except OSError as exc:
                 raise _unwritable(exc, "retire") from exc
             console.print(f"retired {host.lower()}: {len(removed)} tables' files removed")
@@ -342,8 +342,7 @@ def demo(
     try:
         run_demo(home, cycles=cycles, budget_share=budget_share, seed=seed_, console=wide)
     except DemoError as exc:
-        errors.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2) from exc
+        raise _failed("error", exc, 2) from exc
     except OSError as exc:
         raise _unwritable(exc, "demo") from exc
 
@@ -390,11 +389,9 @@ def diff(
     try:
         result = version_diff(Warehouse(home), url, moment)
     except CopyError as exc:
-        errors.print(f"[red]error:[/] {escape(str(exc))}")
-        raise typer.Exit(2) from exc
+        raise _failed("error", exc, 2) from exc
     except QueryError as exc:
-        errors.print(f"[red]diff failed:[/] {escape(str(exc))}")
-        raise typer.Exit(1) from exc
+        raise _failed("diff failed", exc, 1) from exc
     observed = iso_utc(result.new.observed_at)
     if result.old is None:
         before = f" at or before --at {iso_utc(moment)}" if moment is not None else ""
@@ -538,11 +535,9 @@ def reextract(
             home, url_class=url_class.strip() if url_class else None, force=force
         )
     except ReextractInputError as exc:
-        errors.print(f"[red]error:[/] {escape(str(exc))}")
-        raise typer.Exit(2) from exc
+        raise _failed("error", exc, 2) from exc
     except HomeBusy as exc:
-        errors.print(f"[red]reextract refused:[/] {exc}")
-        raise typer.Exit(BUSY_EXIT) from exc
+        raise _failed("reextract refused", exc, BUSY_EXIT) from exc
     except Exception as exc:  # each host's files are old or new, never half written
         errors.print(
             f"[red]reextract failed:[/] {type(exc).__name__}: {escape(str(exc))}; the tables of "

@@ -114,15 +114,7 @@ class FetchResult:
         cls, url: str, host: str, outcome: Outcome, error: str, retry_after_s: float | None = None
     ) -> FetchResult:
         """A planned page nothing went on the wire for, and why."""
-        return cls(
-            url=url,
-            host=host,
-            http_status=None,
-            outcome=outcome,
-            retry_after_s=retry_after_s,
-            error=error,
-            sent=False,
-        )
+        return cls(url, host, None, outcome, retry_after_s=retry_after_s, error=error, sent=False)
 
 
 def host_key(url: str) -> str:
