@@ -9,14 +9,13 @@ from freshness_pipeline.defs.assets.common import (
     HELD_BACK,
     cycle_asset,
     reads_side_tables,
-    run_hosts,
+    step_start,
     writes_side_tables,
 )
 from freshness_pipeline.defs.resources import CycleResource, WarehouseResource
 from freshness_pipeline.stages.candidates import (
     cycle_candidates,
 )
-from freshness_pipeline.warehouse.crashpoints import crash_point
 
 
 @cycle_asset
@@ -32,9 +31,7 @@ def url_candidates(
     cycle: CycleResource,
 ) -> dg.Output[pl.DataFrame]:
     """One row per canonical URL, with whether robots.txt lets us fetch it."""
-    crash_point("asset:url_candidates:start")
-    wh = warehouse.warehouse()
-    hosts = run_hosts(context, wh)
+    wh, hosts = step_start(context, warehouse, "url_candidates")
     made = cycle_candidates(
         wh, hosts, url_inventory, cycle.cycle_now(context), warehouse.pipeline_config()
     )

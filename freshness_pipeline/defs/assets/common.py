@@ -30,6 +30,8 @@ from freshness_pipeline.defs.partitions import (
     partitions_for,
     selected_hosts,
 )
+from freshness_pipeline.defs.resources import WarehouseResource
+from freshness_pipeline.warehouse.crashpoints import crash_point
 from freshness_pipeline.warehouse.storage import Warehouse
 
 GROUP = "freshness_cycle"
@@ -246,6 +248,17 @@ def partition_hosts(
         hosts = keys
     chosen = selected_hosts(tags or {})
     return hosts if chosen is None else [h for h in hosts if h in chosen]
+
+
+def step_start(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource, step: str
+) -> tuple[Warehouse, list[str]]:
+    """What every step does first: pass its crash point (``asset:<step>:start``, where the
+    crash tests kill a run before it has written anything), then find the warehouse and the
+    run's hosts."""
+    crash_point(f"asset:{step}:start")
+    wh = warehouse.warehouse()
+    return wh, run_hosts(context, wh)
 
 
 def run_hosts(context: dg.AssetExecutionContext, warehouse: Warehouse) -> list[str]:

@@ -11,7 +11,7 @@ import polars as pl
 from freshness_pipeline.defs.assets.common import (
     HELD_BACK,
     cycle_multi_asset,
-    run_hosts,
+    step_start,
     writes_side_tables,
 )
 from freshness_pipeline.defs.resources import CycleResource, HttpClientResource, WarehouseResource
@@ -21,7 +21,6 @@ from freshness_pipeline.stages.fetch import (
     release_freed_memory,
     run_fetch_stage,
 )
-from freshness_pipeline.warehouse.crashpoints import crash_point
 
 
 @cycle_multi_asset("fetch_results", "host_capacity", "page_versions", "changes")
@@ -45,8 +44,7 @@ def fetch_results(
     """What each planned fetch found (304, same content, changed content, gone, an error), what
     each host showed it accepts (the pace the next cycle plans and fetches it at), and the
     crawled copy: every new or changed version of a page and what changed."""
-    crash_point("asset:fetch_results:start")
-    hosts = run_hosts(context, warehouse.warehouse())
+    wh, hosts = step_start(context, warehouse, "fetch_results")
     now = cycle.cycle_now(context)
     if cycle.dry_run:
         raise dg.Failure("fetch_results does not run in a dry run; select the planning assets only")
@@ -54,7 +52,7 @@ def fetch_results(
         revisit_plan,
         hosts,
         now,
-        warehouse.warehouse(),
+        wh,
         warehouse.pipeline_config(),
         http.settings(time_limit_s=cycle.fetch_time_limit_s, window_s=cycle.window_s()),
         http.allow_list(),

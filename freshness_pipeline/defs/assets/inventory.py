@@ -8,14 +8,13 @@ import polars as pl
 from freshness_pipeline.defs.assets.common import (
     cycle_asset,
     reads_side_tables,
-    run_hosts,
+    step_start,
     writes_side_tables,
 )
 from freshness_pipeline.defs.resources import CycleResource, HttpClientResource, WarehouseResource
 from freshness_pipeline.stages.inventory import (
     cycle_inventory,
 )
-from freshness_pipeline.warehouse.crashpoints import crash_point
 
 
 @cycle_asset
@@ -31,9 +30,7 @@ def url_inventory(
     http: HttpClientResource,
 ) -> dg.Output[pl.DataFrame]:
     """Everything known about which URLs exist, per host, with its source and sitemap lastmod."""
-    crash_point("asset:url_inventory:start")
-    wh = warehouse.warehouse()
-    hosts = run_hosts(context, wh)
+    wh, hosts = step_start(context, warehouse, "url_inventory")
     made = cycle_inventory(
         wh,
         hosts,

@@ -5,12 +5,11 @@ the counts the UI shows (what was selected, and why).
 import dagster as dg
 import polars as pl
 
-from freshness_pipeline.defs.assets.common import cycle_asset, reads_side_tables, run_hosts
+from freshness_pipeline.defs.assets.common import cycle_asset, reads_side_tables, step_start
 from freshness_pipeline.defs.resources import CycleResource, WarehouseResource
 from freshness_pipeline.stages.plan import (
     cycle_plan,
 )
-from freshness_pipeline.warehouse.crashpoints import crash_point
 
 
 @cycle_asset
@@ -22,9 +21,7 @@ def revisit_plan(
     cycle: CycleResource,
 ) -> dg.Output[pl.DataFrame]:
     """Which URLs to fetch this cycle, in order, and why."""
-    crash_point("asset:revisit_plan:start")
-    wh = warehouse.warehouse()
-    hosts = run_hosts(context, wh)
+    wh, hosts = step_start(context, warehouse, "revisit_plan")
     settings = warehouse.pipeline_config()
     made = cycle_plan(
         wh,

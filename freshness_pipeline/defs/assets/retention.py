@@ -15,7 +15,7 @@ observation, as the other steps' do (assets.common).
 
 import dagster as dg
 
-from freshness_pipeline.defs.assets.common import asset_kwargs, run_hosts
+from freshness_pipeline.defs.assets.common import asset_kwargs, step_start
 from freshness_pipeline.defs.partitions import (
     bucket_index,
     bucket_keys,
@@ -23,7 +23,6 @@ from freshness_pipeline.defs.partitions import (
     n_buckets_of,
 )
 from freshness_pipeline.defs.resources import CycleResource, WarehouseResource
-from freshness_pipeline.warehouse.crashpoints import crash_point
 from freshness_pipeline.warehouse.retention import RetentionSummary, prune_home
 
 __all__ = ["NAME", "define_retention", "partition_counts", "retention"]
@@ -64,9 +63,8 @@ def define_retention(
     ) -> dg.MaterializeResult:
         """Expire the crawled copy's rows and WARC files the retention settings no longer keep,
         as of the cycle's now, keeping every revisit's original and every row's location."""
-        crash_point("asset:retention:start")
-        wh = warehouse.warehouse()
-        run_hosts(context, wh)  # a freshness/hosts tag naming none of the run's hosts fails here
+        # a freshness/hosts tag naming none of the run's hosts fails here
+        wh, _ = step_start(context, warehouse, NAME)
         now = cycle.cycle_now(context)
         summary = prune_home(
             wh,

@@ -10,7 +10,7 @@ import polars as pl
 from freshness_pipeline.defs.assets.common import (
     cycle_asset,
     reads_columns,
-    run_hosts,
+    step_start,
     writes_side_tables,
 )
 from freshness_pipeline.defs.plots import state_plots
@@ -26,7 +26,6 @@ from freshness_pipeline.stages.state import (
     updated_evidence,
 )
 from freshness_pipeline.warehouse import tables
-from freshness_pipeline.warehouse.crashpoints import crash_point
 
 
 @cycle_asset
@@ -49,10 +48,8 @@ def url_state(
 ) -> dg.Output[pl.DataFrame]:
     """Per-URL status, change rate (changes/day, posterior mean; ``change_rate_median`` beside
     it) and when to look again."""
-    crash_point("asset:url_state:start")
-    hosts = run_hosts(context, warehouse.warehouse())
+    wh, hosts = step_start(context, warehouse, "url_state")
     now = cycle.cycle_now(context)
-    wh = warehouse.warehouse()
     # The change prior is refit from the updated histories (warm-started from the stored
     # fit): the rates are scored under it, and the next cycle's plan scores pages under it.
     state, grades, prior = update_state(
