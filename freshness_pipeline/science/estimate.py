@@ -209,40 +209,21 @@ def append_observations(
         return base
     joined = base.join(obs, on="url", how="left", maintain_order="left")
     has = pl.col("_obs_interval").is_not_null()
-    empty_f = pl.lit([], dtype=list_f)
-    empty_b = pl.lit([], dtype=list_b)
-    appended = [
-        pl.when(has)
-        .then(
-            pl.concat_list(
-                pl.col("obs_interval_days").fill_null(empty_f), pl.col("_obs_interval")
-            ).list.tail(max_obs)
-        )
-        .otherwise(pl.col("obs_interval_days"))
-        .alias("obs_interval_days"),
-        pl.when(has)
-        .then(
-            pl.concat_list(
-                pl.col("obs_changed").fill_null(empty_b), pl.col("_obs_changed")
-            ).list.tail(max_obs)
-        )
-        .otherwise(pl.col("obs_changed"))
-        .alias("obs_changed"),
+
+    def appended(history: str, new: str, dtype: pl.List) -> pl.Expr:
+        """``history`` with this cycle's ``new`` value at its end (kept to ``max_obs``)."""
+        grown = pl.concat_list(pl.col(history).fill_null(pl.lit([], dtype=dtype)), pl.col(new))
+        return pl.when(has).then(grown.list.tail(max_obs)).otherwise(pl.col(history)).alias(history)
+
+    lists = [
+        appended("obs_interval_days", "_obs_interval", list_f),
+        appended("obs_changed", "_obs_changed", list_b),
     ]
     if with_ages:
         # base's ages are aligned already: null only where the intervals are, so both lists
         # start from the same length and the new age lands beside the new interval
-        appended.append(
-            pl.when(has)
-            .then(
-                pl.concat_list(pl.col(AGE_COLUMN).fill_null(empty_f), pl.col("_obs_age")).list.tail(
-                    max_obs
-                )
-            )
-            .otherwise(pl.col(AGE_COLUMN))
-            .alias(AGE_COLUMN)
-        )
-    return joined.with_columns(appended).drop(
+        lists.append(appended(AGE_COLUMN, "_obs_age", list_f))
+    return joined.with_columns(lists).drop(
         "_obs_interval", "_obs_changed", *(["_obs_age"] if with_ages else [])
     )
 
