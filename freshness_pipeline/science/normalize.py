@@ -21,7 +21,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterable
-from urllib.parse import unquote_plus, urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote_plus, urlsplit, urlunsplit
 
 import idna
 import polars as pl
@@ -247,7 +247,9 @@ def _strip_query(query: str, matcher: _ParamMatcher) -> str:
     return "&".join(kept)
 
 
-def _normalize_once(url: str, matcher: _ParamMatcher) -> tuple[str, str]:
+def _split_web_url(url: str) -> tuple[SplitResult, str]:
+    """The parts of an http(s) URL with a host, and its lower-cased scheme; InvalidURL naming
+    what is missing or wrong otherwise."""
     if not isinstance(url, str):
         raise InvalidURL(f"not a string: {type(url).__name__}")
     url = url.strip()
@@ -266,6 +268,11 @@ def _normalize_once(url: str, matcher: _ParamMatcher) -> tuple[str, str]:
         raise InvalidURL(f"unsupported scheme {scheme!r}")
     if not parts.netloc:
         raise InvalidURL("missing host")
+    return parts, scheme
+
+
+def _normalize_once(url: str, matcher: _ParamMatcher) -> tuple[str, str]:
+    parts, scheme = _split_web_url(url)
     host, port = _split_authority(scheme, parts.netloc)
     authority = _authority(host, port)
     rebuilt = urlunsplit((scheme, authority, parts.path, parts.query, ""))
@@ -322,20 +329,7 @@ def url_authority(url: str) -> str:
     Accepts raw or normalized URLs so that the key for a seed line and for its stored normalized
     form can never disagree.
     """
-    if not isinstance(url, str):
-        raise InvalidURL(f"not a string: {type(url).__name__}")
-    text = url.strip()
-    if len(text) > MAX_URL_LENGTH:
-        raise InvalidURL(f"URL longer than {MAX_URL_LENGTH} characters")
-    try:
-        parts = urlsplit(text)
-    except ValueError as exc:
-        raise InvalidURL(f"unparseable URL ({exc})") from None
-    scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS:
-        raise InvalidURL(f"unsupported scheme {scheme!r}" if scheme else "missing scheme")
-    if not parts.netloc:
-        raise InvalidURL("missing host")
+    parts, scheme = _split_web_url(url)
     try:
         return _authority(*_split_authority(scheme, parts.netloc))
     except InvalidURL:
