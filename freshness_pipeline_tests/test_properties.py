@@ -9,12 +9,12 @@ import uuid
 from pathlib import Path
 
 import polars as pl
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from freshness_pipeline.science.estimate import estimate_rates, prior_columns
 from freshness_pipeline.science.fingerprint import content_fingerprint
-from freshness_pipeline.warehouse.layout import escape_host_key
+from freshness_pipeline.warehouse.layout import escape_host_key, unescape_host_key
 from freshness_pipeline.warehouse.storage import Warehouse
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
@@ -37,6 +37,20 @@ def test_escaped_host_keys_never_leave_their_folder(host: str) -> None:
 def test_distinct_hosts_never_share_a_folder(a: str, b: str) -> None:
     if a.lower() != b.lower():
         assert escape_host_key(a) != escape_host_key(b)
+
+
+@SETTINGS
+@given(st.text(max_size=60))
+def test_a_folder_name_gives_its_host_back(host: str) -> None:
+    # the empty host and NUL once shared a folder, and listing it gave NUL back for both
+    key = escape_host_key(host)
+    assume("~" not in key)  # a key cut to length names its host in its file, not its name
+    assert unescape_host_key(key) == host.lower()
+
+
+def test_the_empty_host_and_nul_have_their_own_folders() -> None:
+    assert escape_host_key("") != escape_host_key("\x00")
+    assert [unescape_host_key(escape_host_key(h)) for h in ("", "\x00")] == ["", "\x00"]
 
 
 _HISTORY = st.lists(

@@ -10,6 +10,7 @@ import os
 import re
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import unquote
 
 import polars as pl
 
@@ -17,6 +18,7 @@ __all__ = [
     "PARTITION_FILE",
     "SCHEMA_DIR",
     "escape_host_key",
+    "unescape_host_key",
     "file_identity",
     "host_folder",
     "read_file",
@@ -29,6 +31,9 @@ _SAFE_KEY_CHARS = re.compile(r"[^a-z0-9.\-_:\[\]]")
 # up to 250 characters does; only a DNS name over 245 characters with a port, or over 250
 # without, is cut (and shows cut in the views).
 _MAX_KEY_LEN = 250
+#: the folder key of the empty host (a URL without one): a lone "%", which no escaped key is
+#: (every "%" of one starts a byte's code), so that it collides with no host's, NUL's included
+_EMPTY_KEY = "%"
 # '%' alone never appears in an escaped key (escapes are always %XX), so no host can collide.
 SCHEMA_DIR = "host=%schema"
 #: the one file of a host in a table that is not a history (tables.HISTORY_TABLES)
@@ -47,11 +52,17 @@ def escape_host_key(host: str) -> str:
     if escaped.startswith("."):
         escaped = "%2E" + escaped[1:]
     if not escaped:
-        escaped = "%00"
+        escaped = _EMPTY_KEY
     if len(escaped) > _MAX_KEY_LEN:
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         escaped = f"{escaped[: _MAX_KEY_LEN - 17]}~{digest}"
     return escaped
+
+
+def unescape_host_key(key: str) -> str:
+    """The host key behind a folder key of :func:`escape_host_key` (not a cut one, which needs
+    its file's ``host`` column)."""
+    return "" if key == _EMPTY_KEY else unquote(key)
 
 
 @functools.lru_cache(maxsize=1 << 16)

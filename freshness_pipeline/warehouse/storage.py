@@ -24,7 +24,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 import duckdb
 import polars as pl
@@ -39,6 +38,7 @@ from freshness_pipeline.warehouse.layout import (
     host_folder,
     read_file,
     scan_files,
+    unescape_host_key,
 )
 from freshness_pipeline.warehouse.metrics_sql import METRIC_VIEWS
 
@@ -525,7 +525,7 @@ class Warehouse:
             if "~" in key:
                 cut.extend(Path(f) for f in files)
             else:
-                hosts.add(unquote(key))
+                hosts.add(unescape_host_key(key))
         if cut:
             scan = scan_files(cut).select("host").unique().drop_nulls()
             hosts.update(scan.collect()["host"].to_list())
