@@ -62,7 +62,6 @@ def fetch_results(
     release_freed_memory()
     frame, trust = stage.frame, stage.trust
     sent = frame.filter(pl.col("sent"))
-    counts = dict(frame.group_by("outcome").len().iter_rows())
     # the same counts the metric views sum (science.fetch_totals), for this cycle alone
     total = fetch_counts(sent).row(0, named=True)
     yield dg.Output(
@@ -70,7 +69,7 @@ def fetch_results(
         output_name="fetch_results",
         metadata={
             "requests_sent": dg.MetadataValue.int(sent.height),
-            **{f"outcome_{k}": dg.MetadataValue.int(v) for k, v in sorted(counts.items())},
+            **outcome_counts(frame),
             **{
                 f"{HELD_BACK}{k}": dg.MetadataValue.int(v)
                 for k, v in held_back_reasons(frame).items()
@@ -86,17 +85,17 @@ def fetch_results(
         },
     )
     capacity = stage.capacity
+    totals = capacity.select(
+        pl.col("planned", "sent", "deferred", "refilled").sum(),
+        retry_after_pauses=pl.col("pauses").sum(),
+        hosts_throttled=(pl.col("throttled") > 0).sum(),
+    ).row(0, named=True)
     yield dg.Output(
         capacity,
         output_name="host_capacity",
         metadata={
             "hosts": dg.MetadataValue.int(capacity.height),
-            "planned": dg.MetadataValue.int(int(capacity["planned"].sum() or 0)),
-            "sent": dg.MetadataValue.int(int(capacity["sent"].sum() or 0)),
-            "deferred": dg.MetadataValue.int(int(capacity["deferred"].sum() or 0)),
-            "refilled": dg.MetadataValue.int(int(capacity["refilled"].sum() or 0)),
-            "hosts_throttled": dg.MetadataValue.int(int((capacity["throttled"] > 0).sum())),
-            "retry_after_pauses": dg.MetadataValue.int(int(capacity["pauses"].sum() or 0)),
+            **{name: dg.MetadataValue.int(int(n or 0)) for name, n in totals.items()},
             "hosts_short_of_their_share": dg.MetadataValue.md(short_hosts_table(capacity)),
         },
     )
@@ -104,19 +103,19 @@ def fetch_results(
     yield dg.Output(
         versions,
         output_name="page_versions",
-        metadata={
-            "versions": dg.MetadataValue.int(versions.height),
-            **{
-                f"outcome_{k}": dg.MetadataValue.int(v)
-                for k, v in sorted(versions.group_by("outcome").len().iter_rows())
-            },
-        },
+        metadata={"versions": dg.MetadataValue.int(versions.height), **outcome_counts(versions)},
     )
     yield dg.Output(
         stage.changes,
         output_name="changes",
         metadata={"changes": dg.MetadataValue.int(stage.changes.height)},
     )
+
+
+def outcome_counts(frame: pl.DataFrame) -> dict[str, dg.MetadataValue]:
+    """``outcome_<name>``: how many of the rows had each outcome."""
+    counts = frame.group_by("outcome").len().sort("outcome").iter_rows()
+    return {f"outcome_{k}": dg.MetadataValue.int(n) for k, n in counts}
 
 
 def short_hosts_table(capacity: pl.DataFrame, limit: int = 20) -> str:
