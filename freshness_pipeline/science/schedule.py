@@ -96,7 +96,11 @@ _SATURATED_R = 40.0  # above this, (1 + r)e^{−r} < 2e-16: g(r) = 1 to double p
 _CERTAIN_SHAPE = 1e6  # a posterior this sharp is a point: use the exact point formulas
 
 
-def _as_expr(x: str | pl.Expr | pl.Series | float | None) -> pl.Expr:
+#: a column name, an expression, a series or a number (None: null)
+Floats = str | pl.Expr | pl.Series | float | None
+
+
+def _as_expr(x: Floats) -> pl.Expr:
     if isinstance(x, pl.Expr):
         return x
     if isinstance(x, str):
@@ -106,10 +110,17 @@ def _as_expr(x: str | pl.Expr | pl.Series | float | None) -> pl.Expr:
     return pl.lit(None if x is None else float(x), dtype=pl.Float64)
 
 
-def freshness_index(
-    rate: str | pl.Expr | pl.Series | float | None,
-    age_days: str | pl.Expr | pl.Series | float | None,
-) -> pl.Expr:
+def _gamma_belief(
+    rate: Floats, age_days: Floats, shape: Floats
+) -> tuple[pl.Expr, pl.Expr, pl.Expr, pl.Expr]:
+    """λ (the Gamma's mean), a and k as Float64, and where the Gamma formulas apply (each
+    finite and positive); elsewhere the callers fall back to the point formulas."""
+    lam, age, k = (_as_expr(x).cast(pl.Float64) for x in (rate, age_days, shape))
+    usable = k.is_finite() & (k > 0) & lam.is_finite() & (lam > 0) & age.is_finite() & (age > 0)
+    return lam, age, k, usable
+
+
+def freshness_index(rate: Floats, age_days: Floats) -> pl.Expr:
     """W(a) = (1/λ)·g(λa), g(r) = 1 − (1 + r)e^{−r}, in days.
 
     Stable over the whole range: Taylor series for small λa (so λ → 0 gives λa²/2 → 0, never
@@ -140,11 +151,7 @@ def freshness_index(
     )
 
 
-def posterior_freshness_index(
-    rate: str | pl.Expr | pl.Series | float | None,
-    age_days: str | pl.Expr | pl.Series | float | None,
-    shape: str | pl.Expr | pl.Series | float | None,
-) -> pl.Expr:
+def posterior_freshness_index(rate: Floats, age_days: Floats, shape: Floats) -> pl.Expr:
     """E[W(a)] when λ ~ Gamma(shape k, mean ``rate``): the index averaged over what we believe.
 
     A few fetches leave the rate uncertain over decades. The index of the posterior mean
@@ -160,9 +167,7 @@ def posterior_freshness_index(
     long time, on thin evidence, eventually earns a look, which is the exploration a point
     estimate never does. Non-finite or non-positive shapes fall back to the point index.
     """
-    lam = _as_expr(rate).cast(pl.Float64)
-    age = _as_expr(age_days).cast(pl.Float64)
-    k = _as_expr(shape).cast(pl.Float64)
+    lam, age, k, usable = _gamma_belief(rate, age_days, shape)
     point = freshness_index(lam, age)
     theta = k / lam
     big_l = (age / theta).log1p()  # log(1 + a/θ)
@@ -172,7 +177,6 @@ def posterior_freshness_index(
     first = theta * big_l * ratio
     second = age * (-k * big_l).exp()
     expected = (first - second).clip(lower_bound=0.0)
-    usable = k.is_finite() & (k > 0) & lam.is_finite() & (lam > 0) & age.is_finite() & (age > 0)
     return (
         pl.when(usable & (k < _CERTAIN_SHAPE))
         .then(expected)
@@ -181,27 +185,17 @@ def posterior_freshness_index(
     )
 
 
-def posterior_capture_gain(
-    rate: str | pl.Expr | pl.Series | float | None,
-    age_days: str | pl.Expr | pl.Series | float | None,
-    shape: str | pl.Expr | pl.Series | float | None,
-) -> pl.Expr:
+def posterior_capture_gain(rate: Floats, age_days: Floats, shape: Floats) -> pl.Expr:
     """E[1 − e^{−λa}] = 1 − (1 + a/θ)^{−k} for λ ~ Gamma(k, mean ``rate``), θ = k/rate."""
-    lam = _as_expr(rate).cast(pl.Float64)
-    age = _as_expr(age_days).cast(pl.Float64)
-    k = _as_expr(shape).cast(pl.Float64)
+    lam, age, k, usable = _gamma_belief(rate, age_days, shape)
     point = capture_gain(lam, age)
     expected = -((-k * (age * lam / k).log1p()).exp() - 1.0)
-    usable = k.is_finite() & (k > 0) & lam.is_finite() & (lam > 0) & age.is_finite() & (age > 0)
     return (
         pl.when(usable & (k < _CERTAIN_SHAPE)).then(expected).otherwise(point).alias("capture_gain")
     )
 
 
-def capture_gain(
-    rate: str | pl.Expr | pl.Series | float | None,
-    age_days: str | pl.Expr | pl.Series | float | None,
-) -> pl.Expr:
+def capture_gain(rate: Floats, age_days: Floats) -> pl.Expr:
     """P(at least one change since the last fetch) = 1 − e^{−λa}, stable for small λa."""
     lam = _as_expr(rate).cast(pl.Float64)
     age = _as_expr(age_days).cast(pl.Float64)
