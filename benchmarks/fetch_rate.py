@@ -333,13 +333,17 @@ def child_aiohttp(spec: dict) -> dict:
 
 
 def stage_settings(spec: dict) -> Any:
-    """The HttpClientResource's settings (defaults), or FetchSettings with the knobs set."""
+    """The HttpClientResource's settings (defaults), or FetchSettings with the knobs set
+    (``throttle.<name>``: a knob of its ThrottlePolicy)."""
     from freshness_pipeline.defs.resources import HttpClientResource
     from freshness_pipeline.web.client import FetchSettings
+    from freshness_pipeline.web.throttle import ThrottlePolicy
 
     if spec["knobs"] is None:
         return HttpClientResource().settings()
-    return FetchSettings(**spec["knobs"])
+    knobs = dict(spec["knobs"])
+    throttle = {k.split(".", 1)[1]: knobs.pop(k) for k in list(knobs) if k.startswith("throttle.")}
+    return FetchSettings(**knobs, throttle=ThrottlePolicy(**throttle))
 
 
 def child_stage(spec: dict) -> dict:
@@ -828,7 +832,7 @@ def tuned_knobs(args: argparse.Namespace) -> dict:
     return {
         "global_concurrency": args.concurrency,
         "host_concurrency": 4,
-        "autothrottle_target_concurrency": 4.0,
+        "throttle.target_concurrency": 4.0,
     }
 
 

@@ -32,6 +32,7 @@ from freshness_pipeline.web.client import (
     parse_retry_after,
     run_sync,
 )
+from freshness_pipeline.web.throttle import ThrottlePolicy
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -461,7 +462,7 @@ def test_dead_host_is_given_up_after_consecutive_failures() -> None:
                 FetchRequest(url=f"http://127.0.0.1:{port}/{i}", host=f"127.0.0.1:{port}")
                 for i in range(6)
             ],
-            settings(host_failure_limit=3, host_concurrency=1),
+            settings(host_concurrency=1, throttle=ThrottlePolicy(failure_limit=3)),
         )
 
     results = asyncio.run(scenario())

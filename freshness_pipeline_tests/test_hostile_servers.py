@@ -11,6 +11,7 @@ import pytest
 
 from freshness_pipeline.web.client import FetchRequest, FetchSettings, fetch_all_sync
 from freshness_pipeline.web.netguard import allowed_networks
+from freshness_pipeline.web.throttle import ThrottlePolicy
 from freshness_pipeline_tests.support import LoopThread
 
 
@@ -64,7 +65,10 @@ def test_each_hostile_answer_costs_one_error_and_the_good_page_still_arrives(ser
     hostile_host, other_host = server
     paths = ["/huge-headers", "/reset", "/trickle", "/garbage", "/fine"]
     settings = FetchSettings(
-        read_timeout=1.0, total_timeout=4.0, host_concurrency=4, autothrottle=False
+        read_timeout=1.0,
+        total_timeout=4.0,
+        host_concurrency=4,
+        throttle=ThrottlePolicy(autothrottle=False),
     )
     started = time.monotonic()
     results = fetch_all_sync(

@@ -25,6 +25,7 @@ from freshness_pipeline.web.client import (
     fetch_all_sync,
     parse_retry_after,
 )
+from freshness_pipeline.web.throttle import ThrottlePolicy
 from freshness_pipeline_tests.support import LoopThread
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
@@ -147,7 +148,7 @@ def test_an_http_date_retry_after_without_a_date_header_counts_from_the_cycle_no
     undated_base,
 ) -> None:
     _, busy = undated_base
-    cycle = FetchSettings(cycle_now=T0, host_failure_limit=None)
+    cycle = FetchSettings(cycle_now=T0, throttle=ThrottlePolicy(failure_limit=None))
     (result,) = fetch_all_sync([FetchRequest(url=f"{busy}/busy")], cycle, allow=LOOPBACK)
     assert (result.http_status, result.retry_after_s) == (503, 7200.0)
     assert parse_retry_after(UNDATED_RETRY_AT, now=T0) == 7200.0

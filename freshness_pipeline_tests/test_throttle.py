@@ -189,18 +189,18 @@ def test_autothrottle_off_keeps_the_static_gap_but_still_backs_off() -> None:
 
 
 def test_settings_validate_the_throttle_knobs() -> None:
-    policy = FetchSettings().throttle_policy()
+    policy = FetchSettings().throttle
     assert policy.autothrottle and 1.0 <= policy.target_concurrency <= 2.0
     assert policy.max_delay_s == 60.0 and policy.failure_limit == 3
-    assert FetchSettings(host_failure_limit=None).throttle_policy().failure_limit is None
+    assert FetchSettings(throttle=ThrottlePolicy(failure_limit=None)).throttle.failure_limit is None
     for bad in (
-        {"autothrottle_target_concurrency": 0},
+        {"target_concurrency": 0},
         {"max_delay_s": -1},
         {"backoff_jitter": 2},
-        {"host_failure_limit": 0},
+        {"failure_limit": 0},
     ):
         with pytest.raises(ValueError):
-            FetchSettings(**bad)  # type: ignore[arg-type]
+            ThrottlePolicy(**bad)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------ against real servers
@@ -254,8 +254,10 @@ def test_a_slow_host_gets_its_delay_raised() -> None:
 
     async def scenario(autothrottle: bool) -> tuple[list[float], Throttles, list[FetchResult]]:
         async with serve({"/p": sleeps(latency)}) as srv:
-            cfg = FetchSettings(autothrottle=autothrottle, host_concurrency=2)
-            throttles = Throttles(cfg.throttle_policy())
+            cfg = FetchSettings(
+                host_concurrency=2, throttle=ThrottlePolicy(autothrottle=autothrottle)
+            )
+            throttles = Throttles(cfg.throttle)
             results = await run([req(srv, f"/p?i={i}") for i in range(5)], cfg, throttles)
             return starts(srv), throttles, results
 
@@ -279,9 +281,10 @@ def test_errors_raise_the_delay_and_never_lower_it() -> None:
     async def scenario() -> tuple[list[float], list[tuple[Signal, float]], list[FetchResult]]:
         async with serve({"/slow": sleeps(0.1), "/err": fails(500), "/ok": text("ok")}) as srv:
             cfg = FetchSettings(
-                host_concurrency=1, backoff_base_s=0.05, backoff_jitter=0, host_failure_limit=None
+                host_concurrency=1,
+                throttle=ThrottlePolicy(backoff_base_s=0.05, backoff_jitter=0, failure_limit=None),
             )
-            throttles = Throttles(cfg.throttle_policy())
+            throttles = Throttles(cfg.throttle)
             history = recorded(throttles, srv.host)
             paths = ["/slow", "/err", "/err", "/ok", "/ok"]
             results = await run(
@@ -309,9 +312,11 @@ def test_timeouts_count_as_slow_failures() -> None:
     async def scenario() -> tuple[list[float], Throttles, list[FetchResult]]:
         async with serve({"/stall": sleeps(2.0), "/ok": text("ok")}) as srv:
             cfg = FetchSettings(
-                host_concurrency=1, read_timeout=0.3, backoff_base_s=0.05, backoff_jitter=0
+                host_concurrency=1,
+                read_timeout=0.3,
+                throttle=ThrottlePolicy(backoff_base_s=0.05, backoff_jitter=0),
             )
-            throttles = Throttles(cfg.throttle_policy())
+            throttles = Throttles(cfg.throttle)
             requests = [req(srv, "/stall?i=1"), req(srv, "/stall?i=2"), req(srv, "/ok")]
             results = await run(requests, cfg, throttles)
             return starts(srv), throttles, results
@@ -331,8 +336,10 @@ def test_timeouts_count_as_slow_failures() -> None:
 def test_breaker_trips_and_defers_the_rest_while_other_hosts_carry_on() -> None:
     async def scenario() -> tuple[Server, Server, Throttles, list[FetchResult]]:
         async with serve({"/x": fails(502)}) as bad, serve({"/y": text("fine")}) as good:
-            cfg = FetchSettings(host_failure_limit=3, backoff_base_s=0.02, backoff_jitter=0)
-            throttles = Throttles(cfg.throttle_policy())
+            cfg = FetchSettings(
+                throttle=ThrottlePolicy(failure_limit=3, backoff_base_s=0.02, backoff_jitter=0)
+            )
+            throttles = Throttles(cfg.throttle)
             requests = []
             for i in range(6):
                 requests += [req(bad, f"/x?i={i}"), req(good, f"/y?i={i}")]
@@ -364,8 +371,7 @@ def test_a_slow_or_backing_off_host_never_holds_up_a_fast_one() -> None:
             cfg = FetchSettings(
                 global_concurrency=2,
                 host_concurrency=1,
-                backoff_base_s=0.5,
-                host_failure_limit=None,
+                throttle=ThrottlePolicy(backoff_base_s=0.5, failure_limit=None),
             )
             requests = []
             for i in range(3):  # interleaved, the troubled hosts first
@@ -395,9 +401,8 @@ def test_a_throttled_host_is_deferred_at_the_cycle_limit_instead_of_waited_for()
         async with serve({"/e": fails(500)}) as failing, serve({"/f": text("f")}) as fast:
             cfg = FetchSettings(
                 cycle_time_limit_s=2.0,
-                backoff_base_s=5.0,  # the next try would fall after the cycle's end
                 host_concurrency=1,
-                host_failure_limit=None,
+                throttle=ThrottlePolicy(backoff_base_s=5.0, failure_limit=None),
             )
             started = time.monotonic()
             results = await run(
@@ -423,7 +428,7 @@ def test_a_retry_after_longer_than_the_window_stops_the_host_and_raises_its_dela
 
         async with serve({"/l": limited, "/a": text("a")}) as srv:
             cfg = FetchSettings(host_concurrency=1, fetch_window_s=5.0)
-            throttles = Throttles(cfg.throttle_policy())
+            throttles = Throttles(cfg.throttle)
             results = await run([req(srv, "/l"), req(srv, "/a")], cfg, throttles)
             return results, throttles
 
@@ -439,7 +444,7 @@ def test_a_carried_over_open_breaker_defers_without_sending() -> None:
     async def scenario() -> tuple[list[FetchResult], Server]:
         async with serve({"/y": text("fine")}) as srv:
             cfg = FetchSettings()
-            throttles = Throttles(cfg.throttle_policy())
+            throttles = Throttles(cfg.throttle)
             t = throttles.for_host(srv.host)
             for _ in range(3):
                 t.observe("failure", now=time.monotonic(), detail="connect failed")
@@ -465,8 +470,8 @@ def test_a_short_retry_after_pauses_the_host_and_resumes_it() -> None:
             return web.Response(text=f"page {request.path_qs}", content_type="text/html")
 
         async with serve({"/p": once_limited}) as srv:
-            cfg = FetchSettings(host_concurrency=1, backoff_jitter=0)
-            throttles = Throttles(cfg.throttle_policy())
+            cfg = FetchSettings(host_concurrency=1, throttle=ThrottlePolicy(backoff_jitter=0))
+            throttles = Throttles(cfg.throttle)
             results = await run([req(srv, f"/p?i={i}") for i in range(5)], cfg, throttles)
             return results, srv, throttles
 
@@ -498,7 +503,7 @@ def test_a_host_that_throttles_bursts_is_paced_below_its_limit() -> None:
 
         async with serve({"/p": bursty}) as srv:
             cfg = FetchSettings()  # default concurrency: two to a host that has not throttled
-            throttles = Throttles(cfg.throttle_policy())
+            throttles = Throttles(cfg.throttle)
             results = await run([req(srv, f"/p?i={i}") for i in range(12)], cfg, throttles)
             return results, srv, throttles
 
@@ -563,9 +568,7 @@ def test_a_flaky_host_is_paused_and_probed_not_deferred() -> None:
         async with serve({"/p": flaky}) as srv:
             cfg = FetchSettings(
                 host_concurrency=1,
-                backoff_base_s=0.02,
-                backoff_jitter=0,
-                breaker_retry_s=0.3,
+                throttle=ThrottlePolicy(backoff_base_s=0.02, backoff_jitter=0, breaker_retry_s=0.3),
             )
             return await run([req(srv, f"/p?i={i}") for i in range(8)], cfg), srv
 

@@ -18,7 +18,7 @@ from freshness_pipeline.warehouse.archive import ArchiveReader, ArchiveWriter
 from freshness_pipeline.web.client.cycle import fetch_all, run_sync
 from freshness_pipeline.web.client.fetches import TIME_LIMIT_REASON, FetchRequest, host_key
 from freshness_pipeline.web.client.settings import FetchSettings
-from freshness_pipeline.web.throttle import Throttles
+from freshness_pipeline.web.throttle import ThrottlePolicy, Throttles
 from freshness_pipeline_tests.test_client import LOOPBACK, fp, serve, text
 
 NOW = datetime(2026, 3, 2, 12, tzinfo=UTC)
@@ -58,11 +58,11 @@ def test_refused_schemes_are_answered_in_place_without_a_request() -> None:
 def test_the_throttles_passed_in_learn_and_carry_an_open_breaker_to_the_next_call() -> None:
     port = closed_port()
     dead = f"127.0.0.1:{port}"
-    settings = FetchSettings(host_failure_limit=1, host_concurrency=1)
+    settings = FetchSettings(host_concurrency=1, throttle=ThrottlePolicy(failure_limit=1))
 
     async def scenario() -> None:
         async with serve({"/a": text("a"), "/b": text("b")}) as srv:
-            throttles = Throttles(settings.throttle_policy())
+            throttles = Throttles(settings.throttle)
             requests = [
                 FetchRequest(url=f"http://{dead}/x", host=dead),
                 FetchRequest(url=srv.url("/a"), host=srv.host),

@@ -20,11 +20,11 @@ from freshness_pipeline.web.client.session import open_session
 from freshness_pipeline.web.client.settings import FetchSettings
 from freshness_pipeline.web.netguard import IPNetwork
 from freshness_pipeline.web.politeness import LEDGER
-from freshness_pipeline.web.throttle import Throttles
+from freshness_pipeline.web.throttle import ThrottlePolicy, Throttles
 from freshness_pipeline_tests.test_client import LOOPBACK, Server, fp, serve, status, text
 
 #: no latency-driven pacing and a tiny back-off: what is left is the scheduler's own rules
-PLAIN = dict(autothrottle=False, backoff_base_s=0.01, backoff_jitter=0.0)
+PLAIN = ThrottlePolicy(autothrottle=False, backoff_base_s=0.01, backoff_jitter=0.0)
 
 
 @contextlib.asynccontextmanager
@@ -44,7 +44,7 @@ async def cycle_context(
             deadline=None if deadline_in is None else now + deadline_in,
             pause_deadline=now + pause_window,
             fingerprint=fp,
-            throttles=Throttles(settings.throttle_policy()),
+            throttles=Throttles(settings.throttle),
         )
 
 
@@ -128,7 +128,7 @@ def test_a_host_has_its_concurrency_in_flight_and_never_more() -> None:
     async def scenario() -> list[FetchResult | None]:
         async with (
             serve({f"/p{i}": counter.handle for i in range(7)}) as srv,
-            cycle_context(FetchSettings(host_concurrency=3, **PLAIN)) as ctx,  # type: ignore[arg-type]
+            cycle_context(FetchSettings(host_concurrency=3, throttle=PLAIN)) as ctx,
         ):
             run, results = host_run(srv, pages(srv, 7), ctx)
             await run.run()
@@ -148,7 +148,7 @@ def test_the_first_429_drops_the_host_to_one_request_at_a_time() -> None:
     async def scenario() -> tuple[HostRun, list[FetchResult | None]]:
         async with (
             serve(routes) as srv,
-            cycle_context(FetchSettings(host_concurrency=2, **PLAIN)) as ctx,  # type: ignore[arg-type]
+            cycle_context(FetchSettings(host_concurrency=2, throttle=PLAIN)) as ctx,
         ):
             run, results = host_run(srv, pages(srv, 7), ctx)
             assert run.concurrency == 2
@@ -179,7 +179,7 @@ def test_a_retry_after_that_fits_the_cycle_pauses_the_host_and_then_carries_on()
         async with (
             serve({"/p0": once_429, "/p1": once_429, "/p2": once_429}) as srv,
             cycle_context(
-                FetchSettings(host_concurrency=1, **PLAIN),  # type: ignore[arg-type]
+                FetchSettings(host_concurrency=1, throttle=PLAIN),
                 pause_window=60.0,
             ) as ctx,
         ):
@@ -204,7 +204,9 @@ def test_a_retry_after_longer_than_the_cycle_defers_the_rest_and_carries_the_pau
                     "/p2": text("two"),
                 }
             ) as srv,
-            cycle_context(FetchSettings(host_concurrency=1, **PLAIN), pause_window=5.0) as ctx,  # type: ignore[arg-type]
+            cycle_context(
+                FetchSettings(host_concurrency=1, throttle=PLAIN), pause_window=5.0
+            ) as ctx,
         ):
             run, results = host_run(srv, pages(srv, 3), ctx)
             await run.run()

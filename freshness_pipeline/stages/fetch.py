@@ -301,7 +301,7 @@ def _fetch_hosts(
     evidence, latest = validator_memory(wh, hosts, now)
     trust = trust_before(evidence, now, VALIDATOR_HISTORY)
     planned = drop_untrusted_validators(plan.filter(pl.col("selected")), trust)
-    throttles = Throttles(settings.throttle_policy())
+    throttles = Throttles(settings.throttle)
     started = time.monotonic()
     # Every answer goes to the cycle's archive file, which is complete (fsynced and renamed)
     # when the block ends, before any row that points into it is written; a failure leaves

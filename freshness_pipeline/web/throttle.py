@@ -71,16 +71,30 @@ def classify_status(http_status: int | None) -> Signal:
 
 @dataclass(frozen=True)
 class ThrottlePolicy:
-    """How eagerly hosts are paced; built from ``FetchSettings`` by the client."""
+    """How eagerly hosts are paced (``FetchSettings.throttle``); the defaults are polite for
+    unknown public sites."""
 
+    # Latency-aware pacing: the gap between request starts to a host follows latency / target
+    # concurrency, never below its Crawl-delay, never above max_delay_s (unless the
+    # Crawl-delay is larger). Off: the host gets host_concurrency requests back to back.
     autothrottle: bool = True
     target_concurrency: float = 1.0
     start_delay_s: float = 0.0
     max_delay_s: float = 60.0
+    # Exponential back-off on failures: the gap becomes at least base * 2^(n-1) after n
+    # unforgiven failures (and at least double the previous gap), raised by up to `jitter`.
     backoff_base_s: float = 1.0
     backoff_jitter: float = 0.25
+    # Unforgiven failures (transport errors, timeouts, 5xx, 429/503; each success forgives one)
+    # after which the host's circuit breaker opens and the rest of its queue is deferred.
+    # None disables the breaker.
     failure_limit: int | None = 3
+    # How long an open breaker stays open before one probe is let through; matters only when a
+    # Throttles object is reused across fetch_all calls (within one cycle, open means done).
     breaker_cooldown_s: float = 600.0
+    # A host that has answered in this cycle and then fails ``failure_limit`` times is flaky,
+    # not down: its breaker lets a probe through after this cool-down (doubling each time, at
+    # most ``breaker_retries`` times) when that fits the fetch window.
     breaker_retry_s: float = 5.0
     breaker_retries: int = 3
 

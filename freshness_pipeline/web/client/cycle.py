@@ -55,7 +55,7 @@ async def fetch_all(
     where. A write the disk refuses (ArchiveWriteError) fails the call.
     """
     started = time.monotonic()
-    policy = settings.throttle_policy()
+    policy = settings.throttle
     results: list[FetchResult | None] = [None] * len(requests)
     groups: dict[str, list[int]] = {}
     for i, req in enumerate(requests):

@@ -4,7 +4,7 @@ robots.txt, sitemaps and discovery open their sessions with them, so they stand 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from freshness_pipeline.science.retry_after import MAX_RETRY_AFTER_S
@@ -40,29 +40,11 @@ class FetchSettings:
     # Date header (content age, an HTTP-date Retry-After), so that no decision reads the wall
     # clock. None only for callers outside a cycle.
     cycle_now: datetime | None = None
-    # Unforgiven failures (transport errors, timeouts, 5xx, 429/503; each success forgives one)
-    # after which a host's circuit breaker opens and the rest of its queue is deferred: a dead
-    # host must not eat the cycle one timeout at a time. None disables the breaker.
-    host_failure_limit: int | None = 3
-    # Latency-aware pacing (see web/throttle.py). The gap between request starts to a host
-    # follows latency / target concurrency, never below its Crawl-delay, never above
-    # max_delay_s (unless the Crawl-delay is larger).
-    autothrottle: bool = True
-    autothrottle_target_concurrency: float = 1.0
-    autothrottle_start_delay_s: float = 0.0
-    max_delay_s: float = 60.0
-    # Exponential back-off on failures: the gap becomes at least base * 2^(n-1) after n
-    # unforgiven failures (and at least double the previous gap), raised by up to `jitter`.
-    backoff_base_s: float = 1.0
-    backoff_jitter: float = 0.25
-    # How long an open breaker stays open before one probe is let through; matters only when a
-    # Throttles object is reused across fetch_all calls (within one cycle, open means done).
-    breaker_cooldown_s: float = 600.0
-    # A host that has answered in this cycle and then fails ``host_failure_limit`` times is
-    # flaky, not down: its breaker lets a probe through after this cool-down (doubling each
-    # time, at most ``breaker_retries`` times) when that fits the fetch window.
-    breaker_retry_s: float = 5.0
-    breaker_retries: int = 3
+    # How each host is paced and when its circuit breaker opens (web/throttle.py): latency-aware
+    # gaps never below the Crawl-delay, exponential back-off on failures, and a breaker after
+    # ``throttle.failure_limit`` unforgiven failures so that a dead host does not eat the
+    # cycle one timeout at a time.
+    throttle: ThrottlePolicy = field(default_factory=ThrottlePolicy)
 
     def __post_init__(self) -> None:
         if not self.user_agent.startswith(USER_AGENT_PREFIX):
@@ -86,18 +68,3 @@ class FetchSettings:
             raise ValueError("max_retry_after_s must not be negative")
         if self.cycle_now is not None and self.cycle_now.utcoffset() is None:
             raise ValueError("cycle_now must be timezone-aware")
-        self.throttle_policy()  # validates the throttle knobs
-
-    def throttle_policy(self) -> ThrottlePolicy:
-        return ThrottlePolicy(
-            autothrottle=self.autothrottle,
-            target_concurrency=self.autothrottle_target_concurrency,
-            start_delay_s=self.autothrottle_start_delay_s,
-            max_delay_s=self.max_delay_s,
-            backoff_base_s=self.backoff_base_s,
-            backoff_jitter=self.backoff_jitter,
-            failure_limit=self.host_failure_limit,
-            breaker_cooldown_s=self.breaker_cooldown_s,
-            breaker_retry_s=self.breaker_retry_s,
-            breaker_retries=self.breaker_retries,
-        )
