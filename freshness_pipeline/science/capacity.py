@@ -116,6 +116,16 @@ CYCLE_COLUMNS = {
 }
 
 
+#: what next_host_capacity takes of a host's last row, under the names it joins them by
+_PREVIOUS_ALIASES = {
+    "gap_s": "_prev_gap",
+    "concurrency": "_prev_conc",
+    "latency_s": "_prev_latency",
+    "clean_cycles": "_prev_clean",
+    "last_throttled_at": "_prev_throttled_at",
+}
+
+
 def next_host_capacity(
     previous: pl.DataFrame,
     cycle: pl.DataFrame,
@@ -129,14 +139,7 @@ def next_host_capacity(
     cycle planned for, with :data:`CYCLE_COLUMNS`. Hosts not in ``cycle`` keep their row as it
     was: only answers teach anything. A host that sent nothing keeps its pace too.
     """
-    prev = previous.select(
-        "host",
-        pl.col("gap_s").alias("_prev_gap"),
-        pl.col("concurrency").alias("_prev_conc"),
-        pl.col("latency_s").alias("_prev_latency"),
-        pl.col("clean_cycles").alias("_prev_clean"),
-        pl.col("last_throttled_at").alias("_prev_throttled_at"),
-    )
+    prev = previous.select("host", *_PREVIOUS_ALIASES).rename(_PREVIOUS_ALIASES)
     seen = cycle.join(prev, on="host", how="left")
     answered = pl.col("sent") > 0
     throttled = pl.col("throttled") > 0

@@ -48,6 +48,15 @@ def plan_threshold(plan: pl.DataFrame) -> float:
     return float(lowest) if isinstance(lowest, int | float) else 0.0  # None: no priority bought
 
 
+#: what merge_state takes of the candidates, under the names it joins them by
+_CANDIDATE_ALIASES = {
+    "host": "c_host",
+    "value": "c_value",
+    "url_class": "c_class",
+    "first_seen_at": "c_first_seen",
+    "allowed": "c_allowed",
+    "lastmod": "c_lastmod",
+}
 #: what merge_state takes of this cycle's sent results, under the names it joins them by
 _RESULT_ALIASES = {
     "fetched_at": "r_at",
@@ -69,20 +78,13 @@ def merge_state(
 ) -> pl.DataFrame:
     """Previous state + new candidates + this cycle's sent results, before re-estimation."""
     prev = tables.conform("url_state", previous)
-    cand = candidates.select(
-        "url",
-        pl.col("host").alias("c_host"),
-        pl.col("value").alias("c_value"),
-        pl.col("url_class").alias("c_class"),
-        pl.col("first_seen_at").alias("c_first_seen"),
-        pl.col("allowed").alias("c_allowed"),
-        pl.col("lastmod").alias("c_lastmod"),
-    )
+    cand = candidates.select("url", *_CANDIDATE_ALIASES).rename(_CANDIDATE_ALIASES)
     # a results frame from before a column existed has it as nulls (conform)
     sent = (
         tables.conform("fetch_results", results)
         .filter(pl.col("sent"))
-        .select("url", *(pl.col(c).alias(alias) for c, alias in _RESULT_ALIASES.items()))
+        .select("url", *_RESULT_ALIASES)
+        .rename(_RESULT_ALIASES)
     )
     merged = prev.join(cand, on="url", how="full", coalesce=True).join(sent, on="url", how="left")
     outcome = pl.col("r_outcome")
