@@ -36,6 +36,8 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
+from freshness_pipeline.science.knobs import require
+
 __all__ = [
     "COUNT_COLUMNS",
     "HISTORY_COLUMNS",
@@ -125,14 +127,13 @@ class TrustRules:
         # At least one observation: a share of nothing must never condemn a validator.
         if self.min_stuck < 1 or self.min_useless < 1 or self.min_age_tracks < 1:
             raise ValueError("min_stuck, min_useless and min_age_tracks must be at least 1")
-        for name in (
+        shares = (
             "max_stuck_share",
             "max_useless_share",
             "max_age_stuck_share",
             "max_age_volatile_share",
-        ):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ValueError(f"{name} must be within [0, 1]")
+        )
+        require(self, shares, lambda v: 0 <= v <= 1, "be within [0, 1]")
 
 
 def _norm_etag(expr: pl.Expr) -> pl.Expr:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from freshness_pipeline.science.capacity import throttled_gap
+from freshness_pipeline.science.knobs import require
 
 __all__ = [
     "HostThrottle",
@@ -101,15 +102,14 @@ class ThrottlePolicy:
     def __post_init__(self) -> None:
         if self.target_concurrency <= 0:
             raise ValueError("target_concurrency must be positive")
-        for name in (
+        delays = (
             "start_delay_s",
             "max_delay_s",
             "backoff_base_s",
             "breaker_cooldown_s",
             "breaker_retry_s",
-        ):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative")
+        )
+        require(self, delays, lambda v: v >= 0, "not be negative")
         if not 0 <= self.backoff_jitter <= 1:
             raise ValueError("backoff_jitter must be within [0, 1]")
         if self.breaker_retries < 0:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from freshness_pipeline.science.knobs import require
 from freshness_pipeline.science.retry_after import MAX_RETRY_AFTER_S
 from freshness_pipeline.web.throttle import ThrottlePolicy
 
@@ -49,17 +50,15 @@ class FetchSettings:
     def __post_init__(self) -> None:
         if not self.user_agent.startswith(USER_AGENT_PREFIX):
             raise ValueError(f"user_agent must start with {USER_AGENT_PREFIX!r}")
-        for name in ("connect_timeout", "read_timeout", "total_timeout"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive")
-        for name in (
+        timeouts = ("connect_timeout", "read_timeout", "total_timeout")
+        require(self, timeouts, lambda v: v > 0, "be positive")
+        counts = (
             "max_body_bytes",
             "max_decompressed_bytes",
             "global_concurrency",
             "host_concurrency",
-        ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
+        )
+        require(self, counts, lambda v: v >= 1, "be at least 1")
         if self.cycle_time_limit_s is not None and self.cycle_time_limit_s < 0:
             raise ValueError("cycle_time_limit_s must not be negative")
         if not self.fetch_window_s > 0:
