@@ -701,7 +701,7 @@ def command_line(args: argparse.Namespace, truth: Truth, commit: str, checkout: 
     default_cycles = QUICK_CYCLES if args.quick else FULL_CYCLES
     if args.freshness_bin == default_freshness_bin():
         binary = ""
-    elif is_this_checkout(checkout):
+    elif is_this_checkout(checkout) or commit == "unknown":
         binary = f" --freshness-bin {args.freshness_bin}"
     else:
         binary = f" --freshness-bin <clone at {commit[:7]}>/.venv/bin/freshness"
@@ -748,6 +748,8 @@ def render(
         + (
             "this checkout"
             if is_this_checkout(checkout)
+            else "from a checkout not found (no `python` beside the `--freshness-bin` script)"
+            if commit == "unknown"
             else f"installed from {'a modified' if commit.endswith('+dirty') else 'a clean'} clone"
         ),
         f"- web: {len(hosts)} hosts, {initial} pages at the start ({int(truth.pages['disallowed'].sum())} of "

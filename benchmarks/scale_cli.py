@@ -31,7 +31,8 @@ cycle, the ``fetch_results`` step's wall time from the instance's step stats, an
 "non-fetch" time (its wall minus that step). The targets are printed with each figure.
 ``--code DIR`` runs the commands from the checkout in DIR (``PYTHONPATH``, so ``python -m
 freshness_pipeline.app.cli``) with this venv's packages: how the "before" column of docs/scaling.md
-is measured against a clone of an earlier commit. Not a unit test.
+is measured against a clone of an earlier commit. Without it they run from this script's own
+checkout the same way, whichever checkout the venv has installed. Not a unit test.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ QUICK = (100_000, 1_000)
 FIRST_OCTETS = (127, 64)
 PER_SUBNET = 250
 CLEARED_ENV = ("DAGSTER_HOME", "FRESHNESS_HOME", "DAGSTER_EVENT_BATCH_SIZE", "PYTHONPATH")
+CHECKOUT = Path(__file__).resolve().parents[1]
 
 TARGETS = {
     "seed_s": 60.0,
@@ -265,9 +267,10 @@ def benchmark(args: argparse.Namespace) -> dict:
     python = sys.executable
     env = {k: v for k, v in os.environ.items() if k not in CLEARED_ENV}
     env |= {"FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8", "NO_PROXY": "*", "no_proxy": "*"}
-    if args.code:
-        env["PYTHONPATH"] = str(Path(args.code).resolve())
-    cli = [python, "-m", cli_module(Path(args.code)) if args.code else "freshness_pipeline.app.cli"]
+    # The checkout's own package, not the venv's install, which may be another checkout's
+    code = Path(args.code).resolve() if args.code else CHECKOUT
+    env["PYTHONPATH"] = str(code)
+    cli = [python, "-m", cli_module(code)]
     where = subprocess.run(
         [python, "-c", "import freshness_pipeline as f; print(f.__path__[0])"],
         capture_output=True,
@@ -494,7 +497,9 @@ def main() -> None:
     parser.add_argument("--urls", type=int, default=0, help="URLs (with --hosts)")
     parser.add_argument("--hosts", type=int, default=0, help="hosts (with --urls)")
     parser.add_argument("--real-cycles", type=int, default=1, help="real cycles after the dry run")
-    parser.add_argument("--code", default=None, help="run the CLI from this checkout instead")
+    parser.add_argument(
+        "--code", default=None, help="run the CLI from this checkout instead of the script's own"
+    )
     parser.add_argument(
         "--config",
         default="",
