@@ -14,7 +14,13 @@ from freshness_pipeline.science.estimate import (
     append_observations,
     estimate_rates,
 )
-from freshness_pipeline.science.prior.components import DEFAULT_PERIODS, MISMATCH, Period, rate_grid
+from freshness_pipeline.science.prior.components import (
+    DEFAULT_PERIODS,
+    MISMATCH,
+    Components,
+    Period,
+    rate_grid,
+)
 from freshness_pipeline.science.prior.histories import flatten_histories, histories_from_arrays
 from freshness_pipeline.science.prior.likelihood import ChunkedLikelihood  # the likelihood itself
 from freshness_pipeline.science.prior.posterior import grid_posterior, posterior_summary
@@ -23,6 +29,7 @@ from freshness_pipeline_tests.histories import LIST_F
 from freshness_pipeline_tests.histories import history_frame as _state
 
 GRID = rate_grid()
+ON_GRID = Components(grid=GRID)
 G = GRID.shape[0]
 EPOCH_DAY = 20_000.0  # days since the Unix epoch (midnight UTC)
 
@@ -182,7 +189,7 @@ def test_the_poisson_term_of_an_aged_change_is_the_density() -> None:
     h = histories_from_arrays(
         np.array([0, 0]), np.array([2.0, 1.0]), np.array([True, False]), 1, age=np.array([0.7, 0.2])
     )
-    post = grid_posterior(h, None, grid=GRID)[0]
+    post = grid_posterior(h, None, components=ON_GRID)[0]
     want = np.log(GRID) - GRID * 0.7 - GRID * 1.0  # the unchanged day: e^{−λ}
     want = np.exp(want - want.max())
     assert np.allclose(post, want / want.sum(), rtol=1e-5, atol=1e-12)
@@ -197,7 +204,9 @@ def test_long_ages_lower_the_posterior_rate() -> None:
     aged = histories_from_arrays(row, d, c, 1, end=end, age=np.full(10, 0.9))
     for periods in ((), DEFAULT_PERIODS):
         rate = {
-            k: posterior_summary(h, None, grid=GRID, periods=periods)["change_rate"][0]
+            k: posterior_summary(h, None, components=Components(grid=GRID, periods=periods))[
+                "change_rate"
+            ][0]
             for k, h in (("binary", binary), ("aged", aged))
         }
         assert rate["aged"] < 0.5 * rate["binary"]
@@ -220,7 +229,7 @@ def test_ages_at_the_same_time_of_day_point_to_the_daily_clock() -> None:
     # changes at 09:00 ± 20 min, seen at 14:00: ages 5 h ∓ 20 min
     row, d, c, end, ages = _six_hourly(14, lambda k: (5 + rng.uniform(-1, 1) / 3) / 24)
     h = histories_from_arrays(row, d, c, 1, end=end, age=ages)
-    post = grid_posterior(h, None, grid=GRID, periods=DEFAULT_PERIODS)[0]
+    post = grid_posterior(h, None, components=Components(grid=GRID, periods=DEFAULT_PERIODS))[0]
     daily = G + list(DEFAULT_PERIODS).index(Period(1.0, 24))
     assert post[daily] > 0.9
     # the phase is pinned near 09:00 (the bins at 08:30 and 09:30): a fetch at 09:30 is worth
@@ -232,8 +241,7 @@ def test_ages_at_the_same_time_of_day_point_to_the_daily_clock() -> None:
         posterior_summary(
             h,
             None,
-            grid=GRID,
-            periods=DEFAULT_PERIODS,
+            components=Components(grid=GRID, periods=DEFAULT_PERIODS),
             age_days=now - last_fetch,
             now_days=now,
         )["expected_index"][0]
@@ -246,7 +254,7 @@ def test_scattered_ages_keep_the_page_poisson() -> None:
     rng = np.random.default_rng(6)
     row, d, c, end, ages = _six_hourly(14, lambda k: rng.uniform(0, 0.25))
     h = histories_from_arrays(row, d, c, 1, end=end, age=ages)
-    post = grid_posterior(h, None, grid=GRID, periods=DEFAULT_PERIODS)[0]
+    post = grid_posterior(h, None, components=Components(grid=GRID, periods=DEFAULT_PERIODS))[0]
     assert post[:G].sum() > 0.9
 
 
@@ -332,9 +340,10 @@ def test_rows_without_ages_score_as_without_the_column() -> None:
     # one fixed prior for both paths: the rows' own scores must not move
     prior = refit_change_prior(plain_state, None, now=now, model=model)
     later = datetime.fromtimestamp((EPOCH_DAY + 1.6) * 86_400, tz=UTC)
-    kw = {"grid": model.grid_array, "periods": model.periods}
-    a = posterior_summary(flatten_histories(state, anchor="last_seen_at"), None, **kw)
-    b = posterior_summary(flatten_histories(plain_state, anchor="last_seen_at"), None, **kw)
+    a = posterior_summary(flatten_histories(state, anchor="last_seen_at"), None, components=model)
+    b = posterior_summary(
+        flatten_histories(plain_state, anchor="last_seen_at"), None, components=model
+    )
     assert a.filter(pl.Series(no_age)).equals(b.filter(pl.Series(no_age)))
     assert not a.filter(~pl.Series(no_age)).equals(b.filter(~pl.Series(no_age)))
     gains = expected_gains(state, prior, now=later, model=model).to_numpy()

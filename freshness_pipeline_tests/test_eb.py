@@ -5,7 +5,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from freshness_pipeline.science.prior.components import GLOBAL, Period, initial_weights, rate_grid
+from freshness_pipeline.science.prior.components import (
+    GLOBAL,
+    Components,
+    Period,
+    initial_weights,
+    rate_grid,
+)
 from freshness_pipeline.science.prior.fit import fit_grid_prior
 from freshness_pipeline.science.prior.histories import flatten_histories, histories_from_arrays
 from freshness_pipeline.science.prior.likelihood import (
@@ -32,6 +38,7 @@ from freshness_pipeline.science.schedule import PlanConfig, build_plan
 from freshness_pipeline.warehouse import tables
 
 GRID = rate_grid()
+ON_GRID = Components(grid=GRID)
 
 
 def _simulate(rates: np.ndarray, n_obs: int, seed: int = 0):
@@ -63,7 +70,7 @@ def _state(intervals: list[list[float] | None], changed: list[list[bool] | None]
 
 def test_weights_sum_to_one_and_recover_a_two_point_mixture() -> None:
     rates, hist = _two_point()
-    weights = fit_grid_prior(hist, grid=GRID, iterations=300)
+    weights = fit_grid_prior(hist, components=ON_GRID, iterations=300)
     assert set(weights) == {GLOBAL, "default"}
     for w in weights.values():
         assert w.shape == GRID.shape
@@ -82,21 +89,21 @@ def test_weights_sum_to_one_and_recover_a_two_point_mixture() -> None:
 
 def test_warm_start_continues_where_the_last_fit_stopped() -> None:
     _, hist = _two_point(n=1500)
-    once = fit_grid_prior(hist, grid=GRID, iterations=20)
+    once = fit_grid_prior(hist, components=ON_GRID, iterations=20)
     twice = fit_grid_prior(
         hist,
-        grid=GRID,
+        components=ON_GRID,
         iterations=10,
-        previous_weights=fit_grid_prior(hist, grid=GRID, iterations=10),
+        previous_weights=fit_grid_prior(hist, components=ON_GRID, iterations=10),
     )
     np.testing.assert_allclose(twice[GLOBAL], once[GLOBAL], rtol=1e-9, atol=1e-15)
 
 
 def test_no_observations_leave_the_starting_weights() -> None:
     hist = flatten_histories(_state([[], None], [[], None]))
-    assert fit_grid_prior(hist, grid=GRID)[GLOBAL] == pytest.approx(initial_weights(GRID))
+    assert fit_grid_prior(hist, components=ON_GRID)[GLOBAL] == pytest.approx(initial_weights(GRID))
     start = np.linspace(1.0, 2.0, GRID.shape[0])
-    got = fit_grid_prior(hist, grid=GRID, previous_weights={GLOBAL: start})
+    got = fit_grid_prior(hist, components=ON_GRID, previous_weights={GLOBAL: start})
     np.testing.assert_allclose(got[GLOBAL], start / start.sum())
     np.testing.assert_allclose(got["default"], start / start.sum())
 
@@ -106,8 +113,8 @@ def test_a_small_class_is_pulled_towards_the_global_weights() -> None:
     rates = np.r_[np.full(n_big, 1.0), np.full(n_small, 0.01)]
     hist = histories_from_arrays(*_simulate(rates, 20, seed=3), n_big + n_small)
     classes = ["article"] * n_big + ["static"] * n_small
-    shrunk = fit_grid_prior(hist, classes, grid=GRID, iterations=100, shrinkage=500.0)
-    own = fit_grid_prior(hist, classes, grid=GRID, iterations=100, shrinkage=0.0)
+    shrunk = fit_grid_prior(hist, classes, components=ON_GRID, iterations=100, shrinkage=500.0)
+    own = fit_grid_prior(hist, classes, components=ON_GRID, iterations=100, shrinkage=0.0)
     slow = GRID < 0.1
     assert own["static"][slow].sum() > 0.95  # on its own data the small class is all slow
     assert shrunk["static"][slow].sum() < 0.2  # 30 pages against 500 global pseudo-pages
@@ -117,18 +124,18 @@ def test_a_small_class_is_pulled_towards_the_global_weights() -> None:
 
 def test_classes_are_normalized_like_the_gamma_priors() -> None:
     hist = histories_from_arrays(*_simulate(np.full(4, 1.0), 3), 4)
-    got = fit_grid_prior(hist, [" Article", "article", None, ""], grid=GRID, iterations=2)
+    got = fit_grid_prior(hist, [" Article", "article", None, ""], components=ON_GRID, iterations=2)
     assert set(got) == {GLOBAL, "article", "default"}
 
 
 def test_invalid_inputs_raise() -> None:
     hist = histories_from_arrays(*_simulate(np.full(3, 1.0), 2), 3)
     with pytest.raises(ValueError):
-        fit_grid_prior(hist, grid=np.array([1.0, 0.5]))
+        fit_grid_prior(hist, components=Components(grid=np.array([1.0, 0.5])))
     with pytest.raises(ValueError):
-        fit_grid_prior(hist, ["a", "b"], grid=GRID)
+        fit_grid_prior(hist, ["a", "b"], components=ON_GRID)
     with pytest.raises(ValueError):
-        fit_grid_prior(hist, grid=GRID, previous_weights={GLOBAL: np.ones(3)})
+        fit_grid_prior(hist, components=ON_GRID, previous_weights={GLOBAL: np.ones(3)})
     with pytest.raises(ValueError):
         flatten_histories(_state([[1.0, 2.0]], [[True]]))
     with pytest.raises(ValueError):
@@ -144,8 +151,8 @@ def test_posterior_mean_is_finite_and_increases_with_observed_changes() -> None:
     changed = [[True] * x + [False] * (n_obs - x) for x in range(n_obs + 1)]
     state = _state(intervals, changed)
     _, hist = _two_point(n=1500)
-    for weights in (None, fit_grid_prior(hist, grid=GRID, iterations=50)):
-        summary = posterior_summary(state, weights, grid=GRID)
+    for weights in (None, fit_grid_prior(hist, components=ON_GRID, iterations=50)):
+        summary = posterior_summary(state, weights, components=ON_GRID)
         rate = summary["change_rate"].to_numpy()
         assert np.isfinite(rate).all() and (rate > 0).all()
         assert (np.diff(rate) > 0).all()
@@ -161,14 +168,14 @@ def test_empty_histories_give_the_prior() -> None:
         np.linspace(3.0, 1.0, GRID.shape[0]) / np.linspace(3.0, 1.0, GRID.shape[0]).sum()
     )
     state = _state([None, [], [float("nan"), -1.0]], [None, [], [True, False]])
-    post = grid_posterior(state, weights, ["static", "unknown-class", None], grid=GRID)
+    post = grid_posterior(state, weights, ["static", "unknown-class", None], components=ON_GRID)
     np.testing.assert_allclose(post[0], weights["static"], rtol=1e-12)
     np.testing.assert_allclose(post[1], weights[GLOBAL], rtol=1e-12)  # no own weights: global
     np.testing.assert_allclose(post[2], weights[GLOBAL], rtol=1e-12)  # invalid obs skipped
-    summary = posterior_summary(state, weights, ["static", "x", None], grid=GRID)
+    summary = posterior_summary(state, weights, ["static", "x", None], components=ON_GRID)
     assert summary["change_rate"][0] == pytest.approx(float(weights["static"] @ GRID))
     assert summary["n_obs"].to_list() == [0, 0, 0]
-    uniform = grid_posterior(state, None, grid=GRID)
+    uniform = grid_posterior(state, None, components=ON_GRID)
     np.testing.assert_allclose(uniform, np.full((3, GRID.shape[0]), 1.0 / GRID.shape[0]))
 
 
@@ -181,14 +188,14 @@ def test_posterior_matches_the_censored_likelihood() -> None:
     for d, c in zip(intervals, changed, strict=True):
         lik *= -np.expm1(-GRID * d) if c else np.exp(-GRID * d)
     expected = w * lik / (w * lik).sum()
-    got = grid_posterior(_state([intervals], [changed]), w, grid=GRID)[0]
+    got = grid_posterior(_state([intervals], [changed]), w, components=ON_GRID)[0]
     np.testing.assert_allclose(got, expected, rtol=1e-5)  # float32 likelihood terms
 
 
 def test_expected_index_matches_monte_carlo() -> None:
     rng = np.random.default_rng(11)
     state = _state([[2.0, 1.0, 3.0]], [[True, False, True]])
-    post = grid_posterior(state, None, grid=GRID)
+    post = grid_posterior(state, None, components=ON_GRID)
     draws = GRID[rng.choice(GRID.shape[0], size=400_000, p=post[0])]
     for age in (0.1, 1.0, 7.0, 60.0):
         r = draws * age
@@ -223,20 +230,25 @@ def test_chunking_and_caching_give_identical_results() -> None:
     hist = histories_from_arrays(row[keep], d[keep], c[keep], 700)
     classes = rng.choice(["a", "b", "c"], 700).tolist()
     ages = rng.uniform(0.0, 20.0, 700)
-    ref_w = fit_grid_prior(hist, classes, grid=GRID, iterations=7)
-    ref = posterior_summary(hist, ref_w, classes, grid=GRID, age_days=ages)
+    ref_w = fit_grid_prior(hist, classes, components=ON_GRID, iterations=7)
+    ref = posterior_summary(hist, ref_w, classes, components=ON_GRID, age_days=ages)
     for chunk_cells, cache_cells in ((1, 0), (500, 0), (5000, 1 << 30)):
         w = fit_grid_prior(
-            hist, classes, grid=GRID, iterations=7, chunk_cells=chunk_cells, cache_cells=cache_cells
+            hist,
+            classes,
+            components=ON_GRID,
+            iterations=7,
+            chunk_cells=chunk_cells,
+            cache_cells=cache_cells,
         )
         for k in ref_w:
             np.testing.assert_allclose(w[k], ref_w[k], rtol=1e-12, atol=1e-300)
         got = posterior_summary(
-            hist, ref_w, classes, grid=GRID, age_days=ages, chunk_cells=chunk_cells
+            hist, ref_w, classes, components=ON_GRID, age_days=ages, chunk_cells=chunk_cells
         )
         for col in ref.columns:
             np.testing.assert_allclose(got[col].to_numpy(), ref[col].to_numpy(), rtol=1e-12)
-    post = grid_posterior(hist, ref_w, classes, grid=GRID, chunk_cells=1)
+    post = grid_posterior(hist, ref_w, classes, components=ON_GRID, chunk_cells=1)
     np.testing.assert_allclose(expected_index(post, GRID, ages), ref["expected_index"], rtol=1e-12)
 
 
@@ -252,7 +264,7 @@ def test_flatten_matches_arrays() -> None:
 
 def test_weights_frame_round_trip() -> None:
     _, hist = _two_point(n=500)
-    weights = fit_grid_prior(hist, ["x"] * 500, grid=GRID, iterations=5)
+    weights = fit_grid_prior(hist, ["x"] * 500, components=ON_GRID, iterations=5)
     frame = weights_frame(weights, GRID)
     assert frame.columns == ["url_class", "rate_per_day", "weight"]
     assert frame.height == 2 * GRID.shape[0]
@@ -309,8 +321,8 @@ def test_eb_summary_feeds_the_plan() -> None:
     state = _state([[1.0] * 5, [1.0] * 5, [30.0]], [[True] * 5, [False] * 5, [False]])
     ages = np.array([1.0, 1.0, 1.0])
     _, hist = _two_point(n=1500)
-    weights = fit_grid_prior(hist, grid=GRID, iterations=50)
-    summary = posterior_summary(state, weights, grid=GRID, age_days=ages)
+    weights = fit_grid_prior(hist, components=ON_GRID, iterations=50)
+    summary = posterior_summary(state, weights, components=ON_GRID, age_days=ages)
     cands = pl.DataFrame(
         {
             "url": ["http://h.example/fast", "http://h.example/slow", "http://h.example/quiet"],
@@ -376,15 +388,15 @@ def test_a_clock_is_told_from_poisson_and_its_share_is_learned() -> None:
     phases = np.where(clock, rng.random(n), np.nan)
     rates = np.exp(rng.uniform(np.log(0.05), np.log(5.0), n))
     hist, _ = _clock_histories(phases, rates, 24)
-    weights = fit_grid_prior(hist, grid=GRID, periods=(DAY,), iterations=60)
+    weights = fit_grid_prior(hist, components=Components(grid=GRID, periods=(DAY,)), iterations=60)
     assert weights[GLOBAL].shape == (GRID.shape[0] + 1,)
     assert weights[GLOBAL][-1] == pytest.approx(clock.mean(), abs=0.03)
-    summary = posterior_summary(hist, weights, grid=GRID, periods=(DAY,))
+    summary = posterior_summary(hist, weights, components=Components(grid=GRID, periods=(DAY,)))
     share = summary["periodic_share"].to_numpy()
     assert (share[clock] > 0.9).mean() > 0.97
     assert (share[~clock] < 0.1).mean() > 0.95
     # without a clock in the model the same fit is Poisson-only, as before
-    plain = fit_grid_prior(hist, grid=GRID, iterations=5)
+    plain = fit_grid_prior(hist, components=ON_GRID, iterations=5)
     assert plain[GLOBAL].shape == GRID.shape
 
 
@@ -401,7 +413,11 @@ def test_the_phase_of_a_clock_sets_when_a_fetch_is_worth_it() -> None:
         (base + 2 + 5 / 24, 1.5 / 24),  # 05:00 two days on: stale, but the next change is soon
     ):
         got = posterior_summary(
-            hist, weights, grid=GRID, periods=(DAY,), age_days=now - last, now_days=now
+            hist,
+            weights,
+            components=Components(grid=GRID, periods=(DAY,)),
+            age_days=now - last,
+            now_days=now,
         )
         assert got["periodic_share"][0] > 0.99
         assert got["expected_index"][0] == pytest.approx(worth, abs=0.03)
@@ -411,14 +427,15 @@ def test_the_phase_of_a_clock_sets_when_a_fetch_is_worth_it() -> None:
     got = posterior_summary(
         hist,
         weights,
-        grid=GRID,
-        periods=(DAY,),
+        components=Components(grid=GRID, periods=(DAY,)),
         age_days=now - (base + 1 + 7 / 24),
         now_days=now,
     )
     assert got["expected_index"][0] < 0.02 and got["expected_capture"][0] < 0.02
     with pytest.raises(ValueError, match="now_days"):
-        posterior_summary(hist, weights, grid=GRID, periods=(DAY,), age_days=1.0)
+        posterior_summary(
+            hist, weights, components=Components(grid=GRID, periods=(DAY,)), age_days=1.0
+        )
 
 
 def test_observations_without_times_cannot_follow_a_clock() -> None:
@@ -429,12 +446,16 @@ def test_observations_without_times_cannot_follow_a_clock() -> None:
     d = (hist.obs_end - hist.obs_start)[np.argsort(hist.obs_row, kind="stable")]
     untimed = histories_from_arrays(row, d, hist.obs_changed, 2, end=end)
     weights = {GLOBAL: initial_weights(GRID, (DAY,), 0.5)}
-    share = posterior_summary(untimed, weights, grid=GRID, periods=(DAY,))["periodic_share"]
+    share = posterior_summary(untimed, weights, components=Components(grid=GRID, periods=(DAY,)))[
+        "periodic_share"
+    ]
     assert share[0] > 0.99 and share[1] == 0.0
     # histories without any times: same for every row
     flat = flatten_histories(_state([[1.0, 0.5]], [[True, False]]))
     assert not flat.has_times
-    got = posterior_summary(flat, weights, grid=GRID, periods=(DAY,))["periodic_share"][0]
+    got = posterior_summary(flat, weights, components=Components(grid=GRID, periods=(DAY,)))[
+        "periodic_share"
+    ][0]
     assert got == 0.0
 
 
@@ -461,14 +482,16 @@ def test_forgetting_tempers_the_likelihood(monkeypatch: pytest.MonkeyPatch) -> N
     for d, c, w in zip(intervals, changed, wt, strict=True):
         lik += w * (np.log(-np.expm1(-GRID * d)) if c else -GRID * d)
     expected = np.exp(lik - lik.max()) / np.exp(lik - lik.max()).sum()
-    got = grid_posterior(state, None, grid=GRID)[0]
+    got = grid_posterior(state, None, components=ON_GRID)[0]
     np.testing.assert_allclose(got, expected, rtol=1e-5)
     # the module constant does the same for a frame without the column
     from freshness_pipeline.science import estimate
 
     monkeypatch.setattr(estimate, "HALF_LIFE_DAYS", 2.0)
     np.testing.assert_allclose(
-        grid_posterior(_state([intervals], [changed]), None, grid=GRID)[0], expected, rtol=1e-5
+        grid_posterior(_state([intervals], [changed]), None, components=ON_GRID)[0],
+        expected,
+        rtol=1e-5,
     )
 
 
@@ -480,10 +503,11 @@ def test_chunking_caching_and_sampling_with_clocks() -> None:
     periods = (Period(0.5, 6), DAY)
     classes = rng.choice(["a", "b"], n).tolist()
     ages = rng.uniform(0.0, 3.0, n)
-    kw = dict(grid=GRID, periods=periods, iterations=4)
+    clocks = Components(grid=GRID, periods=periods)
+    kw = dict(components=clocks, iterations=4)
     ref_w = fit_grid_prior(hist, classes, **kw)
     ref = posterior_summary(
-        hist, ref_w, classes, grid=GRID, periods=periods, age_days=ages, now_days=EPOCH_DAY + 9
+        hist, ref_w, classes, components=clocks, age_days=ages, now_days=EPOCH_DAY + 9
     )
     for chunk_cells, cache_cells in ((1, 0), (3000, 0), (50_000, 1 << 30)):
         w = fit_grid_prior(hist, classes, chunk_cells=chunk_cells, cache_cells=cache_cells, **kw)
@@ -493,8 +517,7 @@ def test_chunking_caching_and_sampling_with_clocks() -> None:
             hist,
             ref_w,
             classes,
-            grid=GRID,
-            periods=periods,
+            components=clocks,
             age_days=ages,
             now_days=EPOCH_DAY + 9,
             chunk_cells=chunk_cells,
@@ -505,7 +528,7 @@ def test_chunking_caching_and_sampling_with_clocks() -> None:
     sampled = fit_grid_prior(hist, classes, max_rows=200, **kw)
     assert np.abs(sampled[GLOBAL] - ref_w[GLOBAL]).sum() < 0.15
     with pytest.raises(ValueError):
-        fit_grid_prior(hist, max_rows=0, grid=GRID)
+        fit_grid_prior(hist, components=ON_GRID, max_rows=0)
 
 
 # ------------------------------------------------------------------ the product's functions
@@ -564,8 +587,7 @@ def test_refit_change_prior_stores_per_host_and_class_and_warm_starts() -> None:
     direct = fit_grid_prior(
         flatten_histories(state, anchor="last_seen_at"),
         state["url_class"],
-        grid=GRID,
-        periods=(DAY,),
+        components=Components(grid=GRID, periods=(DAY,)),
         previous_weights=weights,
         iterations=20,
     )
@@ -753,8 +775,7 @@ def test_classes_whose_prior_has_no_clocks_are_scored_without_them(
             flatten_histories(state, anchor="last_seen_at"),
             weights,
             state["url_class"],
-            grid=GRID,
-            periods=(DAY,),
+            components=Components(grid=GRID, periods=(DAY,)),
             age_days=ages,
             now_days=later.timestamp() / 86_400,
         )

@@ -11,7 +11,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from freshness_pipeline.science.prior.components import DEFAULT_PERIODS, GLOBAL, rate_grid
+from freshness_pipeline.science.prior.components import (
+    DEFAULT_PERIODS,
+    GLOBAL,
+    Components,
+    rate_grid,
+)
 from freshness_pipeline.science.prior.histories import histories_from_arrays
 from freshness_pipeline.science.prior.posterior import PosteriorMedianRate, posterior_summary
 from freshness_pipeline.science.prior.table import (
@@ -294,8 +299,7 @@ def test_posterior_rates_of_rows_with_and_without_a_history():
             np.empty(0, np.int64), np.empty(0), np.empty(0, bool), 1, end=np.empty(0)
         ),
         None,
-        grid=rate_grid(),
-        periods=DEFAULT_PERIODS,
+        components=Components(grid=rate_grid(), periods=DEFAULT_PERIODS),
     )
     assert out["change_rate"][1] == pytest.approx(start["change_rate"][0])
     assert out["change_rate_median"][1] == pytest.approx(start["rate_median"][0])
@@ -322,7 +326,9 @@ def test_dated_changes_tell_a_clock_of_a_few_hours_from_a_fast_poisson_page():
         h = histories_from_arrays(
             row, np.full(n * k, 1.0), np.ones(n * k, bool), n, end=end, age=ages
         )
-        out = posterior_summary(h, None, grid=rate_grid(), periods=DEFAULT_PERIODS)
+        out = posterior_summary(
+            h, None, components=Components(grid=rate_grid(), periods=DEFAULT_PERIODS)
+        )
         share = out["periodic_share"].median()
         assert share > 0.5 if clock else share < 0.05
         assert abs(np.log(out["rate_median"].median() / rate)) <= BIAS_TARGET

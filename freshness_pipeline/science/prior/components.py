@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeAlias
 
 import numpy as np
@@ -18,6 +18,7 @@ from freshness_pipeline.science.estimate import DEFAULT_CLASS
 __all__ = [
     "DEFAULT_PERIODS",
     "Classes",
+    "Components",
     "GLOBAL",
     "MISMATCH",
     "PERIODIC_START",
@@ -30,6 +31,7 @@ __all__ = [
     "mismatch_logs",
     "normalized_weights",
     "rate_grid",
+    "row_classes",
 ]
 
 #: Key of the weights fit on every page, used for classes without their own weights.
@@ -108,6 +110,45 @@ def initial_weights(
     return start
 
 
+@dataclass(frozen=True)
+class Components:
+    """What a page may follow under the prior: a Poisson rate on ``grid`` (changes/day,
+    log-spaced) or one of the clocks ``periods``, which an observation disagrees with with
+    probability ``mismatch``, and which share ``periodic_start`` of the starting weights. The
+    fit, the posterior and the stored table read the same four, so they travel as one value
+    (checked once, when made)."""
+
+    grid: Sequence[float] = tuple(rate_grid().tolist())
+    periods: tuple[Period, ...] = ()
+    mismatch: float = MISMATCH
+    periodic_start: float = PERIODIC_START
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "grid", tuple(checked_grid(np.asarray(self.grid)).tolist()))
+        object.__setattr__(self, "periods", tuple(self.periods))
+        mismatch_logs(self.mismatch)
+        initial_weights(self.grid_array, self.periods, self.periodic_start)
+
+    @property
+    def grid_array(self) -> np.ndarray:
+        return np.asarray(self.grid, dtype=np.float64)
+
+    def start(self) -> np.ndarray:
+        """The starting weights (:func:`initial_weights`)."""
+        return initial_weights(self.grid_array, self.periods, self.periodic_start)
+
+    def weight_matrix(
+        self, weights: Mapping[str, np.ndarray] | np.ndarray | None, names: list[str]
+    ) -> np.ndarray:
+        """K x C weights for the class ``names`` (:func:`class_weight_matrix`, from the
+        starting weights where ``weights`` has none)."""
+        return class_weight_matrix(weights, names, self.start())
+
+    def without_clocks(self) -> Components:
+        """The same components but the clocks: what histories without times can be scored on."""
+        return replace(self, periods=()) if self.periods else self
+
+
 def class_keys(classes: Classes, n: int) -> pl.Series:
     """Normalized class key per row: stripped, lower-case; null or empty -> DEFAULT_CLASS."""
     if classes is None:
@@ -124,6 +165,11 @@ def class_codes(keys: pl.Series) -> tuple[list[str], np.ndarray]:
     names = keys.unique().sort()
     codes = keys.cast(pl.Enum(names.to_list())).to_physical().to_numpy().astype(np.int64)
     return names.to_list(), codes
+
+
+def row_classes(classes: Classes, n: int) -> tuple[list[str], np.ndarray]:
+    """(sorted distinct class keys, each of the ``n`` rows' index among them)."""
+    return class_codes(class_keys(classes, n))
 
 
 def checked_grid(grid: np.ndarray) -> np.ndarray:

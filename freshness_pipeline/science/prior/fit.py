@@ -4,23 +4,16 @@ small class borrows from the whole web and a large one keeps its own shape."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import polars as pl
 
 from freshness_pipeline.science.prior.components import (
     GLOBAL,
-    MISMATCH,
-    PERIODIC_START,
     Classes,
-    Period,
-    checked_grid,
-    class_codes,
-    class_keys,
-    class_weight_matrix,
-    initial_weights,
-    rate_grid,
+    Components,
+    row_classes,
 )
 from freshness_pipeline.science.prior.histories import Histories, as_histories, histories_of_rows
 from freshness_pipeline.science.prior.likelihood import (
@@ -45,10 +38,7 @@ def fit_grid_prior(
     histories: Histories | pl.DataFrame,
     classes: Classes = None,
     *,
-    grid: np.ndarray | None = None,
-    periods: Sequence[Period] = (),
-    mismatch: float = MISMATCH,
-    periodic_start: float = PERIODIC_START,
+    components: Components = Components(),  # noqa: B008 - frozen dataclass, safe as a default
     previous_weights: Mapping[str, np.ndarray] | None = None,
     iterations: int = 5,
     shrinkage: float = 500.0,
@@ -57,7 +47,7 @@ def fit_grid_prior(
     chunk_cells: int = CHUNK_CELLS,
     cache_cells: int = CACHE_CELLS,
 ) -> dict[str, np.ndarray]:
-    """Prior weights on the components (``grid`` rates, then ``periods``) per URL class, by EM
+    """Prior weights on the ``components`` (grid rates, then clocks) per URL class, by EM
     on the pages' censored histories.
 
     ``histories``: a :class:`Histories` or a frame with ``obs_interval_days`` /
@@ -79,18 +69,17 @@ def fit_grid_prior(
     With no observations at all the (normalized) starting weights come back unchanged.
     """
     h = as_histories(histories)
-    grid = checked_grid(rate_grid() if grid is None else grid)
-    periods = tuple(periods)
-    start = initial_weights(grid, periods, periodic_start)
+    grid, periods = components.grid_array, components.periods
+    start = components.start()
     c = start.shape[0]
     if iterations < 0 or shrinkage < 0 or not 0 <= support_floor < 1:
         raise ValueError("need iterations >= 0, shrinkage >= 0, 0 <= support_floor < 1")
     if max_rows is not None and max_rows < 1:
         raise ValueError("max_rows must be >= 1")
-    names, codes = class_codes(class_keys(classes, h.n_rows))
+    names, codes = row_classes(classes, h.n_rows)
     prev = dict(previous_weights or {})
-    glob = class_weight_matrix(prev, [GLOBAL], start)[0]
-    table = class_weight_matrix(prev, names, start)
+    glob = components.weight_matrix(prev, [GLOBAL])[0]
+    table = components.weight_matrix(prev, names)
 
     with_data = np.flatnonzero(h.n_obs > 0)
     if max_rows is not None and with_data.shape[0] > max_rows:
@@ -101,7 +90,7 @@ def fit_grid_prior(
     single = len(names) == 1
     if single:
         table = glob[None, :].copy()
-    lik = ChunkedLikelihood(sub, grid, periods, mismatch, chunk_cells)
+    lik = ChunkedLikelihood(sub, grid, periods, components.mismatch, chunk_cells)
     # The likelihood matrix does not change between iterations: keep it when it is small.
     cache: list[tuple[np.ndarray, np.ndarray]] | None = (
         [] if sub.n_rows * c <= cache_cells else None

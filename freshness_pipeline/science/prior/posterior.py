@@ -10,16 +10,11 @@ import numpy as np
 import polars as pl
 
 from freshness_pipeline.science.prior.components import (
-    MISMATCH,
-    PERIODIC_START,
     Classes,
+    Components,
     Period,
     checked_grid,
-    class_codes,
-    class_keys,
-    class_weight_matrix,
-    initial_weights,
-    rate_grid,
+    row_classes,
 )
 from freshness_pipeline.science.prior.histories import Histories, as_histories, histories_of_rows
 from freshness_pipeline.science.prior.likelihood import (
@@ -44,10 +39,7 @@ def grid_posterior(
     weights: Mapping[str, np.ndarray] | np.ndarray | None,
     classes: Classes = None,
     *,
-    grid: np.ndarray | None = None,
-    periods: Sequence[Period] = (),
-    mismatch: float = MISMATCH,
-    periodic_start: float = PERIODIC_START,
+    components: Components = Components(),  # noqa: B008 - frozen dataclass, safe as a default
     chunk_cells: int = CHUNK_CELLS,
 ) -> np.ndarray:
     """N × C posterior over the components for every row (rows sum to 1).
@@ -58,11 +50,12 @@ def grid_posterior(
     many rows use :func:`posterior_summary`, which keeps only per-row summaries.
     """
     h = as_histories(histories)
-    grid = checked_grid(rate_grid() if grid is None else grid)
-    start = initial_weights(grid, periods, periodic_start)
-    names, codes = class_codes(class_keys(classes, h.n_rows))
-    log_table = log_weights(class_weight_matrix(weights, names, start))
-    lik = ChunkedLikelihood(h, grid, periods, mismatch, chunk_cells)
+    start = components.start()
+    names, codes = row_classes(classes, h.n_rows)
+    log_table = log_weights(components.weight_matrix(weights, names))
+    lik = ChunkedLikelihood(
+        h, components.grid_array, components.periods, components.mismatch, chunk_cells
+    )
     out = np.empty((h.n_rows, start.shape[0]))
     for r0, r1 in lik.ranges():
         out[r0:r1] = row_posteriors(lik.chunk(r0, r1).components, log_table[codes[r0:r1]])
@@ -244,10 +237,7 @@ def posterior_summary(
     weights: Mapping[str, np.ndarray] | np.ndarray | None,
     classes: Classes = None,
     *,
-    grid: np.ndarray | None = None,
-    periods: Sequence[Period] = (),
-    mismatch: float = MISMATCH,
-    periodic_start: float = PERIODIC_START,
+    components: Components = Components(),  # noqa: B008 - frozen dataclass, safe as a default
     age_days: np.ndarray | float | None = None,
     now_days: float | None = None,
     chunk_cells: int = CHUNK_CELLS,
@@ -261,16 +251,14 @@ def posterior_summary(
     ``periodic_share`` (posterior probability that the page follows a clock), ``n_obs``,
     ``n_changes``; and with ``age_days`` (days since the last fetch per row, or one number;
     ∞ = never fetched) ``expected_index`` and ``expected_capture`` (see the module docstring).
-    With ``periods`` and ``age_days``, ``now_days`` (now in days since the Unix epoch) places
+    With clocks among the ``components`` and ``age_days``, ``now_days`` (now in days since the Unix epoch) places
     the phases.
     """
     h = as_histories(histories)
-    grid = checked_grid(rate_grid() if grid is None else grid)
-    periods = tuple(periods)
-    start = initial_weights(grid, periods, periodic_start)
+    grid, periods, mismatch = components.grid_array, components.periods, components.mismatch
     g = grid.shape[0]
-    names, codes = class_codes(class_keys(classes, h.n_rows))
-    log_table = log_weights(class_weight_matrix(weights, names, start))
+    names, codes = row_classes(classes, h.n_rows)
+    log_table = log_weights(components.weight_matrix(weights, names))
     n = h.n_rows
     ages = None if age_days is None else np.broadcast_to(np.asarray(age_days, np.float64), (n,))
     if ages is not None and periods and now_days is None:

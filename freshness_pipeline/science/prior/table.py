@@ -15,16 +15,12 @@ import polars as pl
 from freshness_pipeline.science.prior.components import (
     DEFAULT_PERIODS,
     GLOBAL,
-    MISMATCH,
-    PERIODIC_START,
+    Components,
     Period,
     checked_grid,
     class_codes,
     class_keys,
-    initial_weights,
-    mismatch_logs,
     normalized_weights,
-    rate_grid,
 )
 from freshness_pipeline.science.prior.fit import fit_grid_prior
 from freshness_pipeline.science.prior.histories import (
@@ -52,13 +48,11 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class ChangeModel:
-    """The components and fitting knobs the assets use (see the module docstring)."""
+class ChangeModel(Components):
+    """The components the assets fit and score (every clock of DEFAULT_PERIODS by default)
+    and the fitting knobs (see the module docstring)."""
 
-    grid: tuple[float, ...] = tuple(rate_grid().tolist())
     periods: tuple[Period, ...] = DEFAULT_PERIODS
-    mismatch: float = MISMATCH
-    periodic_start: float = PERIODIC_START
     #: EM iterations per cycle, warm-started from the stored weights
     iterations: int = 3
     shrinkage: float = 500.0
@@ -66,15 +60,9 @@ class ChangeModel:
     max_fit_rows: int = 100_000
 
     def __post_init__(self) -> None:
-        checked_grid(np.asarray(self.grid))
-        mismatch_logs(self.mismatch)
-        initial_weights(np.asarray(self.grid), self.periods, self.periodic_start)
+        super().__post_init__()
         if self.iterations < 0 or self.shrinkage < 0 or self.max_fit_rows < 1:
             raise ValueError("need iterations >= 0, shrinkage >= 0, max_fit_rows >= 1")
-
-    @property
-    def grid_array(self) -> np.ndarray:
-        return np.asarray(self.grid, dtype=np.float64)
 
 
 def component_table(model: ChangeModel) -> pl.DataFrame:
@@ -156,9 +144,9 @@ def latest_fit_before(table: pl.DataFrame | None, now: datetime) -> pl.DataFrame
     return older.filter(pl.col("fitted_at") == pl.col("fitted_at").max().over("host"))
 
 
-def _usable_periods(h: Histories, model: ChangeModel) -> tuple[Period, ...]:
-    """The model's clocks, or none when the observations' times are unknown."""
-    return model.periods if h.has_times else ()
+def _usable(h: Histories, model: ChangeModel) -> Components:
+    """The model's components, without its clocks when the observations' times are unknown."""
+    return model if h.has_times else model.without_clocks()
 
 
 def refit_change_prior(
@@ -198,10 +186,7 @@ def refit_change_prior(
     weights = fit_grid_prior(
         hist,
         classes.gather(fit_rows) if fit_rows.shape[0] < state.height else classes,
-        grid=model.grid_array,
-        periods=_usable_periods(hist, model),
-        mismatch=model.mismatch,
-        periodic_start=model.periodic_start,
+        components=_usable(hist, model),
         previous_weights=_matching(prior_weights(before, model), model, hist),
         iterations=model.iterations,
         shrinkage=model.shrinkage,
@@ -260,7 +245,7 @@ def _matching(
 
 
 def _with_periodic_floor(w: np.ndarray, model: ChangeModel) -> np.ndarray:
-    start = initial_weights(model.grid_array, model.periods, model.periodic_start)
+    start = model.start()
     g = len(model.grid)
     floored: np.ndarray = np.r_[w * (1.0 - start[g:].sum()), start[g:]]
     return floored
@@ -337,18 +322,15 @@ def posterior_gains(
     if "hinted_change" in cols:
         hinted = candidates["hinted_change"].cast(pl.Boolean).fill_null(False).to_numpy()
         age = np.where(hinted, math.inf, age)
-    periods = _usable_periods(hist, model)
+    usable = _usable(hist, model)
     weights = prior_weights(latest_fit_before(prior, now), model)
-    if not periods and model.periods:
+    if not usable.periods and model.periods:
         weights = _matching(weights, model, hist)
     summary = posterior_summary(
         hist,
         weights,
         candidates["url_class"] if "url_class" in cols else None,
-        grid=model.grid_array,
-        periods=periods,
-        mismatch=model.mismatch,
-        periodic_start=model.periodic_start,
+        components=usable,
         age_days=age,
         now_days=now_utc.timestamp() / 86_400.0,
     )
@@ -395,16 +377,10 @@ def posterior_rates(
     anchor = "last_seen_at" if "last_seen_at" in state.columns else None
     part = state[rows] if rows.shape[0] < n else state
     hist = flatten_histories(part, anchor=anchor)
-    periods = _usable_periods(hist, model)
-    use = _matching(weights, model, hist) if not periods and model.periods else weights
+    usable = _usable(hist, model)
+    use = _matching(weights, model, hist) if not usable.periods and model.periods else weights
     summary = posterior_summary(
-        hist,
-        use,
-        classes.gather(rows) if rows.shape[0] < n else classes,
-        grid=model.grid_array,
-        periods=periods,
-        mismatch=model.mismatch,
-        periodic_start=model.periodic_start,
+        hist, use, classes.gather(rows) if rows.shape[0] < n else classes, components=usable
     )
     mean = np.zeros(n)
     mean[rows] = summary["change_rate"].to_numpy()
@@ -422,15 +398,7 @@ def posterior_rates(
         empty = histories_from_arrays(
             np.empty(0, np.int64), np.empty(0), np.empty(0, bool), names.len(), end=np.empty(0)
         )
-        prior_only = posterior_summary(
-            empty,
-            weights,
-            names,
-            grid=model.grid_array,
-            periods=model.periods,
-            mismatch=model.mismatch,
-            periodic_start=model.periodic_start,
-        )
+        prior_only = posterior_summary(empty, weights, names, components=model)
         blank = np.flatnonzero(~has_history)
         for column, target in (("change_rate", mean), ("rate_median", median)):
             by_name = dict(zip(names.to_list(), prior_only[column].to_list(), strict=True))
