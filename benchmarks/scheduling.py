@@ -42,17 +42,17 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from baseline_estimators import cho_improved_rate, exposure_rate, naive_rate  # noqa: E402
+from oracle import optimal_frequencies  # noqa: E402
+
 from freshness_pipeline.science.estimate import (  # noqa: E402
     DEFAULT_CLASS,
     append_observations,
-    cho_improved_rate,
     estimate_rates,
-    exposure_rate,
-    naive_rate,
     prior_columns,
 )
 from freshness_pipeline.science.hints import hint_evidence  # noqa: E402
-from freshness_pipeline.science.oracle import optimal_frequencies  # noqa: E402
+from freshness_pipeline.science.intervals import g  # noqa: E402
 from freshness_pipeline.science.prior.components import (  # noqa: E402
     DEFAULT_PERIODS,
     GLOBAL,
@@ -305,11 +305,6 @@ def make_weights(kind: str, n: int, seed: int) -> np.ndarray:
 
 
 # -------------------------------------------------------------------------------- policies
-
-
-def g(r: np.ndarray) -> np.ndarray:
-    r = np.asarray(r, dtype=np.float64)
-    return np.where(r < 1e-4, r * r / 2 - r**3 / 3, 1.0 - (1.0 + r) * np.exp(-np.minimum(r, 700)))
 
 
 def top_b(score: np.ndarray, b: int, eligible: np.ndarray | None = None) -> np.ndarray:

@@ -71,11 +71,8 @@ __all__ = [
     "append_observations",
     "by_class",
     "class_key",
-    "cho_improved_rate",
     "clean_ages",
     "estimate_rates",
-    "exposure_rate",
-    "naive_rate",
     "prior_columns",
     "prior_mean",
 ]
@@ -575,63 +572,3 @@ def _estimate_arrays(
         sampled = _sampling_rate(row, d, lower_bound, n_obs)
         lam = np.where(lower_bound, np.minimum(sampled, cap), lam)
     return lam, n_obs, n_changes, lower_bound
-
-
-# ---------------------------------------------------------------------------------------------
-# Comparison estimators (benchmarks): expressions over the same list columns
-
-
-def _n(changed: str) -> pl.Expr:
-    return pl.col(changed).list.len()
-
-
-def _x(changed: str) -> pl.Expr:
-    return pl.col(changed).list.count_matches(True)
-
-
-def _sum_d(intervals: str) -> pl.Expr:
-    return pl.col(intervals).list.sum()
-
-
-def naive_rate(intervals: str = "obs_interval_days", changed: str = "obs_changed") -> pl.Expr:
-    """X / ΣΔ: changes seen per day observed. Biased low by (1 − e^{−λI})/(λI) at any n."""
-    return (
-        pl.when(_n(changed) > 0)
-        .then(_x(changed).cast(pl.Float64) / _sum_d(intervals))
-        .otherwise(None)
-        .alias("naive_rate")
-    )
-
-
-def cho_improved_rate(
-    intervals: str = "obs_interval_days", changed: str = "obs_changed"
-) -> pl.Expr:
-    """Cho & Garcia-Molina: −ln((n − X + 0.5)/(n + 0.5)) / I, I the mean interval.
-
-    Nearly unbiased for regular visits while λI ≲ 2, finite at X = n (maximum ln(2n + 1)/I).
-    """
-    n = _n(changed).cast(pl.Float64)
-    x = _x(changed).cast(pl.Float64)
-    mean_interval = _sum_d(intervals) / n
-    return (
-        pl.when(_n(changed) > 0)
-        .then(0.0 - ((n - x + 0.5) / (n + 0.5)).log() / mean_interval)
-        .otherwise(None)
-        .alias("cho_improved_rate")
-    )
-
-
-def exposure_rate(
-    intervals: str = "obs_interval_days",
-    changed: str = "obs_changed",
-    alpha: str = "prior_alpha",
-    beta: str = "prior_beta",
-) -> pl.Expr:
-    """(α + X)/(β + ΣΔ): the conjugate update that counts each changed interval as one change.
-
-    The textbook exposure-count estimator; it underestimates pages changing about as fast as
-    we look.
-    """
-    x = _x(changed).fill_null(0).cast(pl.Float64)
-    s = _sum_d(intervals).fill_null(0.0)
-    return ((pl.col(alpha) + x) / (pl.col(beta) + s)).alias("exposure_rate")

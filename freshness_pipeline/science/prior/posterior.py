@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
+from freshness_pipeline.science.intervals import g
 from freshness_pipeline.science.prior.components import (
     Classes,
     Components,
@@ -62,23 +63,6 @@ def grid_posterior(
     return out
 
 
-def _g(r: np.ndarray) -> np.ndarray:
-    """g(r) = 1 − (1 + r)e^{−r} for r >= 0 (r = ∞ gives 1), to ~1e-10 relative everywhere.
-
-    Below r = 1e-3 the direct form cancels; there g = r²(1/2 − r/3 + r²/8) (next term r⁵/30).
-    One exp per cell: this runs on whole N × G matrices.
-    """
-    r = np.minimum(r, 700.0)
-    out: np.ndarray = np.exp(-r)
-    out *= 1.0 + r
-    np.subtract(1.0, out, out=out)
-    small = r < 1e-3
-    if small.any():
-        rs = r[small]
-        out[small] = rs * rs * (0.5 - rs / 3.0 + rs * rs / 8.0)
-    return out
-
-
 def _broadcast(
     posterior: np.ndarray, age_days: np.ndarray | float
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -103,7 +87,7 @@ def expected_index(
     grid = checked_grid(grid)
     pos = np.where(a > 0, a, 0.0)
     with np.errstate(invalid="ignore"):
-        w = _g(pos[:, None] * grid[None, :]) / grid[None, :]
+        w = g(pos[:, None] * grid[None, :]) / grid[None, :]
     out = (post * w).sum(axis=1)
     return np.where(np.isnan(a), np.nan, np.where(a > 0, out, 0.0))
 

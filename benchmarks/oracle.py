@@ -1,8 +1,9 @@
 """The yardstick: the best freshness any scheduler could reach if it knew the true change rates.
 
-Benchmarks score a scheduler as its weighted freshness divided by this optimum on the same
-synthetic web and seed: absolute freshness moves by ±0.02 between random
-webs, the ratio by < 0.001.
+Evaluation only (the product never knows the true rates), so it lives with the benchmarks; g
+and its inverse are the product's own (``science.intervals``). Benchmarks score a scheduler as
+its weighted freshness divided by this optimum on the same synthetic web and seed: absolute
+freshness moves by ±0.02 between random webs, the ratio by < 0.001.
 
 Periodic refresh of a page with Poisson rate λ at frequency f keeps it fresh a share
 F(λ, f) = (f/λ)(1 − e^{−λ/f}) of the time. Maximising Σ w F(λ, f) subject to Σ f = total is
@@ -16,7 +17,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-__all__ = ["g_inverse", "optimal_frequencies", "periodic_freshness", "weighted_freshness"]
+from freshness_pipeline.science.intervals import g_inverse
+
+__all__ = ["optimal_frequencies", "periodic_freshness", "weighted_freshness"]
 
 
 def periodic_freshness(rate: ArrayLike, freq: ArrayLike) -> np.ndarray:
@@ -43,59 +46,6 @@ def weighted_freshness(rates: ArrayLike, weights: ArrayLike, freqs: ArrayLike) -
     if total <= 0:
         return float("nan")
     return float((w * periodic_freshness(rates, freqs)).sum() / total)
-
-
-# g(r) = Σ_{k>=2} (−1)^k (k − 1)/k! r^k, used below r = 0.05 where 1 − (1 + r)e^{−r} cancels.
-_G_SERIES = [(-1) ** k * (k - 1) / float(np.prod(np.arange(1, k + 1))) for k in range(2, 10)]
-
-
-def _g(r: np.ndarray) -> np.ndarray:
-    """g(r) = 1 − (1 + r)e^{−r}, full double precision from r → 0 to r → ∞."""
-    small = np.minimum(r, 0.05)
-    series = np.zeros_like(small)
-    for coef in reversed(_G_SERIES):
-        series = (series + coef) * small
-    series *= small
-    direct = 1.0 - (1.0 + r) * np.exp(-np.minimum(r, 700.0))
-    g: np.ndarray = np.where(r < 0.05, series, direct)
-    return g
-
-
-def g_inverse(y: ArrayLike, *, iterations: int = 80) -> np.ndarray:
-    """r with g(r) = y for y in (0, 1); 0 for y <= 0 and inf for y >= 1.
-
-    Newton on log r kept inside a shrinking bracket (bisection whenever Newton leaves it):
-    g is convex then concave, so plain Newton can overshoot, but the bracket cannot.
-    """
-    y = np.asarray(y, dtype=np.float64)
-    out = np.where(y <= 0, 0.0, np.inf)
-    inside = (y > 0) & (y < 1)
-    if not inside.any():
-        return out if out.ndim else out[()]
-    t = y[inside]
-    lo = np.full_like(t, np.log(1e-12))
-    hi = np.full_like(t, np.log(800.0))
-    # small y: g ≈ r²/2; large y: 1 − g ≈ r e^{−r}
-    guess = np.where(t < 0.5, 0.5 * np.log(2.0 * t), np.log(np.maximum(-np.log1p(-t), 1.0) + 1.0))
-    u = np.clip(guess, lo, hi)
-    for _ in range(iterations):
-        r = np.exp(u)
-        gv = _g(r)
-        above = gv > t
-        hi = np.where(above, u, hi)
-        lo = np.where(above, lo, u)
-        # d g / d log r = r · r e^{−r}
-        slope = r * r * np.exp(-np.minimum(r, 700.0))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            newton = u - (gv - t) / slope
-        ok = np.isfinite(newton) & (newton > lo) & (newton < hi)
-        u_next = np.where(ok, newton, 0.5 * (lo + hi))
-        if np.all(np.abs(u_next - u) <= 1e-14 * np.maximum(1.0, np.abs(u))):
-            u = u_next
-            break
-        u = u_next
-    out[inside] = np.exp(u)
-    return out if out.ndim else out[()]
 
 
 def _freqs_for(mu: float, lam: np.ndarray, w: np.ndarray, cap: np.ndarray) -> np.ndarray:
