@@ -108,10 +108,10 @@ import math
 import re
 import tomllib
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 import polars as pl
 
@@ -149,6 +149,19 @@ class NotifyConfig:
 
 class ConfigError(ValueError):
     """The config file is unreadable or has a setting of the wrong shape (named in the message)."""
+
+
+def _only_keys(section: object, allowed: Iterable[str], name: str, path: Path) -> dict[str, Any]:
+    """``section`` as a table of ``allowed`` keys; a ConfigError naming the section, what it
+    takes and any key it does not (a typo must not be lost in the list of what is allowed)."""
+    allowed = tuple(allowed)
+    keys = ", ".join(allowed)
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: [{name}] takes only {keys}")
+    unknown = sorted(map(str, set(section) - set(allowed)))
+    if unknown:
+        raise ConfigError(f"{path}: [{name}] takes only {keys}, not {', '.join(unknown)}")
+    return section
 
 
 def _strings(value: object, where: str) -> tuple[str, ...]:
@@ -289,8 +302,7 @@ def load_config(home: Path) -> PipelineConfig:
         raise ConfigError(f"{path}: unknown section(s) {sorted(unknown)}")
     hosts: dict[str, tuple[str, ...]] = {}
     for host, settings in (data.get("hosts") or {}).items():
-        if not isinstance(settings, dict) or set(settings) - {"strip_params"}:
-            raise ConfigError(f'{path}: [hosts."{host}"] takes only strip_params')
+        settings = _only_keys(settings, ("strip_params",), f'hosts."{host}"', path)
         hosts[host.lower()] = _strings(
             settings.get("strip_params", []), f'{path}: hosts."{host}".strip_params'
         )
@@ -309,8 +321,7 @@ def load_config(home: Path) -> PipelineConfig:
     planning = data.get("planning")
     if planning is None:
         planning = {}
-    if not isinstance(planning, dict) or set(planning) - PLANNING_KEYS:
-        raise ConfigError(f"{path}: [planning] takes only {', '.join(sorted(PLANNING_KEYS))}")
+    planning = _only_keys(planning, sorted(PLANNING_KEYS), "planning", path)
     return PipelineConfig(
         host_strip_params=hosts,
         class_extraction=classes,
@@ -328,12 +339,7 @@ def load_config(home: Path) -> PipelineConfig:
 def _notify(section: object, path: Path) -> NotifyConfig:
     if section is None:
         return NotifyConfig()
-    if not isinstance(section, dict) or set(section) - set(NOTIFY_KEYS):
-        unknown = sorted(set(section) - set(NOTIFY_KEYS)) if isinstance(section, dict) else []
-        raise ConfigError(
-            f"{path}: [notify] takes only {', '.join(NOTIFY_KEYS)}"
-            + (f", not {', '.join(unknown)}" if unknown else "")
-        )
+    section = _only_keys(section, NOTIFY_KEYS, "notify", path)
     urls = _strings(section.get("urls", []), f"{path}: notify.urls")
     if not urls:
         raise ConfigError(f"{path}: notify.urls must name at least one Apprise URL")
@@ -356,10 +362,7 @@ def _notify(section: object, path: Path) -> NotifyConfig:
 
 def _extraction(settings: object, path: Path, url_class: str) -> Extraction:
     where = f"{path}: url_classes.{url_class}"
-    if not isinstance(settings, dict) or set(settings) - set(URL_CLASS_KEYS):
-        raise ConfigError(
-            f"{path}: [url_classes.{url_class}] takes only {', '.join(URL_CLASS_KEYS)}"
-        )
+    settings = _only_keys(settings, URL_CLASS_KEYS, f"url_classes.{url_class}", path)
     selectors = _strings(settings.get("selectors", []), f"{where}.selectors")
     for i, selector in enumerate(selectors):
         error = css_selector_error(selector)
@@ -389,15 +392,7 @@ def _class_retention(
     section: object, path: Path, url_class: str, extraction: Extraction
 ) -> ClassRetention:
     where = f"{path}: url_classes.{url_class}.retention"
-    if not isinstance(section, dict) or set(section) - set(CLASS_RETENTION_KEYS):
-        unknown = (
-            sorted(set(section) - set(CLASS_RETENTION_KEYS)) if isinstance(section, dict) else []
-        )
-        raise ConfigError(
-            f"{path}: [url_classes.{url_class}.retention] takes only "
-            f"{', '.join(CLASS_RETENTION_KEYS)}"
-            + (f", not {', '.join(unknown)}" if unknown else "")
-        )
+    section = _only_keys(section, CLASS_RETENTION_KEYS, f"url_classes.{url_class}.retention", path)
     days = section.get("versions_days")
     versions_days = None if days is None else _days(days, f"{where}.versions_days")
     keep_history = section.get("keep_history", True)
@@ -424,8 +419,7 @@ def _class_retention(
 def _archive_days(section: object, path: Path) -> float | None:
     if section is None:
         return None
-    if not isinstance(section, dict) or set(section) - set(RETENTION_KEYS):
-        raise ConfigError(f"{path}: [retention] takes only {', '.join(RETENTION_KEYS)}")
+    section = _only_keys(section, RETENTION_KEYS, "retention", path)
     days = section.get("archive_days")
     return None if days is None else _days(days, f"{path}: retention.archive_days")
 
@@ -486,8 +480,7 @@ def _credits(section: object, path: Path) -> dict[str, float]:
 def _host_buckets(section: object, path: Path) -> int | None:
     if section is None:
         return None
-    if not isinstance(section, dict) or set(section) - {"host_buckets"}:
-        raise ConfigError(f"{path}: [partitioning] takes only host_buckets")
+    section = _only_keys(section, ("host_buckets",), "partitioning", path)
     n = section.get("host_buckets", AUTO)
     if n == AUTO:
         return None
@@ -502,8 +495,7 @@ def _host_buckets(section: object, path: Path) -> int | None:
 def _keep_runs_days(section: object, path: Path) -> float:
     if section is None:
         return 0.0
-    if not isinstance(section, dict) or set(section) - {"keep_runs_days"}:
-        raise ConfigError(f"{path}: [dagster] takes only keep_runs_days")
+    section = _only_keys(section, ("keep_runs_days",), "dagster", path)
     days = section.get("keep_runs_days", 0)
     ok = isinstance(days, int | float) and not isinstance(days, bool)
     if not ok or not math.isfinite(days) or days < 0:

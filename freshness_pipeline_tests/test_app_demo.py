@@ -51,6 +51,9 @@ def test_a_demo_home_is_reset_and_an_empty_one_made(tmp_path: Path) -> None:
     (home / "dagster" / "runs.db").write_text("runs")
     (home / "freshness.duckdb").write_text("views")
     (home / "freshness.duckdb.wal").write_text("wal")
+    # the last run's WARC files: a second demo once counted and indexed them beside its own
+    (home / "archive").mkdir()
+    (home / "archive" / "cycle-1.warc.gz").write_bytes(b"warc")
     (home / "notes.txt").write_text("mine")  # not the demo's to remove
     prepare_home(home)  # the marker says the demo made it: reset
     assert sorted(p.name for p in home.iterdir()) == sorted([MARKER, "notes.txt"])

@@ -465,6 +465,28 @@ def test_export_errors_exit_2_naming_the_problem(copy, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written anywhere
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_a_reader_that_stops_early_ends_the_export_quietly(copy, fmt):
+    """`freshness export ... | head`: the reader goes away (here before the first byte); polars'
+    writers say so with a plain OSError, which once printed "export failed: Broken pipe"."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "freshness_pipeline.app.cli", "export", "--since", iso(T0)]
+            + ["--format", fmt, "--home", str(copy["home"])],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == 1
+    assert done.stderr == "", done.stderr  # nothing to report: the reader asked for no more
+
+
 def test_an_empty_window_is_an_empty_export_not_an_error(copy):
     done = invoke("export", "--since", iso(T1), "--until", iso(T1), "--home", str(copy["home"]))
     assert done.exit_code == 0, done.output

@@ -9,6 +9,7 @@ can be replayed as of any time.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import warnings
@@ -25,6 +26,7 @@ from freshness_pipeline.defs.cycle_time import parse_now
 
 if TYPE_CHECKING:
     from freshness_pipeline.app.report import Views
+    from freshness_pipeline.warehouse.storage import Warehouse
 
 # Dagster, polars and DuckDB are imported by the commands that need them, so that `--help`
 # and a usage error answer at once.
@@ -63,13 +65,24 @@ def _failed(label: str, message: object, code: int) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _existing_warehouse(home: Path | None, hint: str) -> Warehouse:
+    """The home's warehouse; exit 2 where there is none (a mistyped --home must not become an
+    empty home)."""
+    from freshness_pipeline.warehouse.storage import Warehouse
+
+    warehouse = Warehouse(home)
+    if not warehouse.root.exists():
+        raise _failed("error", f"no warehouse in {warehouse.home}: {hint}", 2)
+    return warehouse
+
+
 def _unwritable(exc: OSError, what: str) -> typer.Exit:
     """One line for a home that cannot be written (read-only, full, a missing parent), as every
     command says it, instead of a traceback; the caller raises the returned Exit (1)."""
-    where = f" ({exc.filename})" if exc.filename else ""
+    where = f" ({escape(str(exc.filename))})" if exc.filename else ""
     errors.print(
-        f"[red]{what} failed:[/] cannot write the home folder{where}: {exc.strerror or exc}; "
-        "nothing already written was lost"
+        f"[red]{what} failed:[/] cannot write the home folder{where}: "
+        f"{escape(str(exc.strerror or exc))}; nothing already written was lost"
     )
     return typer.Exit(1)
 
@@ -119,9 +132,9 @@ def seed(
     except OSError as exc:
         raise _unwritable(exc, "seed") from exc
     for line, reason in result.parse.errors:
-        errors.print(f"{path}:{line}: skipped: {reason}")
+        errors.print(f"{escape(str(path))}:{line}: skipped: {escape(reason)}")
     if result.parse.fatal:
-        errors.print(f"[red]error:[/] {path}: {result.parse.fatal}")
+        errors.print(f"[red]error:[/] {escape(str(path))}: {escape(result.parse.fatal)}")
         raise typer.Exit(2)  # bad input, not a failed pipeline
     bucketed = "host buckets" in result.partitioning
     new = f"{len(result.new_hosts)} new " + ("hosts" if bucketed else "partitions")
@@ -132,7 +145,7 @@ def seed(
         + (f"; Dagster partitions: {result.partitioning}" if bucketed else "")
     )
     for note in result.notes:
-        errors.print(f"[yellow]note:[/] {note}")
+        errors.print(f"[yellow]note:[/] {escape(note)}")
 
 
 @app.command()
@@ -182,8 +195,17 @@ def cycle(
     """Run one cycle of the whole graph as of --now."""
     moment = _now(now)  # a bad --now is said before the pipeline is loaded
     from freshness_pipeline.app.runner import CycleFailed, UnknownHosts, UnreadableConfig, run_cycle
-    from freshness_pipeline.warehouse.storage import HomeBusy
+    from freshness_pipeline.warehouse.storage import HomeBusy, Warehouse
+    from freshness_pipeline.web.netguard import allowed_networks
 
+    folder = Warehouse(home).home
+    if not folder.exists():  # a mistyped --home must not become an empty home; a home being
+        # seeded right now (no warehouse yet, its lock held) is busy, not missing
+        raise _failed("error", f"no warehouse in {folder}: run `freshness seed`", 2)
+    try:
+        allowed_networks()  # a typo in FRESHNESS_ALLOW_NETWORKS is bad input, said before a run
+    except ValueError as exc:
+        raise _failed("error", exc, 2) from exc
     try:
         outcome = run_cycle(
             home,
@@ -202,15 +224,16 @@ def cycle(
     except HomeBusy as exc:
         raise _failed("cycle refused", exc, BUSY_EXIT) from exc
     except OSError as exc:
-        where = f" ({exc.filename})" if exc.filename else ""
+        where = f" ({escape(str(exc.filename))})" if exc.filename else ""
         errors.print(
-            f"[red]cycle failed:[/] cannot write the home folder{where}: {exc.strerror or exc}; "
-            "the previous tables are intact"
+            f"[red]cycle failed:[/] cannot write the home folder{where}: "
+            f"{escape(str(exc.strerror or exc))}; the previous tables are intact"
         )
         raise typer.Exit(1) from exc
     except Exception as exc:  # the pipeline itself failed: say what, keep the tables
         errors.print(
-            f"[red]cycle failed:[/] {type(exc).__name__}: {exc}; the previous tables are intact"
+            f"[red]cycle failed:[/] {type(exc).__name__}: {escape(str(exc))}; the previous "
+            "tables are intact"
         )
         raise typer.Exit(1) from exc
     counts = ", ".join(f"{k} {v}" for k, v in sorted(outcome.outcomes.items()))
@@ -229,7 +252,7 @@ def cycle(
             label = "[yellow]held back:[/]"
         errors.print(f"{label} {held} URLs")
     for note in outcome.notes:
-        errors.print(f"[yellow]note:[/] {note}")
+        errors.print(f"[yellow]note:[/] {escape(note)}")
 
 
 def _latest(views: Views) -> datetime:
@@ -239,7 +262,9 @@ def _latest(views: Views) -> datetime:
     try:
         return latest_cycle_time(views)
     except ValueError as exc:
-        errors.print(f"[red]error:[/] {exc}: run `freshness seed` and `freshness cycle`")
+        errors.print(
+            f"[red]error:[/] {escape(str(exc))}: run `freshness seed` and `freshness cycle`"
+        )
         raise typer.Exit(2) from exc
 
 
@@ -261,11 +286,9 @@ def hosts(
     from rich.table import Table
 
     from freshness_pipeline.app.runner import UnknownHosts, host_summary, retire_host
-    from freshness_pipeline.warehouse.storage import HomeBusy, Warehouse
+    from freshness_pipeline.warehouse.storage import HomeBusy
 
-    if not Warehouse(home).root.exists():
-        errors.print(f"[red]error:[/] no warehouse in {Warehouse(home).home}: run `freshness seed`")
-        raise typer.Exit(2)
+    _existing_warehouse(home, "run `freshness seed`")
     summary = host_summary(home)
     if retire:
         known = set(summary["host"].to_list())
@@ -298,24 +321,24 @@ def hosts(
     wide.print(table)
 
 
+ReportNowOption = Annotated[
+    str | None,
+    typer.Option("--now", help="Report as of this time, ISO 8601 (default: the newest cycle)."),
+]
+
+
 @app.command()
-def report(home: HomeOption = None, now: NowOption = None) -> None:
+def report(home: HomeOption = None, now: ReportNowOption = None) -> None:
     """Metrics per host and per URL class: 304 share, unchanged-body share, requests per
     detected change, expected age (freshness lag), errors."""
     from freshness_pipeline.app.report import open_views, print_report
-    from freshness_pipeline.warehouse.storage import Warehouse
 
     chosen = _now(now) if now else None  # validated like `cycle --now`, before any work
-    warehouse = Warehouse(home)
-    if not warehouse.root.exists():
-        errors.print(
-            f"[red]error:[/] no warehouse in {warehouse.home}: run `freshness seed` and `freshness cycle`"
-        )
-        raise typer.Exit(2)
+    warehouse = _existing_warehouse(home, "run `freshness seed` and `freshness cycle`")
     stale = warehouse.ensure_views()
     with open_views(warehouse) as (views, note):
         if note or stale:
-            errors.print(f"[yellow]note:[/] {note or stale}")
+            errors.print(f"[yellow]note:[/] {escape(str(note or stale))}")
         print_report(views, chosen or _latest(views), wide)
     wide.print(
         f"SQL: open {warehouse.duckdb_path} read-only (views host_metrics, class_metrics, ...)"
@@ -407,6 +430,16 @@ def diff(
     print_diff(result, Console(soft_wrap=True, highlight=False))
 
 
+def _broken_pipe(exc: OSError) -> bool:
+    """The reader of stdout went away: Python says so with BrokenPipeError, polars' writers
+    with a plain OSError carrying the OS's words and code."""
+    return (
+        isinstance(exc, BrokenPipeError)
+        or exc.errno == errno.EPIPE
+        or f"(os error {errno.EPIPE})" in str(exc)
+    )
+
+
 class ExportFormat(StrEnum):
     jsonl = "jsonl"
     parquet = "parquet"
@@ -483,15 +516,15 @@ def export(
         what = f"--out {exc}" if isinstance(exc, TargetError) else str(exc)
         errors.print(f"[red]error:[/] {escape(what)}")
         raise typer.Exit(2) from exc
-    except BrokenPipeError:
-        # the reader stopped early (`| head`): nothing to report, and nothing more to write
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        raise typer.Exit(1) from None
     except QueryError as exc:
         errors.print(f"[red]export failed:[/] {escape(str(exc))}; nothing was written")
         raise typer.Exit(1) from exc
     except OSError as exc:
+        if target is None and _broken_pipe(exc):
+            # the reader stopped early (`| head`): nothing to report, and nothing more to write
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise typer.Exit(1) from None
         errors.print(
             f"[red]export failed:[/] {escape(str(exc.strerror or exc))}"
             + (f" ({escape(str(exc.filename))})" if exc.filename else "")

@@ -44,7 +44,7 @@ def prepare_home(home: Path) -> None:
             f"{home} holds a warehouse that the demo did not create; pass --home to an empty "
             "folder (the demo resets its home on every run)"
         )
-    for name in ("warehouse", "dagster", "freshness.duckdb", "freshness.duckdb.wal"):
+    for name in ("warehouse", "archive", "dagster", "freshness.duckdb", "freshness.duckdb.wal"):
         path = home / name
         if path.is_dir():
             shutil.rmtree(path)

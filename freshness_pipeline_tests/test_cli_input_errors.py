@@ -1,0 +1,48 @@
+"""What a newcomer's slips get from the CLI: one clear line naming the problem and exit 2,
+nothing made or lost on the way (a mistyped --home, a typo in the allow list, brackets in
+what is quoted back, a misspelt freshness.toml key)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from freshness_pipeline_tests.support import run_freshness
+
+
+def test_a_cycle_on_a_home_that_does_not_exist_exits_2_and_makes_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "typo"
+    done = run_freshness("cycle", "--dry-run", home=home)
+    assert done.returncode == 2, done.stderr
+    assert "no warehouse in" in done.stderr and "freshness seed" in done.stderr
+    assert not home.exists()  # no empty home with a Dagster instance and a lock left behind
+
+
+def _seeded(tmp_path: Path, *lines: str) -> tuple[Path, Path]:
+    home = tmp_path / "home"
+    seeds = tmp_path / "seeds.csv"
+    seeds.write_text("\n".join(["url", *lines]) + "\n")
+    return home, seeds
+
+
+def test_a_bad_allow_list_is_bad_input_said_before_any_run(tmp_path: Path) -> None:
+    home, seeds = _seeded(tmp_path, "http://127.0.0.1:9/a")
+    assert run_freshness("seed", str(seeds), home=home).returncode == 0
+    done = run_freshness(
+        "cycle", "--dry-run", home=home, env={"FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/33"}
+    )
+    assert done.returncode == 2, done.stderr
+    assert "FRESHNESS_ALLOW_NETWORKS" in done.stderr and "127.0.0.0/33" in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) <= 3
+    plans = home / "warehouse" / "revisit_plan"
+    assert not list(plans.glob("host=127*"))  # no run started: no host has a plan
+
+
+def test_brackets_in_what_is_quoted_back_are_shown_as_written(tmp_path: Path) -> None:
+    home, seeds = _seeded(tmp_path, "http://127.0.0.1:9/a", "example.com/[b]")
+    home.mkdir()
+    (home / "freshness.toml").write_text('[planning]\nobjectiv = "capture"\n')
+    done = run_freshness("seed", str(seeds), home=home)
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert "example.com/[b]" in said  # rich read "[b]" as markup and dropped it
+    assert "[planning] takes only cost, credits, objective, not objectiv" in said
