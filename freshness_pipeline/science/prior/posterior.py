@@ -235,8 +235,8 @@ def posterior_summary(
     ``periodic_share`` (posterior probability that the page follows a clock), ``n_obs``,
     ``n_changes``; and with ``age_days`` (days since the last fetch per row, or one number;
     ∞ = never fetched) ``expected_index`` and ``expected_capture`` (see the module docstring).
-    With clocks among the ``components`` and ``age_days``, ``now_days`` (now in days since the Unix epoch) places
-    the phases.
+    With clocks among the ``components`` and ``age_days``, ``now_days`` (now in days since the
+    Unix epoch) places the phases.
     """
     h = as_histories(histories)
     grid, periods, mismatch = components.grid_array, components.periods, components.mismatch
