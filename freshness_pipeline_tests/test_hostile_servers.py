@@ -34,6 +34,16 @@ async def hostile(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
                 await asyncio.sleep(0.3)
         elif path == b"/garbage":
             writer.write(b"\x00\xffNOT HTTP AT ALL\r\n\r\n")
+        elif path.startswith((b"/cookies", b"/headers-")):
+            # a page with a Set-Cookie per tracker: 300 header lines (aiohttp took 128), or far
+            # more than any client reads
+            lines = 300 if path.startswith(b"/cookies") else 5000
+            body = b"<html><body><article>cookie jar</article></body></html>"
+            head = b"".join(b"Set-Cookie: t%d=1; Path=/\r\n" % i for i in range(lines))
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n%sContent-Length: %d\r\n\r\n%s"
+                % (head, len(body), body)
+            )
         else:
             body = b"<html><body><article>fine page</article></body></html>"
             writer.write(
@@ -88,3 +98,19 @@ def test_each_hostile_answer_costs_one_error_and_the_good_page_still_arrives(ser
     }, outcomes
     assert all(errors[p] for p in paths[:-1]), errors
     assert elapsed < 15, elapsed
+
+
+def test_many_header_lines_are_read_and_an_unreadable_head_does_not_open_the_breaker(server):
+    """A healthy host whose pages carry hundreds of Set-Cookie lines used to fail every one
+    (aiohttp's 128-line limit) and trip its breaker after three, deferring the rest."""
+    host, _ = server
+    paths = ["/cookies"] + [f"/headers-{i}" for i in range(5)] + ["/fine-1", "/fine-2"]
+    settings = FetchSettings(host_concurrency=1, throttle=ThrottlePolicy(autothrottle=False))
+    results = fetch_all_sync(
+        [FetchRequest(url=host + p) for p in paths],
+        settings,
+        allow=allowed_networks({"FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8"}),
+    )
+    outcomes = [r.outcome for r in results]
+    assert outcomes == ["new"] + ["error"] * 5 + ["new", "new"], outcomes
+    assert all("unreadable response: Too many headers" in (r.error or "") for r in results[1:6])

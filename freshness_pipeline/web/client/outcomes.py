@@ -13,6 +13,7 @@ from collections.abc import Callable
 from urllib.parse import urljoin
 
 import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError
 
 from freshness_pipeline.science.fingerprint import ContentRecord, class_record
 from freshness_pipeline.warehouse.archive import ArchiveWriteError, payload_digest
@@ -80,6 +81,14 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
             result.outcome, result.sent = "error", False
             result.error = f"invalid URL: {exc}"
             attempt.signal = None
+        elif _unreadable_head(exc):
+            # The host answered at once, with a head this client cannot read (not HTTP, a line
+            # or more header lines than it takes): one page's problem, not a failing host, so
+            # it must not open the host's breaker and defer the pages that answer well.
+            result.outcome = "error"
+            result.error = f"unreadable response: {_head_problem(exc)}"
+            attempt.signal = "other"
+            attempt.latency_s = attempt.since_sent()
         else:
             # Transport errors and timeouts, also mid-body: the host is failing or too slow,
             # and the time it took counts as its latency.
@@ -264,6 +273,20 @@ def _archive(
     result.payload_digest = record.payload_digest
     original = record.original or req.archived
     result.archived = original.to_json() if original is not None else None
+
+
+def _unreadable_head(exc: BaseException) -> bool:
+    """aiohttp's parser refused the answer's status line or headers (it reports that as a 400
+    of its own, wrapping the parser's error)."""
+    return isinstance(exc, aiohttp.ClientResponseError) and isinstance(
+        exc.__cause__, HttpProcessingError
+    )
+
+
+def _head_problem(exc: BaseException) -> str:
+    cause = exc.__cause__
+    message = getattr(cause, "message", "") or str(cause)
+    return str(message).strip() or type(cause).__name__
 
 
 def _describe(exc: BaseException, settings: FetchSettings) -> str:

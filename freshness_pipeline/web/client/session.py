@@ -40,6 +40,10 @@ class _StampingConnector(GuardedConnector):
         return conn
 
 
+#: header lines an answer may carry before it is refused as unreadable
+MAX_HEADER_LINES = 1024
+
+
 def open_session(
     settings: FetchSettings,
     *,
@@ -76,4 +80,7 @@ def open_session(
         trust_env=False,
         max_line_size=16 * 1024,
         max_field_size=32 * 1024,
+        # aiohttp stops at 128 header lines; real answers carry more (a Set-Cookie per tracker,
+        # Link preloads), and a browser or curl reads them all
+        max_headers=MAX_HEADER_LINES,
     )
