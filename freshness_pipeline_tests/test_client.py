@@ -223,6 +223,31 @@ def test_conditional_get_not_modified() -> None:
     asyncio.run(scenario())
 
 
+def test_an_empty_answer_from_a_page_that_had_content_keeps_the_last_version() -> None:
+    """200 with an empty body (a broken deploy, a cache glitch) once stored an empty version
+    and then a second 'change' back; it is an error now, the last version kept. An empty
+    page seen for the first time, or empty again, is what it is."""
+    page = "<html><title>t</title><article>hello</article></html>"
+
+    async def scenario() -> list[FetchResult]:
+        async with serve({"/empty": text(""), "/blank": text("  \n ")}) as srv:
+            return await run(
+                [
+                    req(srv, "/empty", prev_fingerprint=fp(page.encode(), "text/html")),
+                    req(srv, "/blank", prev_fingerprint=fp(page.encode(), "text/html")),
+                    req(srv, "/empty"),
+                    req(srv, "/empty", prev_fingerprint=fp(b"", "text/html")),
+                ]
+            )
+
+    lost, blank, first, again = asyncio.run(scenario())
+    for result in (lost, blank):
+        assert (result.outcome, result.http_status) == ("error", 200)
+        assert result.error == "empty body where the page had content"
+        assert result.fingerprint is None and result.title is None and result.text is None
+    assert first.outcome == "new" and again.outcome == "unchanged"
+
+
 def test_new_unchanged_changed_gone_and_errors() -> None:
     body = "<html><title>t</title>hello</html>"
 

@@ -159,6 +159,17 @@ async def _classify(
             result.error = f"fingerprint failed: {type(exc).__name__}: {exc}"
             _archive(ctx, req, resp, result, read.body)
             return
+        if (
+            not read.body.strip()
+            and req.prev_fingerprint is not None
+            and record.fingerprint != req.prev_fingerprint
+        ):
+            # A page that had content answering 200 with nothing is a broken deploy or a
+            # cache glitch far more often than a page emptied on purpose: keep the last
+            # version (no change, no new version, validators untouched) and look again.
+            result.outcome, result.error = "error", "empty body where the page had content"
+            _archive(ctx, req, resp, result, read.body)
+            return
         result.fingerprint = record.fingerprint
         if req.prev_fingerprint is None:
             result.outcome = "new"
