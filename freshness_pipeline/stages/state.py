@@ -101,6 +101,11 @@ def merge_state(
         .then(pl.lit("gone"))
         .when(fresh_fetch & success)
         .then(pl.lit("active"))
+        # A URL that answers with a redirect is known, not new: left 'new' it took a slot of
+        # the share for new pages every cycle, for ever; as 'active' it is planned by priority
+        # (a permanent redirect at a second copy's cost), with redirect_to saying where it goes.
+        .when(fresh_fetch & (outcome == "redirect"))
+        .then(pl.lit("active"))
         .when(
             fresh_fetch
             & is_error
