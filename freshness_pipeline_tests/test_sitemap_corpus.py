@@ -28,6 +28,7 @@ from freshness_pipeline.defs.assets.inventory import url_inventory
 from freshness_pipeline.defs.io_manager import WarehouseIOManager
 from freshness_pipeline.defs.partitions import hosts_partitions, range_tags
 from freshness_pipeline.defs.resources import CycleResource, HttpClientResource, WarehouseResource
+from freshness_pipeline.stages.inventory import cycle_inventory
 from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline.web.client import FetchSettings
 from freshness_pipeline.web.discovery import (
@@ -642,6 +643,29 @@ def test_url_inventory_sums_problems_in_metadata_and_warns_once_per_host_and_kin
     assert by_host[absent.host]["sitemap_probed_at"] == T0
     assert by_host[absent.host]["sitemap_probe_status"] == 404
     assert by_host[broken.host]["sitemaps_read_at"] is None
+
+
+def test_a_sitemap_speaks_only_for_its_own_host(sites: list[Site], tmp_path: Path) -> None:
+    """A host's sitemap listing another crawled host's URL: dropped and counted (it was taken
+    into the other host's inventory and fetched every cycle: any site could plant URLs in a
+    host it does not own). A sitemap stored elsewhere but named by the host's own robots.txt
+    still speaks for that host."""
+    owner, other, store = sites
+    listed = [f"{owner.base}/mine", f"{other.base}/planted"]
+    urlset = "".join(f"<url><loc>{u}</loc></url>" for u in listed)
+    body = f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urlset}</urlset>'
+    store.serve("/owner-sitemap.xml", body.encode(), **{"Content-Type": "application/xml"})
+    owner.serve("/robots.txt", f"Sitemap: {store.base}/owner-sitemap.xml\n".encode())
+    other.serve("/robots.txt", b"User-agent: *\nAllow: /\n")
+    hosts = sorted([owner.host, other.host])
+    wh = Warehouse(tmp_path)
+    for site in (owner, other):
+        seeds = pl.DataFrame({"url": [f"{site.base}/"], "host": [site.host], "added_at": [T0]})
+        wh.write_partition("seeds", site.host, seeds)
+    made = cycle_inventory(wh, hosts, T0, http=HttpClientResource(allow_networks="127.0.0.0/8"))
+    urls = set(made.frame["url"].to_list())
+    assert f"{owner.base}/mine" in urls and f"{other.base}/planted" not in urls
+    assert made.discovery["sitemap_entries_of_other_hosts"] == 1
 
 
 def test_discovery_lines_are_capped_per_cycle_and_the_rest_counted():

@@ -241,7 +241,9 @@ def refresh_robots_and_sitemaps(
         "robots", hosts, pl.DataFrame(robots_rows, schema=tables.empty("robots").schema)
     )
     entries = [
-        {"url": e.loc, "lastmod": e.lastmod, "source": "sitemap"} for f in found for e in f.entries
+        {"url": e.loc, "lastmod": e.lastmod, "source": "sitemap", "listed_by": f.host}
+        for f in found
+        for e in f.entries
     ]
     counts: Counter[str] = Counter(dict.fromkeys(COUNT_KEYS, 0))
     for f in found:
@@ -253,11 +255,22 @@ def refresh_robots_and_sitemaps(
     if not entries:
         return tables.empty("url_inventory"), dict(counts)
     frame = pl.DataFrame(
-        entries, schema={"url": pl.String, "lastmod": tables.UTC_TIME, "source": pl.String}
+        entries,
+        schema={
+            "url": pl.String,
+            "lastmod": tables.UTC_TIME,
+            "source": pl.String,
+            "listed_by": pl.String,
+        },
     )
     norm = normalize_url_column(frame["url"])
-    # A sitemap may list URLs of other hosts; they count only for the host they belong to.
-    return frame.with_columns(host=norm["host"]).filter(pl.col("host").is_in(hosts)), dict(counts)
+    # A host's sitemaps speak for that host alone (the sitemaps protocol: a sitemap found
+    # through a host's robots.txt, wherever it is stored, lists that host's URLs): an entry
+    # for another host is dropped, or any site could plant URLs in a host it does not own.
+    frame = frame.with_columns(host=norm["host"])
+    own = frame.filter(pl.col("host") == pl.col("listed_by"))
+    counts["sitemap_entries_of_other_hosts"] = frame.height - own.height
+    return own.drop("listed_by"), dict(counts)
 
 
 def discovery_archive(

@@ -64,6 +64,8 @@ COUNT_KEYS = (
     "sitemap_probes",
     "sitemap_probes_found",
     "sitemap_hosts_read_completely",
+    # entries a host's sitemaps listed for other hosts, dropped (the inventory counts them)
+    "sitemap_entries_of_other_hosts",
     *(f"sitemap_problems_{kind}" for kind in PROBLEM_KINDS),
 )
 
