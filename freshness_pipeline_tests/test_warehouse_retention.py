@@ -62,35 +62,20 @@ def write_versions(
     row for each."""
     at = NOW - days_ago * DAY
     paths = list(rows)
-    wh.append_cycle(
-        "page_versions",
-        host,
-        at,
-        pl.DataFrame(
-            {
-                "url": [url(p, host) for p in paths],
-                "host": [host] * len(paths),
-                "observed_at": [at] * len(paths),
-                "outcome": ["changed"] * len(paths),
-                "url_class": list(rows.values()),
-                "fingerprint": [f"{p}@{days_ago}" for p in paths],
-            }
-        ),
-    )
-    if not changes:
-        return
-    wh.append_cycle(
-        "changes",
-        host,
-        at,
-        pl.DataFrame(
-            {
-                "url": [url(p, host) for p in paths],
-                "host": [host] * len(paths),
-                "changed_at": [at] * len(paths),
-            }
-        ),
-    )
+    # the columns both tables key their rows by
+    keys = {"url": [url(p, host) for p in paths], "host": [host] * len(paths)}
+    versions = {
+        **keys,
+        "observed_at": [at] * len(paths),
+        "outcome": ["changed"] * len(paths),
+        "url_class": list(rows.values()),
+        "fingerprint": [f"{p}@{days_ago}" for p in paths],
+    }
+    wh.append_cycle("page_versions", host, at, pl.DataFrame(versions))
+    if changes:
+        wh.append_cycle(
+            "changes", host, at, pl.DataFrame({**keys, "changed_at": [at] * len(paths)})
+        )
 
 
 def kept(wh: Warehouse, table: str, host: str = HOST) -> set[tuple[str, float]]:
