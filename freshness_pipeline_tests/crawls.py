@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from freshness_pipeline.app.runner import load_seeds, run_cycle
-from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb
+from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
 from freshness_pipeline.synthweb.world import Page
 
 
@@ -52,4 +52,16 @@ def hand_page(
         dies_at=float("inf"),
         death_status=410,
         disallowed=False,
+    )
+
+
+def shop_world(pages: list[Page], *, seed: int, horizon_days: float = 1.0) -> World:
+    """A hand-built World from DEFAULT_START: one honest site, "shop" (ETags and 304s, so a
+    page's body comes back only when it changed), holding ``pages``."""
+    return World(
+        seed=seed,
+        start=DEFAULT_START,
+        horizon_days=horizon_days,
+        sites=[SiteSpec("shop", "honest", len(pages))],
+        pages=pages,
     )

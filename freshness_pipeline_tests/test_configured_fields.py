@@ -17,9 +17,9 @@ import pytest
 from freshness_pipeline.app.runner import load_seeds, run_cycle
 from freshness_pipeline.config import extractor_version
 from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION
-from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
+from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb, World
 from freshness_pipeline.warehouse.storage import Warehouse
-from freshness_pipeline_tests.crawls import hand_page
+from freshness_pipeline_tests.crawls import hand_page, shop_world
 from freshness_pipeline_tests.support import readme_sql_blocks
 
 S = DEFAULT_START
@@ -46,8 +46,7 @@ def _world() -> World:
         hand_page(3, "/about", "article"),
     ]
     # honest: ETags and 304s, so a page is re-extracted only if the plan asks for its body
-    sites = [SiteSpec("shop", "honest", len(pages))]
-    return World(seed=5, start=S, horizon_days=1.0, sites=sites, pages=pages)
+    return shop_world(pages, seed=5)
 
 
 @pytest.fixture(scope="module")

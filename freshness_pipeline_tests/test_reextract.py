@@ -17,9 +17,9 @@ import pytest
 from freshness_pipeline.app.runner import load_seeds, run_cycle
 from freshness_pipeline.config import load_config
 from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION, class_record
-from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
+from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb
 from freshness_pipeline.warehouse.storage import Warehouse
-from freshness_pipeline_tests.crawls import hand_page
+from freshness_pipeline_tests.crawls import hand_page, shop_world
 from freshness_pipeline_tests.support import run_freshness
 
 S = DEFAULT_START
@@ -47,13 +47,7 @@ def built(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("reextract")
     home = workdir / "home"
     pages = [hand_page(i, path, cls) for i, (path, cls) in enumerate(CLASSES.items())]
-    world = World(
-        seed=7,
-        start=S,
-        horizon_days=1.0,
-        sites=[SiteSpec("shop", "honest", len(pages))],
-        pages=pages,
-    )
+    world = shop_world(pages, seed=7)
     with SyntheticWeb(world) as web:
         web.set_now(T0)
         seeds = pl.read_csv(web.seeds_csv(workdir / "seeds.csv", variants=False))

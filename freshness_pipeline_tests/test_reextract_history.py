@@ -19,9 +19,9 @@ import pytest
 
 from freshness_pipeline.app.reextract import DERIVED_AFTER
 from freshness_pipeline.app.runner import load_seeds, run_cycle
-from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
+from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb
 from freshness_pipeline.warehouse.storage import Warehouse
-from freshness_pipeline_tests.crawls import hand_page
+from freshness_pipeline_tests.crawls import hand_page, shop_world
 from freshness_pipeline_tests.support import readme_sql_blocks, run_freshness
 
 S = DEFAULT_START
@@ -49,13 +49,7 @@ def home(tmp_path_factory):
     pages = [
         hand_page(i, path, "product", changes) for i, (path, changes) in enumerate(PAGES.items())
     ]
-    world = World(
-        seed=21,
-        start=S,
-        horizon_days=1.0,
-        sites=[SiteSpec("shop", "honest", len(pages))],
-        pages=pages,
-    )
+    world = shop_world(pages, seed=21)
     with SyntheticWeb(world) as web:
         web.set_now(T0)
         seeds = pl.read_csv(web.seeds_csv(workdir / "seeds.csv", variants=False))

@@ -14,7 +14,7 @@ import pytest
 
 from freshness_pipeline.app.runner import load_seeds, run_cycle
 from freshness_pipeline.config import ClassRetention, ConfigError, load_config
-from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
+from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb, World
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.archive import (
     ArchivedOriginal,
@@ -24,7 +24,7 @@ from freshness_pipeline.warehouse.archive import (
     list_warcs,
 )
 from freshness_pipeline.warehouse.storage import Warehouse
-from freshness_pipeline_tests.crawls import hand_page
+from freshness_pipeline_tests.crawls import hand_page, shop_world
 
 RETAINED = """\
 [url_classes.product.fields]
@@ -149,13 +149,7 @@ def _world() -> World:
         hand_page(3, "/about", "article"),  # never changes: 304s, revisits
         hand_page(4, "/news", "article", changes=(9,)),  # changed at T2
     ]
-    return World(
-        seed=5,
-        start=S,
-        horizon_days=1.0,
-        sites=[SiteSpec("shop", "honest", len(pages))],
-        pages=pages,
-    )
+    return shop_world(pages, seed=5)
 
 
 def _files(home: Path, table: str) -> pl.DataFrame:

@@ -20,7 +20,7 @@ import pytest
 from freshness_pipeline.app.runner import load_seeds, open_instance
 from freshness_pipeline.definitions import build_definitions
 from freshness_pipeline.defs.partitions import location_partitioning
-from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
+from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb, World
 from freshness_pipeline.warehouse.archive import (
     ArchivedOriginal,
     ArchiveReader,
@@ -30,7 +30,7 @@ from freshness_pipeline.warehouse.archive import (
     read_record,
 )
 from freshness_pipeline.warehouse.storage import Warehouse
-from freshness_pipeline_tests.crawls import hand_page
+from freshness_pipeline_tests.crawls import hand_page, shop_world
 
 S = DEFAULT_START
 HOUR = timedelta(hours=1)
@@ -50,13 +50,7 @@ def _world() -> World:
     pages = [
         hand_page(i, path, "article", changes) for i, (path, changes) in enumerate(PATHS.items())
     ]
-    return World(
-        seed=3,
-        start=S,
-        horizon_days=1.0,
-        sites=[SiteSpec("shop", "honest", len(pages))],
-        pages=pages,
-    )
+    return shop_world(pages, seed=3)
 
 
 def _history(home: Path, table: str) -> pl.DataFrame:

@@ -17,9 +17,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
+from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb, World
 from freshness_pipeline.synthweb.truth import Truth
 from freshness_pipeline.synthweb.world import Page
+from freshness_pipeline_tests.crawls import shop_world
 
 S = DEFAULT_START
 H = timedelta(hours=1)
@@ -62,13 +63,7 @@ def world() -> World:
         page(3, "/late", born=12),
         page(4, "/dead", dies=12),
     ]
-    return World(
-        seed=1,
-        start=S,
-        horizon_days=2.0,
-        sites=[SiteSpec("shop", "honest", len(pages))],
-        pages=pages,
-    )
+    return shop_world(pages, seed=1, horizon_days=2.0)
 
 
 def fetches(*rows: tuple[str, float]) -> pl.DataFrame:
