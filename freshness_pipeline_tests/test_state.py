@@ -142,6 +142,57 @@ def test_first_fetch_then_change_then_gone_then_revived():
     assert row["status"] == "active" and row["gone_at"] is None and row["n_obs"] == 2
 
 
+def test_a_404_blip_costs_the_copy_a_day_and_a_page_gone_for_weeks_a_month():
+    """A page that answered 404 once used to wait 30 days for its next check, however live it
+    was (found by an exploratory run: a deploy glitch took a page out of the copy for a month).
+    Now the wait grows with how long it has been gone: 1 day, then 3x the time gone so far."""
+    url = "http://a.example/p"
+    cands = candidates(url)
+    capacity = pl.DataFrame(
+        {"host": [HOST], "capacity": [10], "cost_multiplier": [1.0], "crawl_delay": [None]},
+        schema_overrides={"crawl_delay": pl.Float64},
+    )
+
+    def planned(state, now):
+        inputs = plan_inputs(
+            cands.with_columns(lastmod=pl.lit(None, dtype=tables.UTC_TIME)), state, capacity
+        )
+        plan = build_plan(inputs, capacity, now=now, budget=100, config=PlanConfig())
+        return plan.filter("selected")["reason"].to_list()
+
+    page = {"url": url, "http_status": 200, "fingerprint": "f1"}
+    state = step(tables.empty("url_state"), cands, results([]), T0)
+    state = step(state, cands, results([{**page, "fetched_at": T0, "outcome": "new"}]), T0)
+    gone_at = T0 + timedelta(days=2)
+    missing = {"url": url, "outcome": "gone", "http_status": 404}
+    state = step(state, cands, results([{**missing, "fetched_at": gone_at}]), gone_at)
+    row = state.row(0, named=True)
+    assert row["status"] == "gone" and row["next_check_at"] == gone_at + timedelta(days=1)
+    assert planned(state, gone_at + timedelta(hours=18)) == []
+    assert planned(state, gone_at + timedelta(days=1)) == ["reestimate"]
+
+    # still gone a day later: the next wait is three days, measured from this fetch
+    again = gone_at + timedelta(days=1)
+    state = step(state, cands, results([{**missing, "fetched_at": again}]), again)
+    row = state.row(0, named=True)
+    assert row["gone_at"] == gone_at and row["next_check_at"] == again + timedelta(days=3)
+    assert planned(state, again + timedelta(days=2)) == []
+    assert planned(state, again + timedelta(days=3)) == ["reestimate"]
+
+    # gone for 20 days: the wait is capped at gone_recheck_days
+    late = gone_at + timedelta(days=20)
+    state = step(state, cands, results([{**missing, "fetched_at": late}]), late)
+    assert state["next_check_at"][0] == late + timedelta(days=PlanConfig().gone_recheck_days)
+
+    # back: active again, planned by priority like any page
+    back = late + timedelta(days=30)
+    state = step(
+        state, cands, results([{**page, "fetched_at": back, "outcome": "unchanged"}]), back
+    )
+    row = state.row(0, named=True)
+    assert row["status"] == "active" and row["gone_at"] is None
+
+
 def test_a_url_that_redirects_is_known_and_planned_by_priority_not_as_new():
     """Left 'new' after answering 301, a URL took a slot of the new pages' share every cycle,
     for ever (found by an exploratory run: 7 of 9 'new' picks were redirects)."""

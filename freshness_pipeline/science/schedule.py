@@ -39,7 +39,8 @@ The plan is filled in this order, each step capped per host by ``host_capacity``
    left an honest sitemap has most likely gone, and one fetch says so;
 3. reserved shares of the budget: ``new`` URLs (those discovered since the start first, the
    share growing with how many of them wait; then by value), ``reestimate`` (long-quiet or
-   barely observed pages, and gone pages after ``gone_recheck_days``: the estimator only learns
+   barely observed pages, and gone pages once their wait is over (see
+   :func:`gone_recheck_wait_days`): the estimator only learns
    from what the scheduler fetches, so pages it starves would stay misjudged forever; the most
    overdue first, weighted by value per cost, see ``reestimate_order``), ``probe`` (pages seen
    changed at every fetch, fetched again soon after the last one, so that an interval short
@@ -253,10 +254,15 @@ class PlanConfig:
     reestimate_after_days: float = 14.0
     #: active pages with fewer observations than this (needs an ``n_obs`` column) likewise
     reestimate_min_obs: int = 2
-    #: gone pages become re-estimation candidates again after this many days
+    #: a page that just answered 404 or 410 is checked again after this many days: a 404 is
+    #: as often a deploy glitch or a moved page put back as a real removal, and a page that
+    #: came back should not stay out of the copy for a month
+    gone_first_recheck_days: float = 1.0
+    #: the longest wait between checks of a gone page (the wait grows with how long it has been
+    #: gone, see :func:`gone_recheck_wait_days`)
     gone_recheck_days: float = 30.0
     #: which re-estimation candidates go first: ``"value"`` ranks them by how overdue they are
-    #: (days since the last fetch over ``reestimate_after_days``, or over ``gone_recheck_days``)
+    #: (days since the last fetch over ``reestimate_after_days``, or over a gone page's wait)
     #: times value / cost, so the share goes where a misjudged rate costs most (a thin estimate
     #: of a page worth 100x is checked before a stale one of a page worth little; the floor
     #: still reaches every page); ``"age"``: the most overdue first, value only breaking ties
@@ -293,8 +299,32 @@ class PlanConfig:
             raise ValueError("probe_max_ratio must be in (0, 1]")
         if self.reestimate_after_days <= 0 or self.gone_recheck_days <= 0:
             raise ValueError("reestimate_after_days and gone_recheck_days must be positive")
+        if not 0.0 < self.gone_first_recheck_days <= self.gone_recheck_days:
+            raise ValueError("need 0 < gone_first_recheck_days <= gone_recheck_days")
         if self.min_cost <= 0:
             raise ValueError("min_cost must be positive")
+
+
+#: a gone page waits this many times as long as it has been gone before its next check
+GONE_RECHECK_GROWTH = 3.0
+
+
+def gone_recheck_wait_days(gone_for_days: pl.Expr, config: PlanConfig) -> pl.Expr:
+    """Days a gone page waits after its last fetch before it is checked again.
+
+    ``gone_for_days``: from the first gone answer (``gone_at``) to the last fetch. A page that
+    has just gone is checked again soon (``gone_first_recheck_days``), so that a 404 blip costs
+    the copy a day, not a month; each further gone answer lengthens the wait to
+    ``GONE_RECHECK_GROWTH`` times the time gone so far, up to ``gone_recheck_days``: a page
+    gone for weeks is most likely gone for good and costs one request a month. That is a few
+    requests in a gone page's first month (after 1, 4, 16 and 46 days with the defaults)
+    instead of one. Unknown (null) means the page has been gone a long time: the longest wait.
+    """
+    return (
+        (gone_for_days.clip(lower_bound=0.0) * GONE_RECHECK_GROWTH)
+        .clip(config.gone_first_recheck_days, config.gone_recheck_days)
+        .fill_null(config.gone_recheck_days)
+    )
 
 
 def _by_class(class_col: pl.Expr, table: dict[str, float]) -> pl.Expr:
@@ -399,6 +429,12 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
         opt("expected_gain_override", pl.lit(None, dtype=pl.Float64))
         .cast(pl.Float64)
         .alias("_gain_override"),
+        gone_recheck_wait_days(
+            duration_days(last - utc_column(candidates, "gone_at"))
+            if "gone_at" in cols
+            else pl.lit(None, dtype=pl.Float64),
+            config,
+        ).alias("_gone_wait"),
     ).with_columns(
         pl.col("_status").fill_null(
             pl.when(pl.col("age_days").is_null()).then(pl.lit("new")).otherwise(pl.lit("active"))
@@ -502,6 +538,8 @@ def build_plan(
     of the class), cost (default 1, clipped to ``min_cost``); optional n_obs, n_changes or
     rate_shape (how sure the rate is: see :func:`posterior_freshness_index`) and hinted_change
     (a trusted sitemap hint from :func:`freshness_pipeline.science.hints.lastmod_hints`);
+    optional gone_at (a gone page's first gone answer, which sets how long it waits: see
+    :func:`gone_recheck_wait_days`; without it a gone page waits ``gone_recheck_days``);
     optional expected_gain_override: a precomputed expected gain for the configured objective
     at ``now`` (e.g. ``expected_index`` from
     :func:`freshness_pipeline.science.prior.posterior.posterior_summary`)
@@ -525,7 +563,7 @@ def build_plan(
     known = ~status.is_in(["gone", "blocked", "new"])
     overdue = (
         pl.when(status == "gone")
-        .then(age / cfg.gone_recheck_days)
+        .then(age / pl.col("_gone_wait"))
         .otherwise(age / cfg.reestimate_after_days)
         .fill_null(math.inf)
     )
@@ -549,7 +587,7 @@ def build_plan(
                     | (pl.col("_n_obs") < cfg.reestimate_min_obs).fill_null(False)
                 )
             )
-            | ((status == "gone") & (age >= cfg.gone_recheck_days).fill_null(True))
+            | ((status == "gone") & (age >= pl.col("_gone_wait")).fill_null(True))
         ),
         _probe=spaced & known & (pl.col("_probe_ratio") <= cfg.probe_max_ratio).fill_null(False),
         _worth=worth,

@@ -88,6 +88,8 @@ STATE_COLUMNS = (
     "status",
     "last_fetched_at",
     "last_seen_at",
+    # when a gone page first answered gone: how long it waits for its next check
+    "gone_at",
     "change_rate",
     "n_obs",
     "n_changes",

@@ -28,7 +28,7 @@ from freshness_pipeline.science.prior.table import (
     prior_weights,
     refit_change_prior,
 )
-from freshness_pipeline.science.schedule import PlanConfig
+from freshness_pipeline.science.schedule import PlanConfig, gone_recheck_wait_days
 from freshness_pipeline.science.timecols import DAY_US, duration_days
 from freshness_pipeline.warehouse import tables
 
@@ -307,7 +307,19 @@ def update_state(
         .when(pl.col("status") == "new")
         .then(pl.lit(now).cast(tables.UTC_TIME))
         .when(pl.col("status") == "gone")
-        .then(pl.col("gone_at") + timedelta(days=config.gone_recheck_days))
+        .then(
+            pl.col("last_fetched_at")
+            + pl.duration(
+                microseconds=(
+                    gone_recheck_wait_days(
+                        duration_days(pl.col("last_fetched_at") - pl.col("gone_at")), config
+                    )
+                    * DAY_US
+                )
+                .round()
+                .cast(pl.Int64)
+            )
+        )
         .otherwise(due_at)
     )
     state = estimated.with_columns(next_check_at=next_check, duplicate_of=content_duplicates())
