@@ -248,6 +248,63 @@ def test_an_empty_answer_from_a_page_that_had_content_keeps_the_last_version() -
     assert first.outcome == "new" and again.outcome == "unchanged"
 
 
+def test_an_error_page_served_with_200_is_not_a_version_of_the_page() -> None:
+    """A maintenance notice, a bot challenge or a "not found" page answered with 200 was a new
+    version of the page and, one fetch later, a change back (found by an exploratory run).
+    Now it is an error that keeps the last version, and the host is paced as the page says;
+    a page about errors stays a page."""
+    from freshness_pipeline.web.throttle import Throttles
+
+    maintenance = (
+        "<html><head><title>503 Service Temporarily Unavailable</title></head><body>"
+        "<h1>Service Temporarily Unavailable</h1><p>The server is temporarily unable to "
+        "service your request due to maintenance downtime.</p></body></html>"
+    )
+    challenge = (
+        "<html><head><title>Just a moment...</title></head><body><p>Checking if the site "
+        "connection is secure. Enable JavaScript and cookies to continue.</p></body></html>"
+    )
+    soft_404 = "<html><title>Page not found | Example</title><h1>Sorry!</h1></html>"
+    about_errors = (
+        "<html><title>Error handling in Python</title><article>"
+        + "<p>Exceptions carry the error up the stack until a handler catches them.</p>" * 30
+        + "</article></html>"
+    )
+
+    async def scenario() -> tuple[list[FetchResult], Throttles]:
+        throttles = Throttles()
+        async with serve(
+            {
+                "/maintenance": text(maintenance),
+                "/challenge": text(challenge),
+                "/soft404": text(soft_404),
+                "/about-errors": text(about_errors),
+            }
+        ) as srv:
+            results = await fetch_all(
+                [
+                    req(srv, "/maintenance", prev_fingerprint="earlier"),
+                    req(srv, "/challenge", prev_fingerprint="earlier"),
+                    req(srv, "/soft404"),
+                    req(srv, "/about-errors"),
+                ],
+                settings(),
+                allow=LOOPBACK,
+                throttles=throttles,
+            )
+            return results, throttles
+
+    (maint, chall, missing, article), throttles = asyncio.run(scenario())
+    for result, kind in ((maint, "unavailable"), (chall, "throttled"), (missing, "missing")):
+        assert (result.outcome, result.http_status) == ("error", 200)
+        assert result.error is not None and result.error.startswith(f"error page ({kind})")
+        assert result.fingerprint is None and result.title is None and result.text is None
+    assert "503 Service Temporarily Unavailable" in (maint.error or "")
+    assert (article.outcome, article.title) == ("new", "Error handling in Python")
+    host = next(iter(throttles.snapshot()))
+    assert host["n_throttled"] == 1 and host["n_failures"] == 2
+
+
 def test_new_unchanged_changed_gone_and_errors() -> None:
     body = "<html><title>t</title>hello</html>"
 

@@ -16,6 +16,7 @@ import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
 
 from freshness_pipeline.science.fingerprint import ContentRecord, class_record
+from freshness_pipeline.science.fingerprint.error_pages import ErrorPageKind, error_page_kind
 from freshness_pipeline.warehouse.archive import ArchiveWriteError, payload_digest
 from freshness_pipeline.web.archiving import archive_answer
 from freshness_pipeline.web.client.body import BodyDecodeError, BodyTooLarge, read_limited
@@ -24,7 +25,7 @@ from freshness_pipeline.web.client.fetches import FetchRequest, FetchResult
 from freshness_pipeline.web.client.headers import content_age_days, parse_retry_after
 from freshness_pipeline.web.client.settings import FetchSettings
 from freshness_pipeline.web.netguard import check_url_scheme, find_blocked_error
-from freshness_pipeline.web.throttle import classify_status
+from freshness_pipeline.web.throttle import Signal, classify_status
 
 __all__ = ["THROTTLE_STATUSES", "default_fingerprinter", "fetch_one"]
 
@@ -33,6 +34,13 @@ _THREAD_FINGERPRINT_BYTES = 512 * 1024  # bigger bodies are fingerprinted off th
 THROTTLE_STATUSES = frozenset({429, 503})
 _GONE_STATUSES = frozenset({404, 410})
 _REDIRECT_STATUSES = frozenset({300, 301, 302, 303, 307, 308})
+#: what an error page served with 200 tells the host's pacing: a failing server backs off like
+#: a 5xx, a rate limit or bot challenge like a 429, a missing page says nothing of the host
+_ERROR_PAGE_SIGNALS: dict[ErrorPageKind, Signal] = {
+    "unavailable": "failure",
+    "throttled": "throttled",
+    "missing": "other",
+}
 
 
 async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> FetchResult:
@@ -63,7 +71,7 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
             # this moment, so its own processing time can never shorten the gap it sees.
             attempt.host.mark_started(time.monotonic())
             attempt.signal = classify_status(resp.status)
-            await _classify(ctx, req, resp, result)
+            await _classify(ctx, attempt, req, resp, result)
     except (asyncio.CancelledError, ArchiveWriteError):
         raise  # a full disk fails the cycle: its tables stay as they were
     except BodyTooLarge as exc:
@@ -105,7 +113,11 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
 
 
 async def _classify(
-    ctx: CycleContext, req: FetchRequest, resp: aiohttp.ClientResponse, result: FetchResult
+    ctx: CycleContext,
+    attempt: Attempt,
+    req: FetchRequest,
+    resp: aiohttp.ClientResponse,
+    result: FetchResult,
 ) -> None:
     settings = ctx.settings
     status = resp.status
@@ -168,6 +180,20 @@ async def _classify(
             # cache glitch far more often than a page emptied on purpose: keep the last
             # version (no change, no new version, validators untouched) and look again.
             result.outcome, result.error = "error", "empty body where the page had content"
+            _archive(ctx, req, resp, result, read.body)
+            return
+        error_page = (
+            error_page_kind(record.title, record.text)
+            if record.fingerprint != req.prev_fingerprint
+            else None
+        )
+        if error_page is not None:
+            # A maintenance notice, a bot challenge or a "not found" served with 200 is not a
+            # version of the page: taken as one it is a false change now and another when the
+            # page is back. Keep the last version and look again, paced as the kind says.
+            result.outcome = "error"
+            result.error = f"error page ({error_page}) with HTTP {status}: {record.title!r}"
+            attempt.signal = _ERROR_PAGE_SIGNALS[error_page]
             _archive(ctx, req, resp, result, read.body)
             return
         result.fingerprint = record.fingerprint

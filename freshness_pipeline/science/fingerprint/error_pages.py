@@ -1,0 +1,105 @@
+"""Error pages served with 200 ("soft errors"): a maintenance notice, a bot challenge, a
+"page not found" or a proxy's "service unavailable" that a server or CDN sends with status 200.
+
+Taken at their word they are a new version of the page and, one fetch later, a change back:
+two false changes, a version of nothing in the copy and a tombstone-like blank downstream. A
+crawler cannot see every soft error, but the common ones name themselves in the title, and
+their text is short. Both must hold: a page is judged an error page only when one part of its
+title (split at the usual " | ", " - " separators between a page's and a site's name) is, word
+for word, one of the phrases below, alone or with an HTTP status code, and the whole text is
+under :data:`MAX_ERROR_PAGE_CHARS`. "Error - JavaScript | MDN" or "Error handling in Python"
+are long pages or longer titles, so reference pages about errors stay pages.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+__all__ = ["MAX_ERROR_PAGE_CHARS", "ErrorPageKind", "error_page_kind"]
+
+#: an error page says little: a page with more text than this (title included) is content
+MAX_ERROR_PAGE_CHARS = 1500
+
+#: what the error page says of the server: it is failing ("unavailable"), it refuses this
+#: client for now ("throttled": rate limits and bot challenges) or the page is not there or
+#: not ours to read ("missing")
+ErrorPageKind = Literal["unavailable", "throttled", "missing"]
+
+_PHRASES: dict[ErrorPageKind, tuple[str, ...]] = {
+    "unavailable": (
+        r"(?:service|site|server|page) (?:is )?(?:temporarily )?unavailable",
+        r"temporarily unavailable",
+        r"internal server error",
+        r"server error",
+        r"bad gateway",
+        r"gateway time ?out",
+        r"(?:site|scheduled|planned) maintenance",
+        r"(?:site )?(?:is )?(?:under|down for) maintenance",
+        r"maintenance mode",
+        r"we'?ll be (?:right )?back(?: soon)?",
+        r"(?:an? )?(?:unexpected )?error(?: (?:has )?occurred)?",
+        r"error page",
+        r"(?:oops )?something went wrong",
+        r"oops",
+        r"database error",
+        r"error establishing a database connection",
+    ),
+    "throttled": (
+        r"too many requests",
+        r"rate limit(?:ed| exceeded)?",
+        r"just a moment",
+        r"attention required",
+        r"please wait",
+        r"one more step",
+        r"(?:security|robot|browser|human) (?:check|verification)",
+        r"checking your browser(?: before accessing)?",
+        r"are you (?:a )?(?:human|robot)",
+        r"verify(?:ing)? you are (?:a )?human",
+        r"access to this page has been denied",
+    ),
+    "missing": (
+        r"(?:page |file |document )?not found",
+        r"(?:this )?page (?:does not|doesn't) exist",
+        r"access denied",
+        r"forbidden",
+        r"unauthori[sz]ed",
+        r"(?:account|site) suspended",
+    ),
+}
+_CODE = r"[45]\d\d"
+#: a status code or the word "error"/"http" may stand before or after the phrase
+_AROUND = rf"(?:(?:http|error) )*(?:{_CODE} )?(?:error )?(?:{{phrase}})(?: (?:{_CODE}|error))*"
+# The generic "error" phrases are the unavailable kind's, so it is tried last: "Error: page
+# not found" is a missing page.
+_ORDER: tuple[ErrorPageKind, ...] = ("throttled", "missing", "unavailable")
+_MATCHERS = tuple(
+    (kind, re.compile("|".join(_AROUND.format(phrase=p) for p in _PHRASES[kind])))
+    for kind in _ORDER
+)
+_BARE_CODE = re.compile(rf"(?:(?:http|error) )*{_CODE}(?: error)?")
+_CODE_RE = re.compile(rf"\b{_CODE}\b")
+_SEPARATORS = re.compile(r"\s+[|\-\u2013\u2014\u00b7\u00bb:]{1,2}\s+")
+_NOT_WORD = re.compile(r"[^\w']+")
+
+
+def error_page_kind(title: str | None, text: str | None) -> ErrorPageKind | None:
+    """What kind of error page a 2xx body with this extracted ``title`` and ``text`` is, or
+    None when it reads as a page. ``text`` is the normalized extracted text (title included).
+    A status code in the title decides the kind (429: throttled, 5xx: unavailable, other 4xx:
+    missing); without one, the phrase does."""
+    if not title or len(text or "") > MAX_ERROR_PAGE_CHARS:
+        return None
+    for part in _SEPARATORS.split(title.casefold()):
+        words = _NOT_WORD.sub(" ", part.replace("\u2019", "'")).strip()
+        if not words:
+            continue
+        kind = next((k for k, m in _MATCHERS if m.fullmatch(words)), None)
+        if kind is None and _BARE_CODE.fullmatch(words) is None:
+            continue
+        code = _CODE_RE.search(words)
+        if code is None:
+            return kind
+        status = code.group()
+        return "throttled" if status == "429" else "unavailable" if status[0] == "5" else "missing"
+    return None
