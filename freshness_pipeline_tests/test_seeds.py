@@ -61,6 +61,31 @@ def test_plain_text_and_fatal_cases():
     assert parsed.errors[0][0] == 1 and "long" in parsed.errors[0][1]
 
 
+def test_tab_and_semicolon_tables_are_read_by_their_header():
+    """A spreadsheet export in many locales separates with ';' (or tabs): its header line was
+    once skipped as a bad URL and every row seeded with its cells glued onto the URL."""
+    for sep in (b"\t", b";"):
+        data = (
+            b"url" + sep + b"value" + sep + b"url_class\n"
+            b"https://a.example/1" + sep + b"2.5" + sep + b"article\n"
+            b'"https://a.example/2?q=x"' + sep + b'"1"' + sep + b"\n"
+            b"https://a.example/3" + sep + b"abc" + sep + b"\n"
+        )
+        parsed = parse_seeds(data)
+        assert parsed.fatal is None and parsed.notes == []
+        rows = {r["url"]: (r["value"], r["url_class"]) for r in parsed.rows.iter_rows(named=True)}
+        assert rows == {
+            "https://a.example/1": (2.5, "article"),
+            "https://a.example/2?q=x": (1.0, None),
+        }
+        assert [line for line, _ in parsed.errors] == [4]
+    # a quoted cell may hold the separator; a URL with ';' in a plain list stays one URL
+    quoted = parse_seeds(b'url;value\n"https://a.example/2?q=a;b";3\n')
+    assert quoted.rows.select("url", "value").row(0) == ("https://a.example/2?q=a%3Bb", 3.0)
+    plain = parse_seeds(b"https://a.example/p;v=1\nhttps://a.example/q\n")
+    assert plain.rows["url"].to_list() == ["https://a.example/p;v=1", "https://a.example/q"]
+
+
 def test_unknown_columns_and_extra_cells_are_said_once():
     parsed = parse_seeds(
         b"url,value,url_clas\nhttps://a.example/1,1,news\nhttps://a.example/2,2,news,x\n"

@@ -106,7 +106,8 @@ def seed(
     path: Annotated[
         Path,
         typer.Argument(
-            help="CSV with a `url` header (optional `value`, `url_class`) or one URL per line."
+            help="CSV with a `url` header (optional `value`, `url_class`; commas, semicolons or tabs) "
+            "or one URL per line."
         ),
     ],
     home: HomeOption = None,

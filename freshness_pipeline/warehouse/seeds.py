@@ -1,4 +1,6 @@
-"""Reading a user's seed file: a CSV with a ``url`` header, or plain text with one URL per line.
+"""Reading a user's seed file: a CSV with a ``url`` header (comma-separated; tab- and
+semicolon-separated tables, as spreadsheets export them, are read too), or plain text with one
+URL per line.
 
 Bad rows never cost the good ones: each rejected line is reported with its number and reason
 and skipped. Only a file with nothing usable in it is an error.
@@ -86,21 +88,33 @@ def _lines(data: bytes) -> tuple[pl.DataFrame, list[tuple[int, str]]]:
     return kept, sorted(errors.items())
 
 
-def _looks_like_csv_header(text: str) -> bool:
-    first = next(csv.reader([text]), [])
-    names = [c.strip().lower() for c in first]
-    return len(names) > 1 or names == ["url"] or ("url" in names)
+#: the separators a seed table may use: comma (CSV), then tab and semicolon, which spreadsheet
+#: exports in many locales write; the header's ``url`` cell says which one a file uses
+DELIMITERS = (",", "\t", ";")
 
 
-def _cells(lines: pl.DataFrame, errors: list[tuple[int, str]]) -> pl.DataFrame:
-    """Each line's CSV cells (``cells``, a list): a split on commas, or Python's csv for a line
-    with a quote in it (the only case where the two differ)."""
+def _header_delimiter(text: str) -> str | None:
+    """The separator of a table header line, or None when the line is not a header (plain
+    text: one URL per line)."""
+    if text.strip().lower().startswith(("http:", "https:")):
+        return None
+    for delimiter in DELIMITERS:
+        names = [c.strip().lower() for c in next(csv.reader([text], delimiter=delimiter), [])]
+        if "url" in names:
+            return delimiter
+    # several comma-separated names but no url: a CSV header missing its column, said as such
+    return "," if len(next(csv.reader([text]), [])) > 1 else None
+
+
+def _cells(lines: pl.DataFrame, errors: list[tuple[int, str]], delimiter: str) -> pl.DataFrame:
+    """Each line's cells (``cells``, a list): a split at ``delimiter``, or Python's csv for a
+    line with a quote in it (the only case where the two differ)."""
     quoted = pl.col("text").str.contains('"', literal=True)
-    plain = lines.filter(~quoted).with_columns(cells=pl.col("text").str.split(","))
+    plain = lines.filter(~quoted).with_columns(cells=pl.col("text").str.split(delimiter))
     rows: list[tuple[int, list[str]]] = []
     for number, text in lines.filter(quoted).select("line", "text").iter_rows():
         try:
-            rows.append((number, next(csv.reader([text]))))
+            rows.append((number, next(csv.reader([text], delimiter=delimiter))))
         except csv.Error as exc:
             errors.append((number, f"unreadable CSV row ({exc})"))
     special = pl.DataFrame(
@@ -184,17 +198,16 @@ def parse_seeds(data: bytes) -> SeedParse:
     if not lines.height:
         return SeedParse(rows=_empty_rows(), errors=errors, fatal="the seed file has no URLs")
     header_number, header = lines.row(0)
-    if _looks_like_csv_header(header) and not header.strip().lower().startswith(
-        ("http:", "https:")
-    ):
-        names = [c.strip().lower() for c in next(csv.reader([header]))]
+    delimiter = _header_delimiter(header)
+    if delimiter is not None:
+        names = [c.strip().lower() for c in next(csv.reader([header], delimiter=delimiter))]
         if "url" not in names:
             return SeedParse(
                 rows=_empty_rows(),
                 errors=errors,
                 fatal=f"line {header_number}: the CSV header {header.strip()!r} has no 'url' column",
             )
-        cells = _cells(lines.slice(1), errors)
+        cells = _cells(lines.slice(1), errors, delimiter)
         notes = _unused_cells(header_number, names, cells)
 
         def cell(name: str) -> pl.Expr:
