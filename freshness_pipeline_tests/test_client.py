@@ -251,8 +251,8 @@ def test_an_empty_answer_from_a_page_that_had_content_keeps_the_last_version() -
 def test_an_error_page_served_with_200_is_not_a_version_of_the_page() -> None:
     """A maintenance notice, a bot challenge or a "not found" page answered with 200 was a new
     version of the page and, one fetch later, a change back (found by an exploratory run).
-    Now it is an error that keeps the last version, and the host is paced as the page says;
-    a page about errors stays a page."""
+    Now it is an error that keeps the last version (a "not found" one: the page gone), and the
+    host is paced as the page says; a page about errors stays a page."""
     from freshness_pipeline.web.throttle import Throttles
 
     maintenance = (
@@ -295,8 +295,12 @@ def test_an_error_page_served_with_200_is_not_a_version_of_the_page() -> None:
             return results, throttles
 
     (maint, chall, missing, article), throttles = asyncio.run(scenario())
-    for result, kind in ((maint, "unavailable"), (chall, "throttled"), (missing, "missing")):
-        assert (result.outcome, result.http_status) == ("error", 200)
+    for result, kind, outcome in (
+        (maint, "unavailable", "error"),
+        (chall, "throttled", "error"),
+        (missing, "not_found", "gone"),  # a "soft 404" is what a 404 would have said
+    ):
+        assert (result.outcome, result.http_status) == (outcome, 200)
         assert result.error is not None and result.error.startswith(f"error page ({kind})")
         assert result.fingerprint is None and result.title is None and result.text is None
     assert "503 Service Temporarily Unavailable" in (maint.error or "")

@@ -21,10 +21,10 @@ __all__ = ["MAX_ERROR_PAGE_CHARS", "ErrorPageKind", "error_page_kind"]
 #: an error page says little: a page with more text than this (title included) is content
 MAX_ERROR_PAGE_CHARS = 1500
 
-#: what the error page says of the server: it is failing ("unavailable"), it refuses this
-#: client for now ("throttled": rate limits and bot challenges) or the page is not there or
-#: not ours to read ("missing")
-ErrorPageKind = Literal["unavailable", "throttled", "missing"]
+#: what the error page says: the server is failing ("unavailable"), it refuses this client for
+#: now ("throttled": rate limits and bot challenges), the page is not there ("not_found", a
+#: "soft 404") or not ours to read ("denied")
+ErrorPageKind = Literal["unavailable", "throttled", "not_found", "denied"]
 
 _PHRASES: dict[ErrorPageKind, tuple[str, ...]] = {
     "unavailable": (
@@ -58,9 +58,12 @@ _PHRASES: dict[ErrorPageKind, tuple[str, ...]] = {
         r"verify(?:ing)? you are (?:a )?human",
         r"access to this page has been denied",
     ),
-    "missing": (
+    "not_found": (
         r"(?:page |file |document )?not found",
         r"(?:this )?page (?:does not|doesn't) exist",
+        r"gone",
+    ),
+    "denied": (
         r"access denied",
         r"forbidden",
         r"unauthori[sz]ed",
@@ -71,13 +74,18 @@ _CODE = r"[45]\d\d"
 #: a status code or the word "error"/"http" may stand before or after the phrase
 _AROUND = rf"(?:(?:http|error) )*(?:{_CODE} )?(?:error )?(?:{{phrase}})(?: (?:{_CODE}|error))*"
 # The generic "error" phrases are the unavailable kind's, so it is tried last: "Error: page
-# not found" is a missing page.
-_ORDER: tuple[ErrorPageKind, ...] = ("throttled", "missing", "unavailable")
+# not found" is a page not found.
+_ORDER: tuple[ErrorPageKind, ...] = ("throttled", "not_found", "denied", "unavailable")
 _MATCHERS = tuple(
     (kind, re.compile("|".join(_AROUND.format(phrase=p) for p in _PHRASES[kind])))
     for kind in _ORDER
 )
 _BARE_CODE = re.compile(rf"(?:(?:http|error) )*{_CODE}(?: error)?")
+_KIND_OF_CODE: dict[str, ErrorPageKind] = {
+    "429": "throttled",
+    "404": "not_found",
+    "410": "not_found",
+}
 _CODE_RE = re.compile(rf"\b{_CODE}\b")
 _SEPARATORS = re.compile(r"\s+[|\-\u2013\u2014\u00b7\u00bb:]{1,2}\s+")
 _NOT_WORD = re.compile(r"[^\w']+")
@@ -86,8 +94,8 @@ _NOT_WORD = re.compile(r"[^\w']+")
 def error_page_kind(title: str | None, text: str | None) -> ErrorPageKind | None:
     """What kind of error page a 2xx body with this extracted ``title`` and ``text`` is, or
     None when it reads as a page. ``text`` is the normalized extracted text (title included).
-    A status code in the title decides the kind (429: throttled, 5xx: unavailable, other 4xx:
-    missing); without one, the phrase does."""
+    A status code in the title decides the kind (429: throttled, 5xx: unavailable, 404 and 410:
+    not_found, other 4xx: denied); without one, the phrase does."""
     if not title or len(text or "") > MAX_ERROR_PAGE_CHARS:
         return None
     for part in _SEPARATORS.split(title.casefold()):
@@ -100,6 +108,7 @@ def error_page_kind(title: str | None, text: str | None) -> ErrorPageKind | None
         code = _CODE_RE.search(words)
         if code is None:
             return kind
-        status = code.group()
-        return "throttled" if status == "429" else "unavailable" if status[0] == "5" else "missing"
+        return _KIND_OF_CODE.get(
+            code.group(), "unavailable" if code.group()[0] == "5" else "denied"
+        )
     return None

@@ -35,11 +35,13 @@ THROTTLE_STATUSES = frozenset({429, 503})
 _GONE_STATUSES = frozenset({404, 410})
 _REDIRECT_STATUSES = frozenset({300, 301, 302, 303, 307, 308})
 #: what an error page served with 200 tells the host's pacing: a failing server backs off like
-#: a 5xx, a rate limit or bot challenge like a 429, a missing page says nothing of the host
+#: a 5xx, a rate limit or bot challenge like a 429, a missing or refused page says nothing of
+#: the host
 _ERROR_PAGE_SIGNALS: dict[ErrorPageKind, Signal] = {
     "unavailable": "failure",
     "throttled": "throttled",
-    "missing": "other",
+    "not_found": "other",
+    "denied": "other",
 }
 
 
@@ -190,8 +192,9 @@ async def _classify(
         if error_page is not None:
             # A maintenance notice, a bot challenge or a "not found" served with 200 is not a
             # version of the page: taken as one it is a false change now and another when the
-            # page is back. Keep the last version and look again, paced as the kind says.
-            result.outcome = "error"
+            # page is back. Keep the last version and look again, paced as the kind says; a
+            # "soft 404" is the page gone, as a 404 would have said.
+            result.outcome = "gone" if error_page == "not_found" else "error"
             result.error = f"error page ({error_page}) with HTTP {status}: {record.title!r}"
             attempt.signal = _ERROR_PAGE_SIGNALS[error_page]
             _archive(ctx, req, resp, result, read.body)
