@@ -129,6 +129,7 @@ def plan_inputs(
     other_extractor = pl.col("fingerprint_version").is_not_null() & (
         pl.col("fingerprint_version") != config.version_expr()
     )
+    returning = (pl.col("state_status") == "gone").fill_null(False)
     return (
         candidates.join(known, on="url", how="left")
         # A fingerprint from another extractor (an older release, other selectors, fields or
@@ -136,12 +137,15 @@ def plan_inputs(
         # observation) instead of reporting a wave of changes. It goes without validators,
         # too: a 304 brings no body to extract, so the page would keep the old fingerprint
         # until its next change, and that change would be taken for a re-extraction.
+        # A gone page is fetched as if never seen: should it be back, even unchanged, it
+        # comes back as a new version, which `freshness export` hands downstream after the
+        # tombstone it sent, and the time it was gone is not taken for an interval observed.
         .with_columns(
-            fingerprint=pl.when(pl.col("fingerprint_version") == config.version_expr()).then(
-                "fingerprint"
-            ),
-            etag=pl.when(~other_extractor).then("etag"),
-            last_modified=pl.when(~other_extractor).then("last_modified"),
+            fingerprint=pl.when(
+                (pl.col("fingerprint_version") == config.version_expr()) & ~returning
+            ).then("fingerprint"),
+            etag=pl.when(~other_extractor & ~returning).then("etag"),
+            last_modified=pl.when(~other_extractor & ~returning).then("last_modified"),
         )
         .join(host_pace(capacity), on="host", how="left")
         .with_columns(

@@ -31,7 +31,8 @@ def version_rows(
     """page_versions rows of a cycle's fetch results (``raw``: the fetcher's results with their
     title, text and fields): every sent fetch whose content was new or changed. A 'new' one
     of a page that had a version before is a re-extraction (another extractor or selectors
-    made its fingerprint incomparable)."""
+    made its fingerprint incomparable), unless the page was gone: then it is back, new again
+    to whoever was told it went."""
     if raw.is_empty() or "text" not in raw.columns:
         return tables.empty("page_versions")
     planned = plan.select(
@@ -42,6 +43,11 @@ def version_rows(
             if "version_observed_at" in plan.columns
             else pl.lit(None, tables.UTC_TIME)
         ).alias("_before"),
+        (
+            (pl.col("status") == "gone").fill_null(False)
+            if "status" in plan.columns
+            else pl.lit(False)
+        ).alias("_was_gone"),
     ).unique(subset="url", keep="last", maintain_order=True)
     rows = raw.filter(
         pl.col("sent") & pl.col("outcome").is_in(_KEPT) & pl.col("fingerprint").is_not_null()
@@ -51,7 +57,11 @@ def version_rows(
         "page_versions",
         rows.with_columns(
             observed_at=pl.lit(now).cast(tables.UTC_TIME),
-            outcome=pl.when((pl.col("outcome") == "new") & pl.col("_before").is_not_null())
+            outcome=pl.when(
+                (pl.col("outcome") == "new")
+                & pl.col("_before").is_not_null()
+                & ~pl.col("_was_gone").fill_null(False)
+            )
             .then(pl.lit("reextracted"))
             .otherwise("outcome"),
             fingerprint_version=config.version_expr(),
