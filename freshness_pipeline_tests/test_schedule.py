@@ -204,18 +204,18 @@ def test_blocked_never_and_gone_only_after_recheck_delay() -> None:
     assert plan["reason"][2] == "reestimate"
 
 
-def test_a_gone_page_waits_longer_the_longer_it_has_been_gone() -> None:
+def test_a_gone_page_is_checked_again_soon_once_then_monthly() -> None:
     config = PlanConfig(gone_first_recheck_days=1.0, gone_recheck_days=30.0, reestimate_share=0.5)
-    gone_for = pl.Series([0.0, 0.2, 1.0, 5.0, 9.0, 40.0, None], dtype=pl.Float64)
+    gone_for = pl.Series([0.0, 0.0001, 0.2, 1.0, 40.0, None], dtype=pl.Float64)
     waits = pl.select(gone_recheck_wait_days(pl.lit(gone_for), config)).to_series()
-    assert waits.to_list() == pytest.approx([1.0, 1.0, 3.0, 15.0, 27.0, 30.0, 30.0])
+    assert waits.to_list() == pytest.approx([1.0, 1.0, 30.0, 30.0, 30.0, 30.0])
     with pytest.raises(ValueError, match="gone_first_recheck_days"):
         PlanConfig(gone_first_recheck_days=40.0, gone_recheck_days=30.0)
-    # in the plan: the same two ages, one page gone since its last fetch, one for 20 days
+    # in the plan: the same two ages, one page gone since its last fetch, one confirmed gone
     cands = _cands(
         [{"status": "gone", "age": 2.0, "value": 1.0}, {"status": "gone", "age": 2.0}]
     ).with_columns(
-        gone_at=pl.col("last_fetched_at") - pl.Series([timedelta(0), timedelta(days=20)])
+        gone_at=pl.col("last_fetched_at") - pl.Series([timedelta(0), timedelta(days=1)])
     )
     plan = build_plan(cands, BIG, now=NOW, budget=10, config=config)
     assert plan["selected"].to_list() == [True, False]

@@ -142,10 +142,10 @@ def test_first_fetch_then_change_then_gone_then_revived():
     assert row["status"] == "active" and row["gone_at"] is None and row["n_obs"] == 2
 
 
-def test_a_404_blip_costs_the_copy_a_day_and_a_page_gone_for_weeks_a_month():
+def test_a_404_blip_costs_the_copy_a_day_and_a_confirmed_gone_page_a_check_a_month():
     """A page that answered 404 once used to wait 30 days for its next check, however live it
     was (found by an exploratory run: a deploy glitch took a page out of the copy for a month).
-    Now the wait grows with how long it has been gone: 1 day, then 3x the time gone so far."""
+    Now a first gone answer is checked again a day later; a second one confirms it."""
     url = "http://a.example/p"
     cands = candidates(url)
     capacity = pl.DataFrame(
@@ -171,16 +171,14 @@ def test_a_404_blip_costs_the_copy_a_day_and_a_page_gone_for_weeks_a_month():
     assert planned(state, gone_at + timedelta(hours=18)) == []
     assert planned(state, gone_at + timedelta(days=1)) == ["reestimate"]
 
-    # still gone a day later: the next wait is three days, measured from this fetch
+    # still gone a day later: confirmed, the next check is a month after this fetch
     again = gone_at + timedelta(days=1)
     state = step(state, cands, results([{**missing, "fetched_at": again}]), again)
     row = state.row(0, named=True)
-    assert row["gone_at"] == gone_at and row["next_check_at"] == again + timedelta(days=3)
-    assert planned(state, again + timedelta(days=2)) == []
-    assert planned(state, again + timedelta(days=3)) == ["reestimate"]
-
-    # gone for 20 days: the wait is capped at gone_recheck_days
-    late = gone_at + timedelta(days=20)
+    late = again + timedelta(days=PlanConfig().gone_recheck_days)
+    assert row["gone_at"] == gone_at and row["next_check_at"] == late
+    assert planned(state, again + timedelta(days=29)) == []
+    assert planned(state, late) == ["reestimate"]
     state = step(state, cands, results([{**missing, "fetched_at": late}]), late)
     assert state["next_check_at"][0] == late + timedelta(days=PlanConfig().gone_recheck_days)
 

@@ -258,8 +258,8 @@ class PlanConfig:
     #: as often a deploy glitch or a moved page put back as a real removal, and a page that
     #: came back should not stay out of the copy for a month
     gone_first_recheck_days: float = 1.0
-    #: the longest wait between checks of a gone page (the wait grows with how long it has been
-    #: gone, see :func:`gone_recheck_wait_days`)
+    #: the wait between checks of a gone page once a second answer confirmed it (see
+    #: :func:`gone_recheck_wait_days`)
     gone_recheck_days: float = 30.0
     #: which re-estimation candidates go first: ``"value"`` ranks them by how overdue they are
     #: (days since the last fetch over ``reestimate_after_days``, or over a gone page's wait)
@@ -305,26 +305,26 @@ class PlanConfig:
             raise ValueError("min_cost must be positive")
 
 
-#: a gone page waits this many times as long as it has been gone before its next check
-GONE_RECHECK_GROWTH = 3.0
-
-
 def gone_recheck_wait_days(gone_for_days: pl.Expr, config: PlanConfig) -> pl.Expr:
     """Days a gone page waits after its last fetch before it is checked again.
 
     ``gone_for_days``: from the first gone answer (``gone_at``) to the last fetch. A page that
-    has just gone is checked again soon (``gone_first_recheck_days``), so that a 404 blip costs
-    the copy a day, not a month; each further gone answer lengthens the wait to
-    ``GONE_RECHECK_GROWTH`` times the time gone so far, up to ``gone_recheck_days``: a page
-    gone for weeks is most likely gone for good and costs one request a month. That is a few
-    requests in a gone page's first month (after 1, 4, 16 and 46 days with the defaults)
-    instead of one. Unknown (null) means the page has been gone a long time: the longest wait.
+    has answered gone once is checked again soon (``gone_first_recheck_days``), so that a 404
+    blip (a deploy glitch, a page briefly unpublished) costs the copy a day, not a month; a
+    second gone answer confirms it, and from then on it waits ``gone_recheck_days``: most gone
+    pages stay gone, and every recheck takes a slot of the re-estimation share from a live
+    page. Unknown (null) means the page has been gone a long time: the longest wait.
     """
     return (
-        (gone_for_days.clip(lower_bound=0.0) * GONE_RECHECK_GROWTH)
-        .clip(config.gone_first_recheck_days, config.gone_recheck_days)
+        pl.when(gone_for_days < _SAME_ANSWER_DAYS)
+        .then(pl.lit(config.gone_first_recheck_days))
+        .otherwise(pl.lit(config.gone_recheck_days))
         .fill_null(config.gone_recheck_days)
     )
+
+
+#: a gone answer within this of the first one is that same answer (one minute)
+_SAME_ANSWER_DAYS = 1.0 / 1440.0
 
 
 def _by_class(class_col: pl.Expr, table: dict[str, float]) -> pl.Expr:
