@@ -97,8 +97,9 @@ def test_cycles_keep_the_cache_and_plan_from_the_same_candidates(tmp_path):
 
 
 def test_candidates_keep_when_a_sitemap_last_listed_each_url():
-    """listed_until: the newest sighting of a URL in a sitemap or feed, over its variants, so a
-    later complete read that no longer lists it can mark it delisted; seeds set nothing."""
+    """listed_until: the newest sighting of a URL in a sitemap, over its variants, so a later
+    complete read that no longer lists it can mark it delisted; seeds set nothing, and neither
+    do feeds (they keep recent items only), whose lastmod still counts when read now."""
     from datetime import UTC, datetime, timedelta
 
     from freshness_pipeline.stages.candidates import canonical_candidates
@@ -115,15 +116,24 @@ def test_candidates_keep_when_a_sitemap_last_listed_each_url():
                     "https://a.example/p?x=1",
                     "https://a.example/p?x=1",
                     "https://a.example/seed-only",
+                    "https://a.example/post",
                 ],
-                "host": ["a.example"] * 4,
-                "source": ["sitemap", "sitemap", "seed", "seed"],
-                "first_seen_at": [old] * 4,
-                "last_seen_at": [now, old, now, now],
+                "host": ["a.example"] * 5,
+                "source": ["sitemap", "sitemap", "seed", "seed", "feed"],
+                "first_seen_at": [old] * 5,
+                "last_seen_at": [now, old, now, now, now],
+                "lastmod": [None, None, None, None, old],
             }
         ),
     )
     rows, invalid = canonical_candidates(inventory, ["a.example"], now)
-    got = dict(rows.select("url", "listed_until").iter_rows())
+    got = {
+        url: (until, lastmod)
+        for url, until, lastmod in rows.select("url", "listed_until", "lastmod").iter_rows()
+    }
     assert invalid == 0
-    assert got == {"https://a.example/p?x=1": now, "https://a.example/seed-only": None}
+    assert got == {
+        "https://a.example/p?x=1": (now, None),
+        "https://a.example/seed-only": (None, None),
+        "https://a.example/post": (None, old),
+    }

@@ -214,11 +214,44 @@ def test_a_gone_page_is_checked_again_soon_once_then_monthly() -> None:
     # in the plan: the same two ages, one page gone since its last fetch, one confirmed gone
     cands = _cands(
         [{"status": "gone", "age": 2.0, "value": 1.0}, {"status": "gone", "age": 2.0}]
-    ).with_columns(
-        gone_at=pl.col("last_fetched_at") - pl.Series([timedelta(0), timedelta(days=1)])
-    )
+    ).with_columns(gone_at=pl.col("last_fetched_at") - pl.Series([timedelta(0), timedelta(days=1)]))
     plan = build_plan(cands, BIG, now=NOW, budget=10, config=config)
     assert plan["selected"].to_list() == [True, False]
+
+
+def test_tied_pages_are_taken_host_by_host_not_in_url_order() -> None:
+    """One host's 20,000 sitemap URLs took 92 % of a crawl's fetches and other hosts' seeds
+    were never fetched (found by an exploratory run): never-fetched pages all tie at the
+    index's cap, and ties went in URL order, so the alphabetically first host took them all."""
+    big = [
+        {"host": "a.example", "url": f"http://a.example/{i:03d}", "status": "new"}
+        for i in range(40)
+    ]
+    seeds = [
+        {"host": "b.example", "url": f"http://b.example/{i}", "status": "new"} for i in range(3)
+    ]
+    seeds += [{"host": "c.example", "status": "new", "url": "http://c.example/x"}]
+    caps = _caps(a_example=100, b_example=100, c_example=100)
+    plan = build_plan(_cands(big + seeds), caps, now=NOW, budget=8)
+    chosen = plan.filter("selected").sort("rank")
+    assert chosen.group_by("host").len().sort("host").rows() == [
+        ("a.example", 4),
+        ("b.example", 3),
+        ("c.example", 1),
+    ]
+    # round by round: every host's first URL before any host's second
+    firsts = chosen["host"].head(3).to_list()
+    assert sorted(firsts) == ["a.example", "b.example", "c.example"], firsts
+    # untied priorities still go by priority, whatever the host
+    ranked = _cands(
+        [
+            {"host": "a.example", "url": "http://a.example/1", "value": 5.0, "age": 3.0},
+            {"host": "a.example", "url": "http://a.example/2", "value": 4.0, "age": 3.0},
+            {"host": "b.example", "url": "http://b.example/1", "value": 1.0, "age": 3.0},
+        ]
+    )
+    plan = build_plan(ranked, caps, now=NOW, budget=2)
+    assert _selected(plan) == ["http://a.example/1", "http://a.example/2"]
 
 
 def test_min_interval_is_respected_even_by_the_floor() -> None:

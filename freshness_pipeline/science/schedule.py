@@ -489,14 +489,25 @@ def _fill(
 ) -> pl.DataFrame:
     """Greedy pass over ``pool`` in ``order``: take a row if its host has room, stop at quota.
 
+    Rows that tie on every key of ``order`` are taken host by host in turn (each host's first
+    by URL, then each host's second, ...), not in URL order: never-fetched pages all tie at
+    the index's cap, and in URL order one host's thousands of sitemap URLs would take every
+    slot before another host's seeds got one.
+
     Vectorized: within the sorted pool a row fits iff its rank among its host's rows is within
     the host's remaining room (rows that do not fit consume nothing), and the pass takes the
     first ``quota`` fitting rows. Returns ``_idx``, ``_host`` and ``_pos`` of the taken rows.
     """
     if pool.height == 0 or (quota is not None and quota <= 0):
         return pl.DataFrame(schema={"_idx": pl.Int64, "_host": pl.String, "_pos": pl.Int64})
+    turn = pl.struct("_url", "_idx").rank("ordinal").over([*order, "_host"]).alias("_turn")
     ranked = (
-        pool.sort([*order, "_url", "_idx"], descending=[*descending, False, False], nulls_last=True)
+        pool.with_columns(turn)
+        .sort(
+            [*order, "_turn", "_url", "_idx"],
+            descending=[*descending, False, False, False],
+            nulls_last=True,
+        )
         .join(room, on="_host", how="left", maintain_order="left")
         .with_columns(
             (pl.int_range(pl.len(), dtype=pl.Int64).over("_host") + 1).alias("_host_rank"),

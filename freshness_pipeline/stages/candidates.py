@@ -122,10 +122,11 @@ def canonical_candidates(
     )
     invalid = rows.filter(pl.col("error").is_not_null()).height
     rows = rows.filter(pl.col("error").is_null() & pl.col("canonical_host").is_in(hosts))
-    # Only a lastmod from a sitemap read in this cycle counts: an older listing says nothing
-    # about changes since it was read, and a URL dropped from the sitemap may be gone while its
-    # old lastmod would claim "unchanged" forever.
-    listed_now = (pl.col("source") == "sitemap") & (
+    # Only a lastmod from a sitemap or feed read in this cycle counts: an older listing says
+    # nothing about changes since it was read, and a URL dropped from the sitemap may be gone
+    # while its old lastmod would claim "unchanged" forever. Only a sitemap's listing dates
+    # the page as listed: a feed keeps its recent items, and an item that left it is still there.
+    listed_now = pl.col("source").is_in(["sitemap", "feed"]) & (
         pl.col("last_seen_at") == pl.lit(now).cast(tables.UTC_TIME)
     )
     rows = rows.with_columns(

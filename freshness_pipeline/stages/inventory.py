@@ -241,7 +241,12 @@ def refresh_robots_and_sitemaps(
         "robots", hosts, pl.DataFrame(robots_rows, schema=tables.empty("robots").schema)
     )
     entries = [
-        {"url": e.loc, "lastmod": e.lastmod, "source": "sitemap", "listed_by": f.host}
+        {
+            "url": e.loc,
+            "lastmod": e.lastmod,
+            "source": "feed" if e.from_feed else "sitemap",
+            "listed_by": f.host,
+        }
         for f in found
         for e in f.entries
     ]

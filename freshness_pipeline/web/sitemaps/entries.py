@@ -86,6 +86,9 @@ class SitemapEntry:
     loc: str
     lastmod: datetime | None
     source_url: str
+    #: announced by a feed only: a feed lists recent items, so leaving it says nothing of
+    #: whether the page is still there (a sitemap that stops listing a page does)
+    from_feed: bool = False
 
 
 @dataclass(frozen=True)

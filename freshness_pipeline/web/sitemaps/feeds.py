@@ -63,7 +63,9 @@ def parse_feed(data: bytes, records: RecordCollector) -> bool:
             link = entry.get("id")  # an RSS 1.0 item's rdf:about is its URL
         url = absolute_url(link, records.source_url)
         if url is not None:
-            records.entries.append(SitemapEntry(url, _feed_lastmod(entry), records.source_url))
+            records.entries.append(
+                SitemapEntry(url, _feed_lastmod(entry), records.source_url, from_feed=True)
+            )
     exc = result.get("bozo_exception")
     # Encoding and content-type notes are feedparser's own fussiness, not a broken feed.
     return bool(result.get("bozo")) and not isinstance(

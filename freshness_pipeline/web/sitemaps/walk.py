@@ -260,6 +260,8 @@ async def fetch_sitemap_entries(
                     old.lastmod is None or entry.lastmod > old.lastmod
                 ):
                     entries[at] = entry
+                # listed by a sitemap as well as a feed: the sitemap's listing counts
+                entries[at].from_feed = old.from_feed and entry.from_feed
         for child in parsed.children:
             if child not in seen:
                 seen.add(child)
