@@ -213,9 +213,14 @@ def test_conditional_get_not_modified() -> None:
         assert (plain.outcome, plain.conditional, plain.http_status) == ("new", False, 200)
         assert plain.etag == '"v1"' and plain.last_modified == lm
         assert "If-None-Match" not in by_path["/plain"]
-        assert (always.outcome, always.conditional) == ("not_modified", False)
+        # a 304 to a request that validated nothing says nothing of our copy (found by an
+        # exploratory run: such a page stayed without a version, its next check a month out)
+        assert (always.outcome, always.conditional, always.http_status) == ("error", False, 304)
+        assert always.error == "HTTP 304 to a request that sent no validator"
+        assert always.fingerprint is None
         assert [r.validator for r in results] == ["etag", "last_modified", None, None]
-        assert all(r.sent and r.error is None for r in results)
+        assert all(r.sent for r in results)
+        assert all(r.error is None for r in results[:3])
         assert by_path["/plain"]["User-Agent"].startswith("freshness-pipeline/")
         assert by_path["/plain"]["Accept-Encoding"] == ACCEPT_ENCODING
         assert "gzip" in ACCEPT_ENCODING
@@ -307,6 +312,27 @@ def test_an_error_page_served_with_200_is_not_a_version_of_the_page() -> None:
     assert (article.outcome, article.title) == ("new", "Error handling in Python")
     host = next(iter(throttles.snapshot()))
     assert host["n_throttled"] == 1 and host["n_failures"] == 2
+
+
+def test_a_redirect_to_itself_is_an_error_not_a_page_that_moved() -> None:
+    """A cookie wall (302 to the same URL, setting a cookie this client does not keep) stayed
+    'active' with redirect_to itself and was fetched again every cycle (exploratory run)."""
+
+    async def wall(request: web.Request) -> web.Response:
+        return web.Response(
+            status=302, headers={"Location": str(request.url), "Set-Cookie": "consent=1"}
+        )
+
+    async def scenario() -> list[FetchResult]:
+        async with serve(
+            {"/wall": wall, "/moved": status(301, Location="/new"), "/new": text("here")}
+        ) as srv:
+            return await run([req(srv, "/wall"), req(srv, "/moved")])
+
+    wall_result, moved = asyncio.run(scenario())
+    assert (wall_result.outcome, wall_result.http_status) == ("error", 302)
+    assert wall_result.error == "HTTP 302 redirect to itself (a cookie wall or a loop)"
+    assert moved.outcome == "redirect" and moved.location and moved.location.endswith("/new")
 
 
 def test_new_unchanged_changed_gone_and_errors() -> None:

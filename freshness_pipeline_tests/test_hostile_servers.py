@@ -114,3 +114,42 @@ def test_many_header_lines_are_read_and_an_unreadable_head_does_not_open_the_bre
     outcomes = [r.outcome for r in results]
     assert outcomes == ["new"] + ["error"] * 5 + ["new", "new"], outcomes
     assert all("unreadable response: Too many headers" in (r.error or "") for r in results[1:6])
+
+
+def test_pages_that_failed_before_go_after_their_hosts_healthy_pages(server):
+    """Three pages that had reset or trickled went first in the next cycle (a page never
+    answered is new), opened the breaker, and six healthy pages of their host were deferred
+    (found by an exploratory run). The plan's pages that failed last time go last now."""
+    import polars as pl
+
+    from freshness_pipeline.config import PipelineConfig
+    from freshness_pipeline.stages.fetch import fetch_requests
+    from freshness_pipeline.warehouse import tables
+
+    host, _ = server
+    bad = ["/reset", "/trickle", "/garbage"]
+    good = [f"/fine-{i}" for i in range(6)]
+    plan = tables.conform(
+        "revisit_plan",
+        pl.DataFrame(
+            {
+                "url": [host + p for p in bad + good],
+                "host": host.split("//")[1],
+                "selected": True,
+                "rank": list(range(1, 10)),
+                "consecutive_errors": [1, 2, 1] + [0] * 6,
+            }
+        ),
+    )
+    requests = fetch_requests(plan, PipelineConfig())
+    assert [r.url for r in requests] == [host + p for p in good + bad]
+    settings = FetchSettings(
+        read_timeout=0.5,
+        total_timeout=2.0,
+        host_concurrency=1,
+        throttle=ThrottlePolicy(autothrottle=False),
+    )
+    results = fetch_all_sync(
+        requests, settings, allow=allowed_networks({"FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8"})
+    )
+    assert [r.outcome for r in results] == ["new"] * 6 + ["error"] * 3

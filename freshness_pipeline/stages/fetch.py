@@ -85,10 +85,20 @@ def fetch_requests(plan: pl.DataFrame, config: PipelineConfig) -> list[FetchRequ
     """The plan's selected rows in rank order (a plan without ranks, such as a refill, in its
     own order), each with what the host's pace says, what the archive holds of it and what
     its URL class extracts (one shared object per class, picked by a map over the class
-    column)."""
+    column).
+
+    Pages that failed last time go after the others: three pages that hang or reset would
+    otherwise go first (a page never answered is a new page) and open their host's breaker
+    before its healthy pages were asked; behind them, they can only cost themselves. A host
+    that is down fails its healthy pages too and still trips the breaker at once."""
     selected = plan.filter(pl.col("selected"))
-    if "rank" in selected.columns:
-        selected = selected.sort("rank", nulls_last=True, maintain_order=True)
+    failing = (
+        (pl.col("consecutive_errors").fill_null(0) > 0)
+        if "consecutive_errors" in selected.columns
+        else pl.lit(False)
+    )
+    keys = [failing, *([pl.col("rank")] if "rank" in selected.columns else [])]
+    selected = selected.sort(keys, nulls_last=True, maintain_order=True)
     missing = {**_PACE, "archived": pl.String}
     filled = [pl.lit(None, dtype=t).alias(c) for c, t in missing.items() if c not in selected]
     extractions, extraction_index = config.extractions()

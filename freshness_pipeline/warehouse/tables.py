@@ -118,6 +118,8 @@ REVISIT_PLAN: Schema = {
     # and when its newest version was observed (a changed page's previous version)
     "archived": pl.String,
     "version_observed_at": UTC_TIME,
+    # failed fetches in a row before this cycle: such a page is fetched after its host's others
+    "consecutive_errors": pl.Int64,
 }
 
 FETCH_RESULTS: Schema = {

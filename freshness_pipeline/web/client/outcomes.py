@@ -10,7 +10,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable
-from urllib.parse import urljoin
+from urllib.parse import urldefrag, urljoin
 
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
@@ -128,6 +128,12 @@ async def _classify(
     result.last_modified = resp.headers.get("Last-Modified")
     result.content_type = resp.headers.get("Content-Type")
 
+    if status == 304 and not result.conditional:
+        # Nothing was asked to be validated: the server's cache answered someone else's
+        # question, and the page's content is unknown. Not a revalidation of our copy.
+        result.outcome, result.error = "error", "HTTP 304 to a request that sent no validator"
+        _archive(ctx, req, resp, result, b"")
+        return
     if status == 304:
         result.outcome = "not_modified"
         result.etag = result.etag or req.etag
@@ -239,6 +245,12 @@ async def _classify(
         except ValueError as exc:
             result.outcome, result.error = "error", f"redirect refused: {exc}"
             result.location = target
+            return
+        if urldefrag(target).url == urldefrag(req.url).url:
+            # A page that sends us back to itself (most often setting a cookie we do not
+            # keep: a cookie wall) can never be fetched: an error, not a page that moved.
+            result.outcome, result.location = "error", target
+            result.error = f"HTTP {status} redirect to itself (a cookie wall or a loop)"
             return
         result.outcome, result.location = "redirect", target
         return
