@@ -4,7 +4,8 @@ Each fetch of a page gets fresh volatile noise (:data:`VOLATILE_KINDS`): a rotat
 block with visible text at the top of the body and another inline in the article (marked by a
 class or id, a ``rel=sponsored`` link, or only by a visible "Sponsored"/"Advertisement"/
 "Anzeige"/"Promoted" label), a consent banner, an "Updated ..." timestamp and a relative time
-in the byline, view and comment counters, a CSRF token in a hidden input and a meta tag and a
+in the byline, view and comment counters, a plain-text server stamp after the article (a
+visitor counter, the time the page took and the node that served it, an epoch stamp), a CSRF token in a hidden input and a meta tag and a
 visible request id, cache-busting query strings on every src and href, shuffled attribute
 order and changed whitespace. Between some fetches the content is edited
 (:data:`EDIT_KINDS`): a sentence changed, a paragraph added or removed, a price or count in
@@ -37,6 +38,7 @@ VOLATILE_KINDS = (
     "timestamp",
     "relative_time",
     "counters",
+    "server_stamp",
     "tokens",
     "cache_busters",
     "attribute_order",
@@ -218,6 +220,20 @@ def _counter(rng: random.Random, style: int) -> str:
     return templates[style % len(templates)]
 
 
+def _server_stamp(rng: random.Random, style: int) -> str:
+    """What old and hand-made sites print in plain text, no class to tell it from content: a
+    visitor counter, how long the page took and which machine served it, an epoch stamp."""
+    n, k = rng.randint(1_000, 2_000_000), rng.randint(1, 40)
+    templates = [
+        f"You are visitor number {n}",
+        f"Page generated in {rng.random():.4f} seconds. Served by node web{k}",
+        f"{n % 500 + 1} users online",
+        f"Rendered on app-{k:02d}.example.net in {n % 900 + 10} ms",
+        f"Cache stamp {1_700_000_000 + n}.{rng.randint(0, 999):03d}",
+    ]
+    return templates[style % len(templates)]
+
+
 def _token(rng: random.Random, n: int = 24) -> str:
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
     return "".join(rng.choice(alphabet) for _ in range(n))
@@ -274,6 +290,11 @@ def _add_volatile(
         chrome = next(iter(root.iter("nav", "header", "aside", "footer")), None)
         if chrome is not None:
             chrome.append(lxml.html.fragment_fromstring(_counter(rng, style.randrange(99))))
+    if "server_stamp" in kinds:
+        target = content[-1].block() if content else body
+        target.addnext(
+            lxml.html.fragment_fromstring(f"<p>{_server_stamp(rng, style.randrange(99))}</p>")
+        )
     if "tokens" in kinds:
         token = _token(rng)
         form = lxml.html.fragment_fromstring(

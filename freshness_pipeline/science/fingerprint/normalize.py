@@ -2,8 +2,9 @@
 
 Numbers are content (a price, a count, a score, a year in a sentence, a phone number), so only
 the ones known to move by themselves go: dates, clock times, relative times, view and like
-counters, copyright years, and identifiers (hex and base64 tokens, UUIDs, runs of 10+ digits:
-ids, epoch timestamps, cache busters).
+counters and visitor counters, copyright years, how long the page took and which machine
+served it, and identifiers (hex and base64 tokens, UUIDs, runs of 10+ digits: ids, epoch
+timestamps with their fraction, cache busters).
 
 Speed: Python's regex engine skips quickly only to the characters a pattern can start with.
 So every pattern here starts at a digit (or, for identifiers, an upper-case letter), which
@@ -49,7 +50,7 @@ _FOREIGN_UNITS = (
 _COUNTED = (
     r"(?:views?|likes?|comments?|reads?|plays?|listens?|followers?|subscribers?|retweets?"
     r"|reposts?|reactions?|upvotes?|replies|reply|visits|hits|aufrufe|kommentare|vues"
-    r"|visualizaciones)"
+    r"|visualizaciones|(?:users?|visitors?|guests?|members?|people)\s+online)"
 )
 
 
@@ -65,9 +66,14 @@ def _after(words: Sequence[str]) -> str:
 _COUNTER_LABELS = [
     f"{label}{sep}"
     for label in ("views", "view count", "pageviews", "page views", "viewed", "hits", "visits", "likes",
-                  "comments", "reads", "plays", "aufrufe", "vues")
+                  "comments", "reads", "plays", "aufrufe", "vues",
+                  # a page's visitor counter, in the words such counters use (not "visitors"
+                  # alone: "12,000 visitors" is as often what an article reports)
+                  "visitor number", "visitor no.", "you are visitor", "visitors online",
+                  "users online", "online users", "online now", "visitors today", "hit counter",
+                  "besucher online", "besucherzähler")
     for sep in (" ", ": ", ":", " : ")
-]  # fmt: skip
+] + ["visitor #", "visitor no"]  # fmt: skip
 _COPYRIGHT_LABELS = ["© ", "©", "(c) ", "copyright ", "copyright © ", "copyright (c) "]
 _RELATIVE_LEADS = ["vor ", "hace ", "il y a ", "há ", "fa "]
 # How long the server took, which some pages print: "generated in 0.12 s", "took 37 ms".
@@ -120,6 +126,16 @@ _DIGIT_LED = re.compile(
 _MONTH_BEFORE = re.compile(rf"(?:\b(?:{_WEEKDAY}),?\s+)?\b{_MONTH}\s*\Z", re.I)
 _WEEKDAY_BEFORE = re.compile(rf"\b(?:{_WEEKDAY}),?\s+\Z", re.I)
 _LOOK_BACK = 32  # characters: a weekday and a month name with their separators
+# Which machine answered, which some pages print: "served by node web5", "rendered on
+# app-03.example.com". Word-led, so looked for only when its verb is in the text.
+_SERVED_BY_VERBS = ("served", "generated", "rendered", "delivered", "processed")
+_SERVED_BY = re.compile(
+    r"\b(?:served|generated|rendered|delivered|processed)\s+(?:by|on|from)\s+"
+    r"(?:(?:the\s+)?(?:node|server|host|instance|pod|machine|backend)\s*:?\s*)?"
+    r"(?=[\w.-]*[a-z])[\w.-]*\d[\w.-]*"  # a name with a digit in it: web5, app-03.example.com
+    r"(?:\s+in\s+[\d.,]+\s*(?:ms|milliseconds?|s|secs?|seconds?)(?![a-z]))?",  # and the time
+    re.I,
+)
 _RELATIVE_WORDS = re.compile(
     rf"\b(?:an?|one|a\s+few|few|several)\s+{_UNITS}\s+ago\b|\bjust\s+now\b|\bmoments?\s+ago\b"
 )
@@ -132,6 +148,7 @@ _RUN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123
 _RUN = re.compile(r"[A-Za-z0-9+/=_-]+")
 _RUN_PART = re.compile(r"[A-Za-z0-9]+")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+_FRACTION = re.compile(r"[.,]\d+(?!\d)")
 _HEX_ID = re.compile(r"(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{8,}", re.I)
 
 
@@ -188,6 +205,13 @@ class _Rewriter:
         if run is None:  # pragma: no cover - the hint is a run character
             return
         self.scanned = run.end()
+        if run[0].isdigit() and len(run[0]) >= 10:
+            # an epoch timestamp goes with its fraction (1733420000.123: seconds as a float)
+            fraction = _FRACTION.match(text, self.scanned)
+            if fraction is not None:
+                self.scanned = fraction.end()
+                self.replace(start, self.scanned)
+                return
         cleaned = _drop_identifier(run[0])
         if cleaned != run[0]:
             self.replace(start, self.scanned, cleaned)
@@ -289,4 +313,6 @@ def normalize_content(text: str) -> str:
     text = _drop_volatile(text).casefold()  # case tells random tokens from words
     if "ago" in text or "just now" in text:
         text = _RELATIVE_WORDS.sub(" ", text)
+    if any(verb in text for verb in _SERVED_BY_VERBS):
+        text = _SERVED_BY.sub(" ", text)
     return fold_spaces(text)
