@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import hashlib
 import ipaddress
 import socket
@@ -333,6 +334,33 @@ def test_a_redirect_to_itself_is_an_error_not_a_page_that_moved() -> None:
     assert (wall_result.outcome, wall_result.http_status) == ("error", 302)
     assert wall_result.error == "HTTP 302 redirect to itself (a cookie wall or a loop)"
     assert moved.outcome == "redirect" and moved.location and moved.location.endswith("/new")
+
+
+def test_a_body_compressed_twice_is_decoded_twice_unless_it_is_a_gzip_file() -> None:
+    """A page gzipped twice and labelled gzip once was stored as binary noise, and the inner
+    gzip header's timestamp made it 'change' at every fetch (found by an exploratory run)."""
+    page = b"<html><title>Twice</title><article>compressed twice by a proxy</article></html>"
+
+    def twice(mtime: int, content_type: str = "text/html") -> Handler:
+        body = gzip.compress(gzip.compress(page, mtime=mtime), mtime=mtime)
+
+        async def handler(request: web.Request) -> web.Response:
+            return web.Response(
+                body=body, headers={"Content-Encoding": "gzip", "Content-Type": content_type}
+            )
+
+        return handler
+
+    async def scenario() -> list[FetchResult]:
+        routes = {"/a": twice(1), "/b": twice(2), "/file": twice(3, "application/gzip")}
+        async with serve(routes) as srv:
+            return await run([req(srv, "/a"), req(srv, "/b"), req(srv, "/file")])
+
+    first, second, archive_file = asyncio.run(scenario())
+    assert first.outcome == second.outcome == "new"
+    assert first.fingerprint == second.fingerprint == fp(page, "text/html")
+    # a gzip file sent with a gzip Content-Encoding: one layer undone, the file kept whole
+    assert archive_file.fingerprint == fp(gzip.compress(page, mtime=3), "application/gzip")
 
 
 def test_new_unchanged_changed_gone_and_errors() -> None:

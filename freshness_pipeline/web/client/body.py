@@ -198,6 +198,25 @@ class _Decoder:
                 raise _OutputCap
 
 
+_GZIP_MAGIC = b"\x1f\x8b\x08"
+_GZIP_TYPES = ("application/gzip", "application/x-gzip", "application/octet-stream")
+
+
+def _compressed_twice(body: bytes, content_type: str | None, limit: int) -> bytes:
+    """``body`` decoded once more when a server compressed it twice and said so once (its
+    decoded bytes are gzip again, and the content is not a gzip file): otherwise the page is
+    binary noise whose gzip header's timestamp makes it 'change' at every fetch. Under the
+    same cap; a second layer that does not decode leaves the body as it was."""
+    if (content_type or "").split(";")[0].strip().lower() in _GZIP_TYPES:
+        return body
+    inflate = _Inflate("gzip", limit)
+    try:
+        inner = inflate.feed(body) + inflate.flush()
+    except zlib.error:
+        return body
+    return inner if inflate._done else body
+
+
 async def read_limited(
     resp: aiohttp.ClientResponse,
     *,
@@ -235,7 +254,10 @@ async def read_limited(
                 raise BodyTooLarge(f"body exceeds {max_bytes} bytes", raw, decoder.partial())
             raw += len(chunk)
             decoder.feed(chunk)
-        return BodyRead(decoder.finish(), raw)
+        body = decoder.finish()
+        if decoder.stages and body[:3] == _GZIP_MAGIC:
+            body = _compressed_twice(body, resp.headers.get("Content-Type"), decoder.limit)
+        return BodyRead(body, raw)
     except _OutputCap:
         resp.close()
         if truncate:
