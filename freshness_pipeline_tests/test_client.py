@@ -315,6 +315,34 @@ def test_an_error_page_served_with_200_is_not_a_version_of_the_page() -> None:
     assert host["n_throttled"] == 1 and host["n_failures"] == 2
 
 
+def test_a_304_naming_another_etag_than_the_one_sent_validates_nothing() -> None:
+    """A server answered If-None-Match "n8" with 304 and ETag "n9", "n10", ... while the page
+    changed every time: taken as not modified, every change was hidden (exploratory run)."""
+
+    async def drifting(request: web.Request) -> web.Response:
+        if request.headers.get("If-None-Match"):
+            return web.Response(status=304, headers={"ETag": '"n9"'})
+        return web.Response(text="body", headers={"ETag": '"n9"'})
+
+    async def weak(request: web.Request) -> web.Response:
+        return web.Response(status=304, headers={"ETag": 'W/"v1"'})
+
+    async def scenario() -> list[FetchResult]:
+        async with serve({"/drifting": drifting, "/weak": weak}) as srv:
+            return await run(
+                [
+                    req(srv, "/drifting", etag='"n8"', prev_fingerprint="f"),
+                    req(srv, "/weak", etag='"v1"', prev_fingerprint="f"),
+                ]
+            )
+
+    drifted, weakly_same = asyncio.run(scenario())
+    assert (drifted.outcome, drifted.http_status) == ("error", 304)
+    assert drifted.error == 'HTTP 304 with ETag "n9" to If-None-Match "n8"'
+    assert drifted.fingerprint is None
+    assert weakly_same.outcome == "not_modified"  # W/"v1" and "v1" name one version
+
+
 def test_a_redirect_to_itself_is_an_error_not_a_page_that_moved() -> None:
     """A cookie wall (302 to the same URL, setting a cookie this client does not keep) stayed
     'active' with redirect_to itself and was fetched again every cycle (exploratory run)."""

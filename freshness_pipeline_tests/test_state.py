@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 import pytest
 
+from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION
 from freshness_pipeline.science.prior.components import GLOBAL
 from freshness_pipeline.science.prior.table import expected_gains
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
@@ -37,7 +38,7 @@ def candidates(*urls: str, blocked: tuple[str, ...] = ()) -> pl.DataFrame:
 
 
 def results(rows: list[dict]) -> pl.DataFrame:
-    base = {"host": HOST, "sent": True, "fingerprint_version": 1}
+    base = {"host": HOST, "sent": True, "fingerprint_version": FINGERPRINT_VERSION}
     return tables.conform("fetch_results", pl.DataFrame([{**base, **r} for r in rows]))
 
 
@@ -189,6 +190,33 @@ def test_a_404_blip_costs_the_copy_a_day_and_a_confirmed_gone_page_a_check_a_mon
     )
     row = state.row(0, named=True)
     assert row["status"] == "active" and row["gone_at"] is None
+
+
+def test_after_a_304_that_validated_nothing_the_page_is_asked_for_itself():
+    url = "http://a.example/p"
+    cands = candidates(url)
+    page = {"url": url, "http_status": 200, "fingerprint": "f1", "etag": '"n8"'}
+    state = step(tables.empty("url_state"), cands, results([]), T0)
+    state = step(state, cands, results([{**page, "fetched_at": T0, "outcome": "new"}]), T0)
+    capacity = pl.DataFrame(
+        {"host": [HOST], "capacity": [10], "cost_multiplier": [1.0], "crawl_delay": [None]},
+        schema_overrides={"crawl_delay": pl.Float64},
+    )
+
+    def sent_etag(state):
+        inputs = plan_inputs(
+            cands.with_columns(lastmod=pl.lit(None, dtype=tables.UTC_TIME)), state, capacity
+        )
+        return inputs["etag"][0]
+
+    assert sent_etag(state) == '"n8"'
+    refused = {"url": url, "fetched_at": T1, "outcome": "error", "http_status": 304}
+    state = step(state, cands, results([refused]), T1)
+    assert state["etag"][0] == '"n8"' and sent_etag(state) is None
+    # a server error after it says nothing of the validators: they are sent again
+    later = T1 + timedelta(hours=6)
+    failed = {"url": url, "fetched_at": later, "outcome": "error", "http_status": 500}
+    assert sent_etag(step(state, cands, results([failed]), later)) == '"n8"'
 
 
 def test_a_url_that_redirects_is_known_and_planned_by_priority_not_as_new():

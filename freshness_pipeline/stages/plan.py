@@ -105,6 +105,7 @@ STATE_COLUMNS = (
     "redirect_to",
     "duplicate_of",
     "last_http_status",
+    "last_outcome",
     "archived",
     "version_observed_at",
 )
@@ -130,6 +131,11 @@ def plan_inputs(
         pl.col("fingerprint_version") != config.version_expr()
     )
     returning = (pl.col("state_status") == "gone").fill_null(False)
+    # a 304 that was no revalidation (sent to a request without validators, or naming another
+    # ETag than the one sent): the next fetch asks for the page itself
+    refused_304 = (
+        (pl.col("last_http_status") == 304) & (pl.col("last_outcome") == "error")
+    ).fill_null(False)
     return (
         candidates.join(known, on="url", how="left")
         # A fingerprint from another extractor (an older release, other selectors, fields or
@@ -144,8 +150,10 @@ def plan_inputs(
             fingerprint=pl.when(
                 (pl.col("fingerprint_version") == config.version_expr()) & ~returning
             ).then("fingerprint"),
-            etag=pl.when(~other_extractor & ~returning).then("etag"),
-            last_modified=pl.when(~other_extractor & ~returning).then("last_modified"),
+            etag=pl.when(~other_extractor & ~returning & ~refused_304).then("etag"),
+            last_modified=pl.when(~other_extractor & ~returning & ~refused_304).then(
+                "last_modified"
+            ),
         )
         .join(host_pace(capacity), on="host", how="left")
         .with_columns(

@@ -134,6 +134,14 @@ async def _classify(
         result.outcome, result.error = "error", "HTTP 304 to a request that sent no validator"
         _archive(ctx, req, resp, result, b"")
         return
+    if status == 304 and _other_etag(result.etag, req.etag):
+        # "Not modified", yet the answer names another version than the one we hold: the
+        # server does not validate our copy (RFC 9111 4.3.4), and taking its word hid a page's
+        # every change (found by an exploratory run). The next fetch goes without validators.
+        result.outcome = "error"
+        result.error = f"HTTP 304 with ETag {result.etag} to If-None-Match {req.etag}"
+        _archive(ctx, req, resp, result, b"")
+        return
     if status == 304:
         result.outcome = "not_modified"
         result.etag = result.etag or req.etag
@@ -325,6 +333,13 @@ def _archive(
     result.payload_digest = record.payload_digest
     original = record.original or req.archived
     result.archived = original.to_json() if original is not None else None
+
+
+def _other_etag(answered: str | None, sent: str | None) -> bool:
+    """The 304's ETag names another version than the one sent (weak comparison: W/ aside)."""
+    if not answered or not sent:
+        return False
+    return answered.strip().removeprefix("W/") != sent.strip().removeprefix("W/")
 
 
 def _unreadable_head(exc: BaseException) -> bool:
