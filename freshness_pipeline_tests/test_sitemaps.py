@@ -317,6 +317,52 @@ def test_a_feed_announces_pages_but_does_not_list_them() -> None:
     assert not any(e.from_feed for e in parse_sitemap(URLSET, SRC)[0])
 
 
+def test_a_walk_stops_at_its_deadline_and_each_cycle_starts_its_children_elsewhere() -> None:
+    """A host with Crawl-delay 20 and an index of 8 sitemaps held every host's page fetches
+    for 180 s each cycle (found by an exploratory run): discovery ends at a deadline now, and
+    the index's children are read from a place that moves with the cycle."""
+    from freshness_pipeline.web.client.fetches import host_key
+
+    async def scenario() -> None:
+        routes: dict[str, Handler] = {}
+        async with serve(routes) as (base, seen):
+            children = [f"{base}/s{i}.xml" for i in range(5)]
+            routes["/index.xml"] = reply(index(*children))
+            for i in range(5):
+                routes[f"/s{i}.xml"] = reply(urlset((f"{base}/p{i}", None)))
+            delays = {host_key(base + "/"): 0.3}
+            async with open_session(FetchSettings(), allow=LOOPBACK) as session:
+                started = time.monotonic()
+                walk = await fetch_sitemap_entries(
+                    session,
+                    [f"{base}/index.xml"],
+                    user_agent=UA,
+                    timeout=5,
+                    crawl_delays=delays,
+                    deadline=started + 1.0,
+                )
+                took = time.monotonic() - started
+                assert 2 <= len(seen) <= 4 and took < 1.3, (seen, took)
+                assert [p.kind for p in walk.problems] == ["time_cap"]
+                assert not walk.complete
+                # two cycles an hour apart start the children at two different places
+                firsts = []
+                for hour in (0, 1):
+                    seen.clear()
+                    await fetch_sitemap_entries(
+                        session,
+                        [f"{base}/index.xml"],
+                        user_agent=UA,
+                        timeout=5,
+                        fetched_at=datetime(2026, 3, 1, hour, tzinfo=UTC),
+                    )
+                    assert sorted(seen[1:]) == [f"/s{i}.xml" for i in range(5)]
+                    firsts.append(seen[1])
+                assert firsts[0] != firsts[1]
+
+    asyncio.run(scenario())
+
+
 def test_fetch_walks_indexes_breadth_first() -> None:
     async def scenario() -> None:
         routes: dict[str, Handler] = {}

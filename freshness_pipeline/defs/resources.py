@@ -98,6 +98,9 @@ class HttpClientResource(dg.ConfigurableResource):
     connect_timeout: float = 10.0
     read_timeout: float = 30.0
     max_body_bytes: int = 10 * 1024 * 1024
+    # the longest one host's robots.txt and sitemap reads may take in a cycle: page fetches
+    # start when discovery ends
+    discovery_window_s: float = FetchSettings.discovery_window_s
     allow_networks: str = ""
     # Hosts split over this many processes (global_concurrency is per process): one process is
     # CPU-bound near half a bare aiohttp loop's rate on fast hosts (docs/fetch_rate.md).
@@ -121,4 +124,5 @@ class HttpClientResource(dg.ConfigurableResource):
             max_body_bytes=self.max_body_bytes,
             cycle_time_limit_s=time_limit_s or None,
             fetch_window_s=window_s or FetchSettings.fetch_window_s,
+            discovery_window_s=self.discovery_window_s,
         )

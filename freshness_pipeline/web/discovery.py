@@ -15,6 +15,7 @@ warning; a missing sitemap that robots.txt names is a problem.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -177,6 +178,7 @@ async def _discover_one(
     settings: FetchSettings,
     archive: ArchiveWriter | None = None,
 ) -> HostDiscovery:
+    deadline = time.monotonic() + settings.discovery_window_s
     record = cached_record(target.cached, now)
     learned = target.min_gap_s or 0.0
     if record is None:
@@ -213,6 +215,7 @@ async def _discover_one(
         crawl_delays={target.host: delay} if delay else None,
         archive=archive,
         fetched_at=now,
+        deadline=deadline,
     )
     result.walk = walk
     result.entries = walk.entries

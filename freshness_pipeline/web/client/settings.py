@@ -34,6 +34,11 @@ class FetchSettings:
     # Retry-After ends within it (or within the time limit, when there is one) pauses the host
     # and resumes it; only a longer one defers the host's remaining fetches to later cycles.
     fetch_window_s: float = 600.0
+    # The longest one host's sitemap reads may take in a cycle (its Crawl-delay waits
+    # included): every host's page fetches wait for discovery to end, so a host with a long
+    # Crawl-delay and dozens of sitemap files must not hold them up; what it did not read is
+    # read in the next cycles (each starts the index's children at another place).
+    discovery_window_s: float = 60.0
     # The longest Retry-After kept: the planner holds a host that long across cycles, so the
     # default is the planner's own limit (see science.retry_after for why one day).
     max_retry_after_s: float = MAX_RETRY_AFTER_S
@@ -63,6 +68,8 @@ class FetchSettings:
             raise ValueError("cycle_time_limit_s must not be negative")
         if not self.fetch_window_s > 0:
             raise ValueError("fetch_window_s must be positive")
+        if not self.discovery_window_s > 0:
+            raise ValueError("discovery_window_s must be positive")
         if self.max_retry_after_s < 0:
             raise ValueError("max_retry_after_s must not be negative")
         if self.cycle_now is not None and self.cycle_now.utcoffset() is None:

@@ -35,7 +35,15 @@ MAX_FEED_BYTES = 8 * 1024 * 1024
 
 
 ProblemKind = Literal[
-    "http", "gzip", "size_cap", "not_sitemap", "entities", "malformed", "url_cap", "file_cap"
+    "http",
+    "gzip",
+    "size_cap",
+    "not_sitemap",
+    "entities",
+    "malformed",
+    "url_cap",
+    "file_cap",
+    "time_cap",
 ]
 # What each kind of problem means, for logs and run metadata.
 PROBLEM_LABELS: dict[ProblemKind, str] = {
@@ -48,6 +56,7 @@ PROBLEM_LABELS: dict[ProblemKind, str] = {
     "malformed": "malformed sitemap XML, entries recovered",
     "url_cap": "URL limit reached, the rest not read",
     "file_cap": "sitemap file limit reached, the rest not read",
+    "time_cap": "the host's time for sitemaps this cycle ran out, the rest not read",
 }
 PROBLEM_KINDS: tuple[ProblemKind, ...] = get_args(ProblemKind)
 

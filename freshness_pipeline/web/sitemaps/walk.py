@@ -5,6 +5,7 @@ sitemap handling that touches the network."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -173,6 +174,15 @@ async def _fetch_body(
         return _Fetched(None, status, ("http", f"{type(exc).__name__}: {exc}"), made)
 
 
+def _rotated(children: list[str], fetched_at: datetime | None) -> list[str]:
+    """An index's children from a place that moves with the cycle (by the hour of
+    ``fetched_at``): the same each time a cycle is re-run, another in the next cycle."""
+    if fetched_at is None or len(children) < 2:
+        return children
+    at = int(fetched_at.timestamp() // 3600) % len(children)
+    return children[at:] + children[:at]
+
+
 async def fetch_sitemap_entries(
     session: aiohttp.ClientSession,
     sitemap_urls: Iterable[str],
@@ -184,9 +194,16 @@ async def fetch_sitemap_entries(
     crawl_delays: Mapping[str, float] | None = None,
     archive: ArchiveWriter | None = None,
     fetched_at: datetime | None = None,
+    deadline: float | None = None,
 ) -> SitemapWalk:
     """Walk sitemaps and sitemap indexes breadth-first (every answer to ``archive`` when
     given, dated ``fetched_at``, the cycle's now).
+
+    ``deadline`` (``time.monotonic()``): no request is started that its host's Crawl-delay
+    would begin after it (the first file is always read). Page fetches wait for discovery,
+    so a host with a long Crawl-delay and many sitemap files would otherwise hold up every
+    host's fetches. With ``fetched_at`` the children of an index are read from a place that
+    moves each cycle, so that walks cut by a limit read every child over a few cycles.
 
     ``crawl_delays`` (host key to seconds) keeps each host's Crawl-delay between these
     requests and the cycle's other requests to it.
@@ -215,7 +232,16 @@ async def fetch_sitemap_entries(
     requests_made = 0
     dropped = 0
     entries = walk.entries
+    delays = crawl_delays or {}
+    timed_out = False
     while queue and requests_made < max_sitemaps and len(entries) < max_urls:
+        if (
+            deadline is not None
+            and requests_made
+            and time.monotonic() + delays.get(url_host_key(queue[0]), 0.0) > deadline
+        ):
+            timed_out = True
+            break
         url = queue.popleft()
         got = await _fetch_body(
             session,
@@ -223,7 +249,7 @@ async def fetch_sitemap_entries(
             user_agent=user_agent,
             timeout=timeout,
             budget=max_sitemaps - requests_made,
-            crawl_delays=crawl_delays or {},
+            crawl_delays=delays,
             archive=archive,
             fetched_at=fetched_at,
         )
@@ -262,11 +288,15 @@ async def fetch_sitemap_entries(
                     entries[at] = entry
                 # listed by a sitemap as well as a feed: the sitemap's listing counts
                 entries[at].from_feed = old.from_feed and entry.from_feed
-        for child in parsed.children:
+        for child in _rotated(parsed.children, fetched_at):
             if child not in seen:
                 seen.add(child)
                 queue.append(child)
-    if len(entries) >= max_urls and (queue or dropped):
+    if timed_out:
+        walk.problems.append(
+            SitemapProblem("time_cap", f"{len(queue)} sitemap(s) not read in the time allowed")
+        )
+    elif len(entries) >= max_urls and (queue or dropped):
         walk.problems.append(
             SitemapProblem(
                 "url_cap",
