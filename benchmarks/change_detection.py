@@ -10,12 +10,12 @@ removed). Contenders, on the same bodies:
 
 - ``v1``: the fingerprint before this change (``FINGERPRINT_VERSION`` 1), loaded from the
   newest commit in git history whose ``science/fingerprint.py`` has that version;
-- ``v2``: ``content_fingerprint`` as it is now;
+- ``v<FINGERPRINT_VERSION>`` (``NOW``): ``content_fingerprint`` as it is now;
 - ``trafilatura`` (``--trafilatura``): trafilatura's main-content extraction in a throwaway
   venv under ``~/.cache/freshness-bench`` (made on first use; not a project dependency), the
-  page title added, then v2's normalization; the venv replays the same fetches from the seeds.
+  page title added, then the current normalization; the venv replays the same fetches from the seeds.
 
-Then CPU ms per page (``time.process_time``, v1 and v2 alternating in one process, median of
+Then CPU ms per page (``time.process_time``, v1 and the current version alternating in one process, median of
 ``--rounds``) on 300 generated ~5 KB pages (``benchmarks/fetch_rate.py``'s ``page_html``)
 and on the corpus as served. Prints the tables and writes ``docs/change_detection.md``.
 
@@ -53,6 +53,9 @@ from selectolax.lexbor import LexborHTMLParser  # noqa: E402
 
 from freshness_pipeline.science import fingerprint as current  # noqa: E402
 from freshness_pipeline_tests import page_mutations, real_pages  # noqa: E402
+
+#: the current fingerprint's label in the tables
+NOW = f"v{current.FINGERPRINT_VERSION}"
 
 # Where the fingerprint lived as one module, which is where version 1 is found.
 FINGERPRINT_PATH = "freshness_pipeline/science/fingerprint.py"
@@ -293,24 +296,28 @@ selected element counts wherever it is, and only what the rules drop inside it g
 Then tokens (`normalize_content`). Dropped: dates (ISO, numeric, day or month first, with
 weekday, German, French and Spanish month names, CJK and Korean forms), clock times and zones,
 relative times ("5 minutes ago", "an hour ago", "5m ago", "just now", "vor 5 Minuten", "hace 3
-horas"), counters ("1.2K views", "34 comments", "Views: 1234"), the year after "©" or
-"Copyright", UUIDs, hex identifiers of 8+ characters mixing digits and letters, base64-like
-tokens of 16+ characters, and runs of 10+ digits (ids, epoch timestamps, cache busters).
+horas"), counters ("1.2K views", "34 comments", "Views: 1234") and visitor counters in the
+words such counters use ("You are visitor number 12359", "37 users online"), how long the page
+took ("generated in 0.44 seconds") and which machine served it ("served by node web5",
+"rendered on app-03.example.net in 321 ms"), the year after "©" or "Copyright", UUIDs, hex
+identifiers of 8+ characters mixing digits and letters, base64-like tokens of 16+ characters,
+and runs of 10+ digits (ids, epoch timestamps with their fraction, cache busters).
 Kept, because they are content: every other number, so prices ("$1,249.00"), counts
 ("12,000 employees", "3,500 units"), scores ("won 3-1"), quantities and percentages; a year in
 a sentence ("founded in 1998"); phone numbers (a page's number is stable, and a changed one is a
 change; a site that rotates call-tracking numbers per visitor reads as changing, which the
 selectors in `freshness.toml` can fix); "N shares", "N votes" and "N visitors", which are
-news in a finance or election story more often than counters.
+news in a finance or election story more often than counters; "served on 3 plates" (a machine
+name has letters and a digit).
 """
 
 
 def trafilatura_verdict(totals: dict, small: dict, corpus: dict, traf: dict) -> list[str]:
     ours, theirs = page_mutations.Score(), page_mutations.Score()
     for variant in ("as served", "no semantic markup"):
-        ours.add(totals[("v2", variant)])
+        ours.add(totals[(NOW, variant)])
         theirs.add(totals[("trafilatura", variant)])
-    slower_small, slower_corpus = traf["small_ms"] / small["v2"], traf["corpus_ms"] / corpus["v2"]
+    slower_small, slower_corpus = traf["small_ms"] / small[NOW], traf["corpus_ms"] / corpus[NOW]
     better = (
         theirs.false_change_rate < ours.false_change_rate
         and theirs.missed_change_rate <= ours.missed_change_rate
@@ -327,8 +334,8 @@ def trafilatura_verdict(totals: dict, small: dict, corpus: dict, traf: dict) -> 
         "",
         f"trafilatura {traf['version']} (`extract`, its defaults, in its own venv), both "
         f"variants together: false-change {theirs.false_change_rate:.3f}, missed-change "
-        f"{theirs.missed_change_rate:.3f}, against v2's {ours.false_change_rate:.3f} and "
-        f"{ours.missed_change_rate:.3f}; its extraction alone takes {slower_small:.1f}x v2's "
+        f"{theirs.missed_change_rate:.3f}, against {NOW}'s {ours.false_change_rate:.3f} and "
+        f"{ours.missed_change_rate:.3f}; its extraction alone takes {slower_small:.1f}x {NOW}'s "
         f"whole fingerprint's CPU on ~5 KB pages and {slower_corpus:.1f}x on the corpus. "
         + verdict,
     ]
@@ -359,7 +366,7 @@ def main() -> None:
         print("no committed FINGERPRINT_VERSION 1 in git history: v1 left out", flush=True)
     else:
         fingerprinters["v1"] = html_fingerprinter(baseline[1])
-    fingerprinters["v2"] = html_fingerprinter(current)
+    fingerprinters[NOW] = html_fingerprinter(current)
     print(f"{len(pages)} pages, {args.fetches} fetches per page and variant", flush=True)
 
     started = time.time()
@@ -449,13 +456,13 @@ def main() -> None:
     rows = [[kind, *(rate(noise[kind][n])[0] for n in fingerprinters)] for kind in noise]
     lines += table(["noise", *fingerprinters], rows)
     say("")
-    wrong = [r for r in per_page if "v2" in r and r["v2"].false_changes + r["v2"].missed_changes]
-    worst = sorted(wrong, key=lambda r: -(r["v2"].false_changes + r["v2"].missed_changes))[:8]
+    wrong = [r for r in per_page if NOW in r and r[NOW].false_changes + r[NOW].missed_changes]
+    worst = sorted(wrong, key=lambda r: -(r[NOW].false_changes + r[NOW].missed_changes))[:8]
     say(
-        "Pages where v2 erred (false changes, missed changes): "
+        f"Pages where {NOW} erred (false changes, missed changes): "
         + (
             ", ".join(
-                f"{r['page']} ({r['variant']}: {r['v2'].false_changes}, {r['v2'].missed_changes})"
+                f"{r['page']} ({r['variant']}: {r[NOW].false_changes}, {r[NOW].missed_changes})"
                 for r in worst
             )
             or "none"
@@ -466,7 +473,7 @@ def main() -> None:
     say("## CPU per page")
     say("")
     say(f"`time.process_time()` per `content_fingerprint` call, median of {args.rounds} rounds "
-        "with the contenders taking turns; the same process and inputs for v1 and v2.")  # fmt: skip
+        f"with the contenders taking turns; the same process and inputs for v1 and {NOW}.")  # fmt: skip
     say("")
     rows = []
     for name in fingerprinters:
@@ -480,8 +487,8 @@ def main() -> None:
     )
     if "v1" in speed_small:
         say("")
-        say(f"v2 / v1: {speed_small['v2'] / speed_small['v1']:.2f} on ~5 KB pages, "
-            f"{speed_corpus['v2'] / speed_corpus['v1']:.2f} on the corpus.")  # fmt: skip
+        say(f"{NOW} / v1: {speed_small[NOW] / speed_small['v1']:.2f} on ~5 KB pages, "
+            f"{speed_corpus[NOW] / speed_corpus['v1']:.2f} on the corpus.")  # fmt: skip
     if traf:
         lines += trafilatura_verdict(totals, speed_small, speed_corpus, traf)
     lines += RULES.splitlines()
