@@ -254,9 +254,9 @@ class PlanConfig:
     reestimate_after_days: float = 14.0
     #: active pages with fewer observations than this (needs an ``n_obs`` column) likewise
     reestimate_min_obs: int = 2
-    #: a page that just answered 404 or 410 is checked again after this many days: a 404 is
-    #: as often a deploy glitch or a moved page put back as a real removal, and a page that
-    #: came back should not stay out of the copy for a month
+    #: a page that just answered 404 or 410 is checked again after this many days: a 404 may be
+    #: a deploy glitch or a page briefly unpublished, and a page that came back should not stay
+    #: out of the copy for a month
     gone_first_recheck_days: float = 1.0
     #: the wait between checks of a gone page once a second answer confirmed it (see
     #: :func:`gone_recheck_wait_days`)
@@ -500,8 +500,8 @@ def _fill(
     each row's place among its host's rows by URL: every host's first before any host's
     second), not in URL order: never-fetched pages all tie at the index's cap, and in URL order
     one host's thousands of sitemap URLs would take every slot before another host's seeds got
-    one. (The place is among all of the host's candidates, computed once: ranking within each
-    group of ties instead cost a second per pass at a million candidates.)
+    one. (The place is among all of the host's candidates, computed once in ``_prepare``:
+    ranking within each group of ties instead is a group-by per pass over every candidate.)
 
     Vectorized: within the sorted pool a row fits iff its rank among its host's rows is within
     the host's remaining room (rows that do not fit consume nothing), and the pass takes the

@@ -60,7 +60,7 @@ def version_rows(
             outcome=pl.when(
                 (pl.col("outcome") == "new")
                 & pl.col("_before").is_not_null()
-                & ~pl.col("_was_gone").fill_null(False)
+                & ~pl.col("_was_gone")
             )
             .then(pl.lit("reextracted"))
             .otherwise("outcome"),

@@ -125,6 +125,11 @@ class _Inflate:
         self._count(out)
         return out
 
+    @property
+    def finished(self) -> bool:
+        """The stream's end was read (a gzip stream: its last member's)."""
+        return self._done
+
     def _count(self, piece: bytes) -> None:
         self.produced += len(piece)
         if self.produced > self.limit:
@@ -214,7 +219,7 @@ def _compressed_twice(body: bytes, content_type: str | None, limit: int) -> byte
         inner = inflate.feed(body) + inflate.flush()
     except zlib.error:
         return body
-    return inner if inflate._done else body
+    return inner if inflate.finished else body
 
 
 async def read_limited(

@@ -34,8 +34,8 @@ class FetchSettings:
     # Retry-After ends within it (or within the time limit, when there is one) pauses the host
     # and resumes it; only a longer one defers the host's remaining fetches to later cycles.
     fetch_window_s: float = 600.0
-    # The longest one host's sitemap reads may take in a cycle (its Crawl-delay waits
-    # included): every host's page fetches wait for discovery to end, so a host with a long
+    # The longest one host's robots.txt and sitemap reads may take in a cycle (its Crawl-delay
+    # waits included): every host's page fetches wait for discovery to end, so a host with a long
     # Crawl-delay and dozens of sitemap files must not hold them up; what it did not read is
     # read in the next cycles (each starts the index's children at another place).
     discovery_window_s: float = 60.0
