@@ -3,9 +3,10 @@ from __future__ import annotations
 import decimal
 
 import numpy as np
+import polars as pl
 import pytest
 
-from freshness_pipeline.science.intervals import due_age_days, g, g_inverse
+from freshness_pipeline.science.intervals import due_age_days, g, g_expr, g_inverse
 
 
 def _reference_g(r: np.ndarray) -> np.ndarray:
@@ -28,6 +29,14 @@ def test_g_to_double_precision_over_the_whole_range():
     assert g(np.array([0.0, np.inf]))[0] == 0.0 and g(np.array([0.0, np.inf]))[1] == 1.0
     assert np.isnan(g(np.array([np.nan]))).all()
     assert g(0.3).shape == () and g(np.ones((2, 3))).shape == (2, 3)
+
+
+def test_the_planners_g_is_the_same_function() -> None:
+    """g_expr (the plan's, over whole tables) and g (numpy) are one g: the planner had a copy."""
+    r = np.concatenate([[0.0, 0.05, 39.9, 40.0, 40.1, np.inf], np.geomspace(1e-12, 60.0, 2_001)])
+    planned = pl.select(g_expr(pl.lit(pl.Series(r)))).to_series().to_numpy()
+    assert np.allclose(planned, g(r), rtol=4e-16, atol=3e-16)
+    assert planned[5] == 1.0 and planned[0] == 0.0  # r = ∞ (never fetched) and r = 0
 
 
 def test_g_inverse_roundtrip():

@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from oracle import optimal_frequencies, periodic_freshness, weighted_freshness  # noqa: E402
 
-from freshness_pipeline.science.schedule import freshness_index  # noqa: E402
+from freshness_pipeline.science.gains import freshness_index  # noqa: E402
 
 
 def _g(r: np.ndarray) -> np.ndarray:

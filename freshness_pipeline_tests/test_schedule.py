@@ -8,14 +8,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from freshness_pipeline.science.estimate import prior_mean
+from freshness_pipeline.science.gains import (
+    capture_gain,
+    freshness_index,
+    posterior_freshness_index,
+)
 from freshness_pipeline.science.schedule import (
     REASONS,
     PlanConfig,
     build_plan,
-    capture_gain,
-    freshness_index,
     gone_recheck_wait_days,
-    posterior_freshness_index,
 )
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -569,7 +571,7 @@ def test_plan_guarantees(scenario) -> None:
 def test_posterior_index_is_the_expectation_over_the_gamma(k, mean, age) -> None:
     import numpy as np
 
-    from freshness_pipeline.science.schedule import posterior_capture_gain
+    from freshness_pipeline.science.gains import posterior_capture_gain
 
     lam = np.random.default_rng(1).gamma(k, mean / k, 400_000)
     w_mc = ((1 - (1 + lam * age) * np.exp(-lam * age)) / lam).mean()

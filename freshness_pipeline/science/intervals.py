@@ -13,9 +13,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import polars as pl
 from numpy.typing import ArrayLike
 
-__all__ = ["due_age_days", "g", "g_inverse"]
+__all__ = ["due_age_days", "g", "g_expr", "g_inverse"]
 
 
 # g(r) = Σ_{k>=2} (−1)^k (k − 1)/k! r^k: below r = 0.05, where 1 − (1 + r)e^{−r} cancels, these
@@ -24,6 +25,8 @@ _G_SERIES = tuple((-1) ** k * (k - 1) / math.factorial(k) for k in range(2, 10))
 _SERIES_BELOW = 0.05
 #: e^{−r} is 0 to double precision far below this; clipping keeps r = ∞ (never fetched) at g = 1
 _R_MAX = 700.0
+#: above this (1 + r)e^{−r} < 2e-16: g(r) = 1 to double precision (and r = ∞ gives 1, not NaN)
+_SATURATED = 40.0
 
 
 def g(r: ArrayLike) -> np.ndarray:
@@ -46,6 +49,20 @@ def g(r: ArrayLike) -> np.ndarray:
             series = (series + coef) * rs
         out[small] = series * rs
     return out.reshape(r.shape)
+
+
+def g_expr(r: pl.Expr) -> pl.Expr:
+    """:func:`g` as a polars expression, for the planner's whole candidate tables."""
+    series = pl.lit(0.0)
+    for coef in reversed(_G_SERIES):
+        series = (series + coef) * r
+    return (
+        pl.when(r < _SERIES_BELOW)
+        .then(series * r)
+        .when(r > _SATURATED)
+        .then(pl.lit(1.0))
+        .otherwise(1.0 - (1.0 + r) * (-r).exp())
+    )
 
 
 def g_inverse(y: ArrayLike, *, iterations: int = 80) -> np.ndarray:
