@@ -128,18 +128,11 @@ async def _classify(
     result.last_modified = resp.headers.get("Last-Modified")
     result.content_type = resp.headers.get("Content-Type")
 
-    if status == 304 and not result.conditional:
-        # Nothing was asked to be validated: the server's cache answered someone else's
-        # question, and the page's content is unknown. Not a revalidation of our copy.
-        result.outcome, result.error = "error", "HTTP 304 to a request that sent no validator"
-        _archive(ctx, req, resp, result, b"")
-        return
-    if status == 304 and _other_etag(result.etag, req.etag):
-        # "Not modified", yet the answer names another version than the one we hold: the
-        # server does not validate our copy (RFC 9111 4.3.4), and taking its word hid a page's
-        # every change (found by an exploratory run). The next fetch goes without validators.
-        result.outcome = "error"
-        result.error = f"HTTP 304 with ETag {result.etag} to If-None-Match {req.etag}"
+    refused = _not_a_revalidation(result, req) if status == 304 else None
+    if refused is not None:
+        # Taken at its word such a 304 hid a page's every change (found by an exploratory
+        # run); the next fetch of a page whose last answer was this goes without validators.
+        result.outcome, result.error = "error", refused
         _archive(ctx, req, resp, result, b"")
         return
     if status == 304:
@@ -335,11 +328,16 @@ def _archive(
     result.archived = original.to_json() if original is not None else None
 
 
-def _other_etag(answered: str | None, sent: str | None) -> bool:
-    """The 304's ETag names another version than the one sent (weak comparison: W/ aside)."""
-    if not answered or not sent:
-        return False
-    return answered.strip().removeprefix("W/") != sent.strip().removeprefix("W/")
+def _not_a_revalidation(result: FetchResult, req: FetchRequest) -> str | None:
+    """Why a 304 validates nothing of our copy, or None when it does: nothing was asked to be
+    validated (a cache answered someone else's question), or the answer names another version
+    than the one sent (RFC 9111 4.3.4; weak comparison, W/ aside)."""
+    if not result.conditional:
+        return "HTTP 304 to a request that sent no validator"
+    answered, sent = result.etag, req.etag
+    if answered and sent and answered.strip().removeprefix("W/") != sent.strip().removeprefix("W/"):
+        return f"HTTP 304 with ETag {answered} to If-None-Match {sent}"
+    return None
 
 
 def _unreadable_head(exc: BaseException) -> bool:
