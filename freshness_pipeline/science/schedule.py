@@ -183,6 +183,10 @@ class PlanConfig:
             raise ValueError("min_cost must be positive")
 
 
+#: a gone answer within this of the first one is that same answer (one minute)
+_SAME_ANSWER_DAYS = 1.0 / 1440.0
+
+
 def gone_recheck_wait_days(gone_for_days: pl.Expr, config: PlanConfig) -> pl.Expr:
     """Days a gone page waits after its last fetch before it is checked again.
 
@@ -199,10 +203,6 @@ def gone_recheck_wait_days(gone_for_days: pl.Expr, config: PlanConfig) -> pl.Exp
         .otherwise(pl.lit(config.gone_recheck_days))
         .fill_null(config.gone_recheck_days)
     )
-
-
-#: a gone answer within this of the first one is that same answer (one minute)
-_SAME_ANSWER_DAYS = 1.0 / 1440.0
 
 
 def _by_class(class_col: pl.Expr, table: dict[str, float]) -> pl.Expr:
