@@ -33,6 +33,7 @@ from freshness_pipeline.warehouse.archive import (
     CompletedWarc,
     HttpExchange,
     OriginalNotFound,
+    TruncatedReason,
     commit_prune,
     ensure_indexes,
     index_name_for,
@@ -79,7 +80,7 @@ def ok(
     *,
     headers: list[tuple[str, str]] | None = None,
     body_decoded: bool = False,
-    truncated: bool = False,
+    truncated: TruncatedReason | None = None,
     fetched_at: datetime | None = None,
     ip_address: str | None = None,
 ) -> HttpExchange:
@@ -178,7 +179,7 @@ def test_revisits_instead_of_bodies(tmp_path: Path) -> None:
         same = writer.write_exchange(
             ok(url, body, fetched_at=T1 + HOUR + timedelta(seconds=30)), previous=first.original
         )
-        cut = writer.write_exchange(ok(url, body, truncated=True), previous=first.original)
+        cut = writer.write_exchange(ok(url, body, truncated="length"), previous=first.original)
         unknown = writer.write_exchange(not_modified("http://example.test/never-archived"))
         changed = writer.write_exchange(
             ok(url, html(3), fetched_at=T1 + 2 * HOUR), previous=first.original
@@ -274,7 +275,7 @@ def test_stored_headers_describe_the_stored_body(tmp_path: Path) -> None:
         raw = writer.write_exchange(ok("http://example.test/r", encoded, headers=received))
         dechunked = writer.write_exchange(ok("http://example.test/c", body, headers=chunked))
         capped = writer.write_exchange(
-            ok("http://example.test/t", image[:1000], headers=image_headers, truncated=True)
+            ok("http://example.test/t", image[:1000], headers=image_headers, truncated="length")
         )
     reader = ArchiveReader(tmp_path)
     got = reader.read_response(decoded.warc_filename, decoded.warc_offset)

@@ -91,7 +91,7 @@ def workload() -> list[tuple[HttpExchange, ArchivedOriginal | None]]:
             REQ,
             headers,
             body,
-            truncated=shape == 3 and size > 0,
+            truncated="length" if shape == 3 and size > 0 else None,
             ip_address="192.0.2.7" if shape == 2 else None,
             fetched_at=T + timedelta(seconds=i),
         )

@@ -14,6 +14,8 @@ from freshness_pipeline.web.netguard import allowed_networks
 from freshness_pipeline.web.throttle import ThrottlePolicy
 from freshness_pipeline_tests.support import LoopThread
 
+_ANSWERS_TO_COPY: list[bytes] = []
+
 
 async def hostile(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     request = await reader.readuntil(b"\r\n\r\n")
@@ -32,6 +34,24 @@ async def hostile(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
                 writer.write(b"x")
                 await writer.drain()
                 await asyncio.sleep(0.3)
+        elif path == b"/copy":
+            # a page's life: a copy (ETag "v1"), a server error, then 304s to that copy
+            _ANSWERS_TO_COPY.append(path)
+            served = len(_ANSWERS_TO_COPY)
+            if served == 1:
+                body = b"<html><head><title>copy</title></head><body><p>the copy</p></body></html>"
+                writer.write(
+                    b'HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nETag: "v1"\r\n'
+                    b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+                )
+            elif served == 2:
+                body = b"<html><body>Internal error</body></html>"
+                writer.write(
+                    b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/html\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+                )
+            else:
+                writer.write(b'HTTP/1.1 304 Not Modified\r\nETag: "v1"\r\n\r\n')
         elif path == b"/garbage":
             writer.write(b"\x00\xffNOT HTTP AT ALL\r\n\r\n")
         elif path.startswith((b"/cookies", b"/headers-")):
@@ -153,3 +173,82 @@ def test_pages_that_failed_before_go_after_their_hosts_healthy_pages(server):
         requests, settings, allow=allowed_networks({"FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8"})
     )
     assert [r.outcome for r in results] == ["new"] * 6 + ["error"] * 3
+
+
+def test_a_body_the_network_cut_is_archived_as_cut_and_the_fetch_still_fails(server, tmp_path):
+    """A request sent must have its records (the archive's contract), also when its answer
+    dies after the head: what arrived is kept with WARC-Truncated saying why, as Heritrix
+    does. Before, nothing was archived and fetch_log pointed nowhere."""
+    from datetime import UTC, datetime
+
+    from freshness_pipeline.warehouse.archive import ArchiveWriter, read_record
+    from freshness_pipeline_tests.pywb_server import warcio_check
+
+    host, _ = server
+    settings = FetchSettings(
+        read_timeout=1.0,
+        total_timeout=4.0,
+        host_concurrency=2,
+        throttle=ThrottlePolicy(autothrottle=False),
+    )
+    now = datetime(2026, 3, 1, tzinfo=UTC)
+    with ArchiveWriter(tmp_path, now) as writer:
+        reset, trickle = fetch_all_sync(
+            [FetchRequest(url=host + "/reset"), FetchRequest(url=host + "/trickle")],
+            settings,
+            allow=allowed_networks({"FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8"}),
+            archive=writer,
+        )
+    assert (reset.outcome, trickle.outcome) == ("error", "error")
+    assert "total timeout" in (trickle.error or ""), trickle.error  # it drips a byte at a time
+    for result, reason, least in ((reset, "disconnect", 1000), (trickle, "time", 1)):
+        assert result.warc_filename is not None, result
+        assert result.warc_offset is not None
+        record = read_record(tmp_path, result.warc_filename, result.warc_offset)
+        assert record.record_type == "response"
+        assert record.header("WARC-Truncated") == reason
+        assert least <= len(record.payload) < 100_000
+        assert record.payload == b"x" * len(record.payload)
+        assert result.bytes == len(record.payload)
+        # an original to compare later bodies with, or to revisit, it is not
+        assert result.archived is None
+    for path in tmp_path.glob("*.warc.gz"):
+        warcio_check(path)
+
+
+def test_a_304_refers_to_the_pages_copy_not_to_an_error_archived_since(server, tmp_path):
+    """The URL's original moved to every response archived, so after 200, 500, 304 the
+    revisit named the error page: a replay of that time showed "Internal error"."""
+    from datetime import UTC, datetime, timedelta
+
+    from freshness_pipeline.warehouse.archive import ArchivedOriginal, ArchiveWriter, read_record
+
+    host, _ = server
+    url = host + "/copy"
+    settings = FetchSettings(throttle=ThrottlePolicy(autothrottle=False))
+    allow = allowed_networks({"FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8"})
+    request = FetchRequest(url=url)
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    results = []
+    for i in range(3):
+        with ArchiveWriter(tmp_path, start + timedelta(hours=6 * i), writer=f"p{i}") as writer:
+            (result,) = fetch_all_sync([request], settings, allow=allow, archive=writer)
+        results.append(result)
+        request = FetchRequest(
+            url=url,
+            etag=result.etag or request.etag,
+            prev_fingerprint=result.fingerprint or request.prev_fingerprint,
+            archived=ArchivedOriginal.from_json(result.archived) if result.archived else None,
+        )
+    copy, failed, revalidated = results
+    assert [r.outcome for r in results] == ["new", "error", "not_modified"]
+    assert failed.warc_filename is not None  # the error page is archived ...
+    assert failed.archived == copy.archived  # ... but the copy stays the URL's original
+    assert revalidated.warc_filename is not None
+    assert revalidated.warc_offset is not None
+    revisit = read_record(tmp_path, revalidated.warc_filename, revalidated.warc_offset)
+    assert revisit.record_type == "revisit"
+    assert copy.warc_filename is not None and copy.warc_offset is not None
+    original = read_record(tmp_path, copy.warc_filename, copy.warc_offset)
+    assert revisit.header("WARC-Refers-To") == original.record_id
+    assert revisit.header("WARC-Refers-To-Date") == original.header("WARC-Date")

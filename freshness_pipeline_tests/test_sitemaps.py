@@ -317,6 +317,39 @@ def test_a_feed_announces_pages_but_does_not_list_them() -> None:
     assert not any(e.from_feed for e in parse_sitemap(URLSET, SRC)[0])
 
 
+def test_a_sitemap_the_network_cuts_keeps_the_records_before_the_cut() -> None:
+    """A server that drops the connection halfway through a big sitemap (a proxy's timeout, a
+    restart) gave nothing: every URL of the file was lost for the cycle. The records that
+    ended before the cut are kept and the file is marked cut, so the walk is not complete."""
+
+    async def scenario() -> None:
+        routes: dict[str, Handler] = {}
+        async with serve(routes) as (base, _seen):
+            whole = urlset(*((f"{base}/p{i}", None) for i in range(400)))
+            cut_at = whole.index(f"{base}/p300<".encode())
+
+            async def dropped(request: web.Request) -> web.StreamResponse:
+                resp = web.StreamResponse(headers={"Content-Type": "application/xml"})
+                resp.content_length = len(whole)
+                await resp.prepare(request)
+                await resp.write(whole[:cut_at])
+                assert request.transport is not None
+                request.transport.abort()
+                return resp
+
+            routes["/sitemap.xml"] = dropped
+            async with open_session(FetchSettings(), allow=LOOPBACK) as session:
+                walk = await fetch_sitemap_entries(
+                    session, [f"{base}/sitemap.xml"], user_agent=UA, timeout=5
+                )
+            assert not walk.complete
+            assert [e.loc for e in walk.entries] == [f"{base}/p{i}" for i in range(300)]
+            assert [p.kind for p in walk.problems][:1] == ["http"], walk.problems
+            assert "was cut after" in walk.problems[0].detail, walk.problems
+
+    asyncio.run(scenario())
+
+
 def test_a_walk_stops_at_its_deadline_and_each_cycle_starts_its_children_elsewhere() -> None:
     """A host with Crawl-delay 20 and an index of 8 sitemaps held every host's page fetches
     for 180 s each cycle (found by an exploratory run): discovery ends at a deadline now, and

@@ -14,6 +14,7 @@ from freshness_pipeline.warehouse.archive import (
     ArchiveWriter,
     FetchKind,
     HttpExchange,
+    TruncatedReason,
 )
 
 __all__ = ["archive_answer"]
@@ -27,7 +28,7 @@ def archive_answer(
     *,
     kind: FetchKind = "page",
     fetched_at: datetime | None = None,
-    truncated: bool = False,
+    truncated: TruncatedReason | None = None,
     previous: ArchivedOriginal | None = None,
 ) -> ArchivedRecord | None:
     """Write one answer (its request, status, headers as received and the body as the client

@@ -18,9 +18,9 @@ from urllib.parse import urljoin, urlsplit
 import aiohttp
 from protego import Protego
 
-from freshness_pipeline.warehouse.archive import ArchiveWriteError, ArchiveWriter
+from freshness_pipeline.warehouse.archive import ArchiveWriteError, ArchiveWriter, TruncatedReason
 from freshness_pipeline.web.archiving import archive_answer
-from freshness_pipeline.web.client.body import BodyDecodeError, read_limited
+from freshness_pipeline.web.client.body import BodyDecodeError, BodyInterrupted, read_limited
 from freshness_pipeline.web.netguard import ALLOW_ENV, check_url_scheme, find_blocked_error
 
 __all__ = [
@@ -114,23 +114,29 @@ async def fetch_robots(
             ) as resp:
                 status = resp.status
                 if status in (301, 302, 303, 307, 308) and resp.headers.get("Location"):
-                    _archive(archive, url, resp, b"", now, truncated=True)
+                    _archive(archive, url, resp, b"", now, truncated="length")
                     url = urljoin(url, resp.headers["Location"].strip())
                     check_url_scheme(url)
                     continue
                 if 200 <= status < 300:
-                    read = await read_limited(
-                        resp,
-                        max_bytes=max_bytes * 4,
-                        max_decompressed_bytes=max_bytes,
-                        truncate=True,
-                    )
-                    _archive(archive, url, resp, read.body, now, truncated=read.truncated)
+                    try:
+                        read = await read_limited(
+                            resp,
+                            max_bytes=max_bytes * 4,
+                            max_decompressed_bytes=max_bytes,
+                            truncate=True,
+                        )
+                    except BodyInterrupted as exc:
+                        # Archived as cut; the rules are not read from it (a lost line could
+                        # be a Disallow), so the host counts as unreachable.
+                        _archive(archive, url, resp, exc.partial, now, truncated=exc.reason)
+                        raise
+                    _archive(archive, url, resp, read.body, now, truncated=read.cut_by)
                     text = _decode(read.body)
                     if read.truncated or len(read.body) >= max_bytes:
                         text = _cut_last_line(text)
                     return RobotsRecord(host, first, status, text, None, now)
-                _archive(archive, url, resp, b"", now, truncated=True)
+                _archive(archive, url, resp, b"", now, truncated="length")
                 return RobotsRecord(host, first, status, "", None, now)
         return RobotsRecord(host, first, status, "", f"more than {MAX_REDIRECTS} redirects", now)
     except ArchiveWriteError:
@@ -152,7 +158,7 @@ def _archive(
     body: bytes,
     now: datetime,
     *,
-    truncated: bool,
+    truncated: TruncatedReason | None,
 ) -> None:
     with contextlib.suppress(ValueError):  # an answer the archive cannot store: robots go on
         archive_answer(writer, url, resp, body, kind="robots", fetched_at=now, truncated=truncated)

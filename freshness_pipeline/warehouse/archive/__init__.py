@@ -114,6 +114,7 @@ from freshness_pipeline.warehouse.archive.records import (
     HttpExchange,
     OriginalNotFound,
     RecordLocation,
+    TruncatedReason,
 )
 from freshness_pipeline.warehouse.archive.writer import (
     DEFAULT_MAX_FILE_BYTES,
@@ -147,6 +148,7 @@ __all__ = [
     "PrunePlan",
     "RecordLocation",
     "StoredRecord",
+    "TruncatedReason",
     "archive_dir_for",
     "commit_prune",
     "ensure_indexes",

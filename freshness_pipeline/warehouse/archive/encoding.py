@@ -347,7 +347,9 @@ class RecordEncoder:
                 profile = PROFILE_IDENTICAL_PAYLOAD
                 main = self._revisit(common, head, profile, digest, previous, url)
             else:
-                truncated = "WARC-Truncated: length\r\n" if exchange.truncated else ""
+                truncated = (
+                    f"WARC-Truncated: {exchange.truncated}\r\n" if exchange.truncated else ""
+                )
                 fields = (
                     f"{WARC_VERSION}\r\nWARC-Type: response\r\n{common}"
                     f"WARC-Payload-Digest: {digest}\r\n{truncated}"

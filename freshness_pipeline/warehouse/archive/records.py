@@ -33,6 +33,7 @@ __all__ = [
     "PROFILE_IDENTICAL_PAYLOAD",
     "PROFILE_SERVER_NOT_MODIFIED",
     "RecordLocation",
+    "TruncatedReason",
     "header_value",
     "parse_warc_date",
     "warc_date",
@@ -48,6 +49,11 @@ PROFILE_SERVER_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-no
 FetchKind = Literal["page", "robots", "sitemap", "feed"]
 FETCH_KINDS: tuple[str, ...] = ("page", "robots", "sitemap", "feed")
 FETCH_KIND_FIELD = "WARC-Freshness-Fetch-Kind"
+
+#: Why a record holds less than the server sent, in WARC-Truncated's words (WARC 1.1 5.13): a
+#: size cap ("length", also a body the client chose not to read), a read that timed out
+#: ("time"), a connection that dropped mid-body ("disconnect").
+TruncatedReason = Literal["length", "time", "disconnect"]
 
 _DIGEST_RE = re.compile(r"^sha1:[A-Z2-7]{32}$")
 _RECORD_ID_RE = re.compile(r"^<[^<>\s]+>$")
@@ -189,8 +195,8 @@ class HttpExchange:
     ``response_headers`` are the headers as received, in order, duplicates kept (aiohttp's
     ``response.raw_headers`` fits as is). ``body`` is the body as read: Transfer-Encoding is
     always undone by the HTTP client; with ``body_decoded`` the caller also undid the
-    Content-Encoding (the stored headers then say so, see the writer). ``truncated`` says the
-    body was cut by a size cap, so the record carries ``WARC-Truncated: length``. For a 304 the
+    Content-Encoding (the stored headers then say so, see the writer). ``truncated`` says why
+    the body is not whole, if it is not: the record carries it as ``WARC-Truncated``. For a 304 the
     body is empty. ``fetched_at`` is the capture time written as WARC-Date (the writer's cycle
     time when None), ``ip_address`` the peer's address when known.
     """
@@ -204,7 +210,7 @@ class HttpExchange:
     method: str = "GET"
     http_version: str = "1.1"
     body_decoded: bool = False
-    truncated: bool = False
+    truncated: TruncatedReason | None = None
     fetched_at: datetime | None = None
     ip_address: str | None = None
 

@@ -346,7 +346,7 @@ class ArchiveWriter:
                 request_offset=offset + len(encoded.main),
                 request_length=len(encoded.request),
                 profile=encoded.profile,
-                truncated=exchange.truncated and encoded.record_type == "response",
+                truncated=exchange.truncated is not None and encoded.record_type == "response",
                 original=original,
             )
             current.records.append(record)

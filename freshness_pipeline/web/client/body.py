@@ -9,13 +9,16 @@ from __future__ import annotations
 import contextlib
 import zlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
+
+from freshness_pipeline.warehouse.archive import TruncatedReason
 
 __all__ = [
     "ACCEPT_ENCODING",
     "BodyDecodeError",
+    "BodyInterrupted",
     "BodyRead",
     "BodyTooLarge",
     "read_limited",
@@ -53,6 +56,27 @@ class BodyDecodeError(Exception):
         self.raw_bytes = raw_bytes
 
 
+class BodyInterrupted(Exception):
+    """The answer's head arrived and its body stopped short: the connection dropped, or a read
+    timed out. ``partial`` holds what was decoded before (an archive keeps it as a record cut
+    for ``reason``, in WARC-Truncated's words), ``transport_error`` the client's own error,
+    which says how the host failed."""
+
+    def __init__(
+        self,
+        transport_error: Exception,
+        raw_bytes: int,
+        partial: bytes,
+        reason: Literal["disconnect", "time"],
+    ) -> None:
+        cut = "timed out" if reason == "time" else "was cut"
+        super().__init__(f"body {cut} after {raw_bytes} bytes: {transport_error}")
+        self.transport_error = transport_error
+        self.raw_bytes = raw_bytes
+        self.partial = partial
+        self.reason: Literal["disconnect", "time"] = reason
+
+
 class _OutputCap(Exception):
     pass
 
@@ -62,6 +86,11 @@ class BodyRead:
     body: bytes
     raw_bytes: int
     truncated: bool = False
+
+    @property
+    def cut_by(self) -> TruncatedReason | None:
+        """Why the body is not whole, in the archive's words (a cap: "length")."""
+        return "length" if self.truncated else None
 
 
 class _Inflate:
@@ -233,7 +262,10 @@ async def read_limited(
 
     The session runs with ``auto_decompress=False`` so a 1 MB gzip body cannot become 1 GB in
     memory. With ``truncate`` (robots.txt: "parse at least 500 KiB, ignore the rest") going over
-    a cap ends the read with what fits; otherwise it raises :class:`BodyTooLarge`.
+    a cap ends the read with what fits; otherwise it raises :class:`BodyTooLarge`. A body that
+    stops short (the connection dropped, a read timed out) raises :class:`BodyInterrupted`
+    with what came before it, whatever ``truncate`` says: a file cut by the network is not one
+    the server meant to end there.
     """
     raw = 0
     try:
@@ -275,3 +307,9 @@ async def read_limited(
         raise BodyDecodeError(
             f"corrupt {resp.headers.get('Content-Encoding')} content-encoding: {exc}", raw
         ) from exc
+    except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, TimeoutError) as exc:
+        resp.close()
+        reason: Literal["disconnect", "time"] = (
+            "time" if isinstance(exc, TimeoutError) else "disconnect"
+        )
+        raise BodyInterrupted(exc, raw, decoder.partial(), reason) from exc

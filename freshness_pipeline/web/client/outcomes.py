@@ -17,9 +17,14 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from freshness_pipeline.science.fingerprint import ContentRecord, class_record
 from freshness_pipeline.science.fingerprint.error_pages import ErrorPageKind, error_page_kind
-from freshness_pipeline.warehouse.archive import ArchiveWriteError, payload_digest
+from freshness_pipeline.warehouse.archive import ArchiveWriteError, TruncatedReason, payload_digest
 from freshness_pipeline.web.archiving import archive_answer
-from freshness_pipeline.web.client.body import BodyDecodeError, BodyTooLarge, read_limited
+from freshness_pipeline.web.client.body import (
+    BodyDecodeError,
+    BodyInterrupted,
+    BodyTooLarge,
+    read_limited,
+)
 from freshness_pipeline.web.client.context import CURRENT_ATTEMPT, Attempt, CycleContext
 from freshness_pipeline.web.client.fetches import FetchRequest, FetchResult
 from freshness_pipeline.web.client.headers import content_age_days, parse_retry_after
@@ -34,6 +39,8 @@ _THREAD_FINGERPRINT_BYTES = 512 * 1024  # bigger bodies are fingerprinted off th
 THROTTLE_STATUSES = frozenset({429, 503})
 _GONE_STATUSES = frozenset({404, 410})
 _REDIRECT_STATUSES = frozenset({300, 301, 302, 303, 307, 308})
+#: outcomes of a 2xx whose body is the page's copy (a 304's revisit names that copy)
+_COPY_OUTCOMES = frozenset({"new", "changed", "unchanged"})
 #: what an error page served with 200 tells the host's pacing: a failing server backs off like
 #: a 5xx, a rate limit or bot challenge like a 429, a missing or refused page says nothing of
 #: the host
@@ -152,12 +159,18 @@ async def _classify(
             )
         except BodyTooLarge as exc:
             result.outcome, result.error, result.bytes = "error", str(exc), exc.raw_bytes
-            _archive(ctx, req, resp, result, exc.partial, truncated=True)
+            _archive(ctx, req, resp, result, exc.partial, truncated="length")
             return
         except BodyDecodeError as exc:
             result.outcome, result.error, result.bytes = "error", str(exc), exc.raw_bytes
-            _archive(ctx, req, resp, result, b"", truncated=True)
+            _archive(ctx, req, resp, result, b"", truncated="length")
             return
+        except BodyInterrupted as exc:
+            # What arrived is kept, marked as cut (as Heritrix does), so that every request
+            # sent has its records; the fetch then fails as the transport did.
+            result.bytes = exc.raw_bytes
+            _archive(ctx, req, resp, result, exc.partial, truncated=exc.reason)
+            raise exc.transport_error from exc
         result.bytes = read.raw_bytes
         result.content_age_days = content_age_days(
             result.last_modified, resp.headers.get("Date"), now=settings.cycle_now
@@ -233,7 +246,7 @@ async def _classify(
             )
             result.bytes = drained.raw_bytes
             drained_body, complete = drained.body, not drained.truncated
-    _archive(ctx, req, resp, result, drained_body, truncated=not complete)
+    _archive(ctx, req, resp, result, drained_body, truncated=None if complete else "length")
 
     if status in _REDIRECT_STATUSES:
         loc = resp.headers.get("Location")
@@ -301,10 +314,13 @@ def _archive(
     result: FetchResult,
     body: bytes,
     *,
-    truncated: bool = False,
+    truncated: TruncatedReason | None = None,
 ) -> None:
     """Write the exchange to the cycle's archive (when there is one) and note where: a 304 or
-    a body the archive already holds becomes a revisit record referring to the original."""
+    a body the archive already holds becomes a revisit record referring to the original.
+
+    Only a whole 2xx the page's copy is taken from becomes the URL's original: a 304 later
+    validates that copy, not an error page, a redirect or a cut body archived since."""
     try:
         record = archive_answer(
             ctx.archive,
@@ -324,7 +340,9 @@ def _archive(
     result.warc_offset = record.warc_offset
     result.warc_length = record.warc_length
     result.payload_digest = record.payload_digest
-    original = record.original or req.archived
+    status = result.http_status
+    is_copy = status is not None and 200 <= status < 300 and result.outcome in _COPY_OUTCOMES
+    original = (record.original if is_copy else None) or req.archived
     result.archived = original.to_json() if original is not None else None
 
 

@@ -14,9 +14,9 @@ from urllib.parse import urljoin
 
 import aiohttp
 
-from freshness_pipeline.warehouse.archive import ArchiveWriteError, ArchiveWriter
+from freshness_pipeline.warehouse.archive import ArchiveWriteError, ArchiveWriter, TruncatedReason
 from freshness_pipeline.web.archiving import archive_answer
-from freshness_pipeline.web.client.body import BodyDecodeError, read_limited
+from freshness_pipeline.web.client.body import BodyDecodeError, BodyInterrupted, read_limited
 from freshness_pipeline.web.client.fetches import host_key as url_host_key
 from freshness_pipeline.web.netguard import check_url_scheme, find_blocked_error
 from freshness_pipeline.web.politeness import LEDGER
@@ -94,7 +94,7 @@ def _archive(
     body: bytes,
     at: datetime | None,
     *,
-    truncated: bool,
+    truncated: TruncatedReason | None,
 ) -> None:
     with contextlib.suppress(ValueError):  # an answer the archive cannot store: the walk goes on
         archive_answer(writer, url, resp, body, kind="sitemap", fetched_at=at, truncated=truncated)
@@ -138,20 +138,25 @@ async def _fetch_body(
                 status = resp.status
                 location = resp.headers.get("Location")
                 if status in (301, 302, 303, 307, 308) and location:
-                    _archive(archive, url, resp, b"", fetched_at, truncated=True)
+                    _archive(archive, url, resp, b"", fetched_at, truncated="length")
                     url = urljoin(url, location.strip())
                     check_url_scheme(url)
                     continue
                 if not 200 <= status < 300:
-                    _archive(archive, url, resp, b"", fetched_at, truncated=True)
+                    _archive(archive, url, resp, b"", fetched_at, truncated="length")
                     return _Fetched(None, status, ("http", f"HTTP {status}"), made)
-                read = await read_limited(
-                    resp,
-                    max_bytes=MAX_SITEMAP_BYTES,
-                    max_decompressed_bytes=MAX_SITEMAP_BYTES,
-                    truncate=True,
-                )
-                _archive(archive, url, resp, read.body, fetched_at, truncated=read.truncated)
+                try:
+                    read = await read_limited(
+                        resp,
+                        max_bytes=MAX_SITEMAP_BYTES,
+                        max_decompressed_bytes=MAX_SITEMAP_BYTES,
+                        truncate=True,
+                    )
+                except BodyInterrupted as exc:
+                    # A file the network cut keeps the records that ended before the cut.
+                    _archive(archive, url, resp, exc.partial, fetched_at, truncated=exc.reason)
+                    return _Fetched(exc.partial or None, status, ("http", str(exc)), made)
+                _archive(archive, url, resp, read.body, fetched_at, truncated=read.cut_by)
                 note: tuple[ProblemKind, str] | None = (
                     ("size_cap", f"truncated at {MAX_SITEMAP_BYTES} bytes")
                     if read.truncated
