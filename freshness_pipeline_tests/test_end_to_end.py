@@ -526,6 +526,7 @@ def test_what_each_step_and_check_reads_of_a_table_is_enough(crawled):
     answers = results.with_columns(
         outcome=pl.when(row % 5 == 0).then(pl.lit("redirect")).otherwise("outcome"),
         location=pl.when(row % 5 == 0).then(pl.col("url") + "?moved").otherwise("location"),
+        canonical=pl.when(row % 5 == 1).then(pl.col("url") + "/named").otherwise("canonical"),
         http_status=pl.when(row % 7 == 0)
         .then(pl.lit(429, dtype=results.schema["http_status"]))
         .otherwise("http_status"),
@@ -533,10 +534,11 @@ def test_what_each_step_and_check_reads_of_a_table_is_enough(crawled):
         .then(pl.lit(3600.0, dtype=results.schema["retry_after_s"]))
         .otherwise("retry_after_s"),
     )
-    redirects = inventory.redirect_discoveries(answers, previous, now)
+    redirects = inventory.pointed_discoveries(answers, previous, now)
     assert redirects.height > 0 and redirects["value"].is_not_null().any()
+    assert set(redirects["source"]) == {"redirect", "canonical"}
     assert_frame_equal(
-        inventory.redirect_discoveries(
+        inventory.pointed_discoveries(
             answers.select(inventory.RESULT_COLUMNS),
             previous.select(inventory.STATE_COLUMNS),
             now,

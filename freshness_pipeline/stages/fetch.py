@@ -27,6 +27,7 @@ import polars as pl
 
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.science.capacity import next_host_capacity
+from freshness_pipeline.science.normalize import normalize_url_column
 from freshness_pipeline.science.retry_after import THROTTLE_STATUSES
 from freshness_pipeline.science.schedule import REFILL_REASON
 from freshness_pipeline.science.validators import (
@@ -196,10 +197,27 @@ def results_frame(
     ).unique(subset="url", keep="last", maintain_order=True)
     return tables.conform(
         "fetch_results",
-        frame.join(planned, on="url", how="left").with_columns(
+        normalized_canonicals(frame)
+        .join(planned, on="url", how="left")
+        .with_columns(
             fetched_at=pl.lit(now).cast(tables.UTC_TIME),
             fingerprint_version=config.version_expr(),
         ),
+    )
+
+
+def normalized_canonicals(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with each canonical link normalized as the inventory's URLs are, so that
+    url_state can match it against them; one that is the page's own URL so written (another
+    case, a tracking parameter) or that does not parse names nothing."""
+    if "canonical" not in frame.columns or frame["canonical"].null_count() == frame.height:
+        return frame
+    normalized = normalize_url_column(frame["canonical"])["url"]
+    named = pl.col("_named")
+    return (
+        frame.with_columns(_named=normalized)
+        .with_columns(canonical=pl.when(named != pl.col("url")).then(named))
+        .drop("_named")
     )
 
 

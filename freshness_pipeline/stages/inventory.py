@@ -1,8 +1,8 @@
 """url_inventory: every URL we know of per host, and where we learned it.
 
 Sources: the seeds, sitemaps and feeds (from robots.txt ``Sitemap:`` lines, else /sitemap.xml,
-asked for about once a day while it is not there) with their ``lastmod``, and redirect targets
-seen by the previous cycle's fetches. robots.txt is refreshed here too (cached about 24 h)
+asked for about once a day while it is not there) with their ``lastmod``, and the redirect
+targets and canonical links (on the page's own host) seen by the previous cycle's fetches. robots.txt is refreshed here too (cached about 24 h)
 because the next stage filters by it; a host that a Retry-After still holds
 (science.retry_after) is asked for neither until the hold ends. What the sitemaps gave and what
 was wrong with them is summed in the run's metadata and logged once per host and kind of
@@ -87,48 +87,64 @@ def merge_inventory(previous: pl.DataFrame, found: pl.DataFrame, now: datetime) 
     )
 
 
-#: what the inventory reads of last cycle's fetch_results: the redirects' columns
-#: (:func:`redirected`) and the Retry-After answers' (science.retry_after.retry_holds)
+#: what the inventory reads of last cycle's fetch_results: where answers pointed
+#: (:func:`pointers`) and the Retry-After answers' columns (science.retry_after.retry_holds)
 RESULT_COLUMNS = (
     "url",
     "host",
     "outcome",
     "location",
+    "canonical",
     "fetched_at",
     "http_status",
     "retry_after_s",
 )
-#: what a redirect target takes from the url_state row of the URL that pointed to it
+#: what a URL found by a pointer takes from the url_state row of the URL that pointed to it
 STATE_COLUMNS = ("url", "value", "url_class")
 
 
-def redirected(results: pl.DataFrame) -> pl.DataFrame:
-    """Last cycle's answers that moved a URL somewhere."""
-    return results.filter((pl.col("outcome") == "redirect") & pl.col("location").is_not_null())
+def pointers(results: pl.DataFrame) -> pl.DataFrame:
+    """Last cycle's answers that point from a URL to another (``url``, ``target`` as given,
+    ``source``): a redirect's Location, and a page's canonical link. A canonical is a hint
+    about the page's own host: one naming another host is not followed (a syndicated copy
+    would otherwise bring the original's whole site into the crawl)."""
+    moved = results.filter(
+        (pl.col("outcome") == "redirect") & pl.col("location").is_not_null()
+    ).select("url", "host", pl.col("location").alias("target"), pl.lit("redirect").alias("source"))
+    if "canonical" not in results.columns:  # a results frame from before the column
+        return moved
+    named = results.filter(pl.col("canonical").is_not_null()).select(
+        "url", "host", pl.col("canonical").alias("target"), pl.lit("canonical").alias("source")
+    )
+    return pl.concat([moved, named]) if named.height else moved
 
 
-def redirect_discoveries(results: pl.DataFrame, state: pl.DataFrame, now: datetime) -> pl.DataFrame:
-    """Redirect targets from the previous cycle, keyed to the host they point to; a target
+def pointed_discoveries(results: pl.DataFrame, state: pl.DataFrame, now: datetime) -> pl.DataFrame:
+    """URLs found by last cycle's :func:`pointers`, keyed to the host they are on; each
     inherits the value and class of the URL that pointed to it (``state``: url_state's
-    ``STATE_COLUMNS`` at least)."""
-    moved = redirected(results)
-    if moved.is_empty():
+    ``STATE_COLUMNS`` at least). A pointer to the URL itself (a canonical that differs only
+    in how it is written) finds nothing."""
+    found = pointers(results)
+    if found.is_empty():
         return tables.empty("url_inventory")
-    norm = normalize_url_column(moved["location"])
+    norm = normalize_url_column(found["target"])
     return (
-        moved.select("url")
-        .with_columns(target=norm["url"], target_host=norm["host"])
+        found.with_columns(target=norm["url"], target_host=norm["host"])
+        .filter(
+            pl.col("target").is_not_null()
+            & (pl.col("target") != pl.col("url"))
+            & ((pl.col("source") != "canonical") | (pl.col("target_host") == pl.col("host")))
+        )
         .join(state.select("url", "value", "url_class"), on="url", how="left")
         .select(
             pl.col("target").alias("url"),
             pl.col("target_host").alias("host"),
-            pl.lit("redirect").alias("source"),
+            "source",
             "value",
             "url_class",
             pl.lit(now).cast(tables.UTC_TIME).alias("first_seen_at"),
         )
-        .filter(pl.col("url").is_not_null())
-        .unique(subset="url", keep="first", maintain_order=True)
+        .unique(subset=["url", "source"], keep="first", maintain_order=True)
     )
 
 
@@ -314,17 +330,17 @@ def cycle_inventory(
     build the inventory as the product does without Dagster."""
     previous = wh.read("url_inventory", hosts)
     seeds = wh.read("seeds", hosts)
-    # Read once for the redirects and the Retry-After holds; url_state only when something
-    # was redirected, and only what a redirect target inherits.
+    # Read once for the pointers and the Retry-After holds; url_state only when something
+    # pointed elsewhere, and only what a URL found that way inherits.
     results = wh.read("fetch_results", hosts, columns=RESULT_COLUMNS)
     state = (
         wh.read("url_state", hosts, columns=STATE_COLUMNS)
-        if redirected(results).height
+        if pointers(results).height
         else tables.empty("url_state").select(STATE_COLUMNS)
     )
-    redirects = redirect_discoveries(results, state, now)
-    handed_over = hand_over_to_other_hosts(wh, redirects.filter(~pl.col("host").is_in(hosts)), now)
-    found = [seed_rows(seeds), redirects.filter(pl.col("host").is_in(hosts))]
+    pointed = pointed_discoveries(results, state, now)
+    handed_over = hand_over_to_other_hosts(wh, pointed.filter(~pl.col("host").is_in(hosts)), now)
+    found = [seed_rows(seeds), pointed.filter(pl.col("host").is_in(hosts))]
     discovery = dict.fromkeys(COUNT_KEYS, 0)
     if http is not None:
         known = pl.concat([previous.select("url", "host"), seeds.select("url", "host")])

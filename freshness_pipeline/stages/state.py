@@ -67,6 +67,7 @@ _RESULT_ALIASES = {
     "etag": "r_etag",
     "last_modified": "r_last_modified",
     "location": "r_location",
+    "canonical": "r_canonical",
     "content_age_days": "r_age",
     "dates_changes": "r_dates",
     "archived": "r_archived",
@@ -161,6 +162,13 @@ def merge_state(
         .when(fresh_fetch & success)
         .then(None)
         .otherwise("redirect_to"),
+        # a page's canonical link as last seen; a new version without one has none (an
+        # identical body is not read again, so its answer says nothing of it)
+        canonical=pl.when(fresh_fetch & pl.col("r_canonical").is_not_null())
+        .then("r_canonical")
+        .when(fresh_fetch & outcome.is_in(["new", "changed"]))
+        .then(None)
+        .otherwise("canonical"),
         gone_at=pl.when(fresh_fetch & (outcome == "gone"))
         .then(pl.coalesce("gone_at", "r_at"))
         .when(fresh_fetch & success)
@@ -370,16 +378,20 @@ def sitemap_dating(plan: pl.DataFrame) -> pl.DataFrame:
 
 
 def content_duplicates() -> pl.Expr:
-    """For a live page whose content fingerprint another page of its host shares, the first such
-    URL (the copy we keep fetching); null otherwise. Print views, session-id URLs and mirrors
-    then cost one fetch instead of one each."""
+    """For a live page whose content fingerprint another page of its host shares, the copy we
+    keep fetching; null otherwise. Print views, session-id URLs and mirrors then cost one
+    fetch instead of one each. The copy kept is one a page of the host names as canonical,
+    if any of them is (the address the site wants its content known by), else the first URL."""
     group = ["host", "fingerprint", "fingerprint_version"]
     same = (
         (pl.col("status") == "active")
         & pl.col("fingerprint").is_not_null()
         & (pl.col("fingerprint") != EMPTY_FINGERPRINT)
     )
-    first = pl.col("url").filter(same).min().over(group)
+    named = pl.col("url").is_in(pl.col("canonical").drop_nulls().implode())
+    # "0" sorts before "1": a named URL comes first, then URL order
+    key = pl.when(named).then(pl.lit("0")).otherwise(pl.lit("1")) + pl.col("url")
+    first = key.filter(same).min().over(group).str.slice(1)
     shared = pl.col("url").filter(same).count().over(group) > 1
     return pl.when(same & shared & (first != pl.col("url"))).then(first)
 
@@ -438,6 +450,7 @@ RESULT_COLUMNS = (
     "etag",
     "last_modified",
     "location",
+    "canonical",
     "content_age_days",
     "dates_changes",
     "archived",

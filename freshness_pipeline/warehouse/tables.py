@@ -140,6 +140,9 @@ FETCH_RESULTS: Schema = {
     "validator": pl.String,
     "duration_ms": pl.Float64,
     "location": pl.String,
+    # the URL a page names as its canonical one, when another than its own (link element or
+    # Link header): url_inventory finds it (same host only), url_state keeps it
+    "canonical": pl.String,
     "retry_after_s": pl.Float64,
     "error": pl.String,
     "sent": pl.Boolean,
@@ -205,6 +208,8 @@ URL_STATE: Schema = {
     "last_outcome": pl.String,
     "last_http_status": pl.Int64,
     "redirect_to": pl.String,
+    # the URL the page last named as its canonical one (when another than its own)
+    "canonical": pl.String,
     "duplicate_of": pl.String,
     "gone_at": pl.Datetime("us", "UTC"),
     "n_fetches": pl.Int64,

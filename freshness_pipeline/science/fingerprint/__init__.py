@@ -17,8 +17,8 @@ reporting a wave of false changes.
 
 The modules, from the bottom up: :mod:`.decode` (bytes to text), :mod:`.whitespace`
 (whitespace folding), :mod:`.dom` (CSS queries, an element's text, removal), :mod:`.boilerplate`
-(what the extraction drops), :mod:`.fields` (configured fields and JSON-LD),
-:mod:`.extraction` (the title and main content), :mod:`.normalize` (the volatile tokens) and
+(what the extraction drops), :mod:`.fields` (configured fields and JSON-LD), :mod:`.links`
+(a page's canonical link and meta refresh), :mod:`.extraction` (the title and main content), :mod:`.normalize` (the volatile tokens) and
 :mod:`.records` (a body's fingerprint and the version worth keeping).
 """
 
@@ -28,6 +28,7 @@ from freshness_pipeline.science.fingerprint.decode import decode_body
 from freshness_pipeline.science.fingerprint.dom import css_selector_error
 from freshness_pipeline.science.fingerprint.extraction import extract_content
 from freshness_pipeline.science.fingerprint.fields import JSON_LD_FIELDS
+from freshness_pipeline.science.fingerprint.links import PageLinks
 from freshness_pipeline.science.fingerprint.normalize import normalize_content
 from freshness_pipeline.science.fingerprint.records import (
     FINGERPRINT_VERSION,
@@ -42,6 +43,7 @@ __all__ = [
     "FINGERPRINT_VERSION",
     "JSON_LD_FIELDS",
     "ContentRecord",
+    "PageLinks",
     "class_record",
     "content_fingerprint",
     "content_kind",

@@ -14,6 +14,7 @@ from freshness_pipeline.science.fingerprint.boilerplate import (
 )
 from freshness_pipeline.science.fingerprint.dom import css, node_text
 from freshness_pipeline.science.fingerprint.fields import read_fields
+from freshness_pipeline.science.fingerprint.links import page_links
 from freshness_pipeline.science.fingerprint.whitespace import fold_lines
 
 __all__ = ["Extraction", "extract", "extract_content"]
@@ -110,6 +111,7 @@ class Extraction:
         # Fields and structured data are read from the page as served: a price may sit in a
         # block the content rules drop, and JSON-LD is a script.
         self.fields = read_fields(tree, fields or {}, json_ld)
+        self.links = page_links(tree, document)
         titles = tree.tags("title")  # tag lookups parse no selector
         title_node = titles[0] if titles else None
         self.title = title = node_text(title_node)

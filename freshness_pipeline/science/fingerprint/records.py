@@ -12,6 +12,7 @@ import xxhash
 
 from freshness_pipeline.science.fingerprint.decode import decode_body, reads_as_utf8
 from freshness_pipeline.science.fingerprint.extraction import Extraction, extract
+from freshness_pipeline.science.fingerprint.links import PageLinks
 from freshness_pipeline.science.fingerprint.normalize import normalize_content
 from freshness_pipeline.science.fingerprint.whitespace import fold_lines
 
@@ -107,12 +108,14 @@ class ContentRecord:
     """What a fetched body says: its fingerprint and, for a version worth keeping (new, or
     another fingerprint than the one before), the title, the content's text line by line and
     its fields: the title and the text, and the configured ones beside them (so a change
-    names every part that moved, a price and the text around it alike)."""
+    names every part that moved, a price and the text around it alike). ``links``: what an
+    HTML page says of its own address, whatever its fingerprint."""
 
     fingerprint: str
     title: str | None = None
     text: str | None = None
     fields: dict[str, str | None] | None = None
+    links: PageLinks = PageLinks()
 
 
 def content_record(
@@ -147,10 +150,11 @@ def content_record(
         hashed += "".join(f"\n{k}\t{v or ''}" for k, v in sorted(extraction.fields.items()))
     digest = _digest(hashed)
     if digest == previous:
-        return ContentRecord(digest)
+        return ContentRecord(digest, links=extraction.links)
     title = extraction.title or None
     text = extraction.lines()
-    return ContentRecord(digest, title, text, {**extraction.fields, "title": title, "text": text})
+    named: dict[str, str | None] = {**extraction.fields, "title": title, "text": text}
+    return ContentRecord(digest, title, text, named, extraction.links)
 
 
 class ClassExtraction(Protocol):

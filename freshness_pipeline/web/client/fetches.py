@@ -88,6 +88,9 @@ class FetchResult:
     conditional: bool = False
     duration_ms: float = 0.0
     location: str | None = None
+    # The URL the page names as its canonical one (link element or Link header), when it is
+    # another than the page's own: the inventory finds it, and of two copies that one stays.
+    canonical: str | None = None
     retry_after_s: float | None = None
     error: str | None = None
     sent: bool = True

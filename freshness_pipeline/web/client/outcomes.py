@@ -204,6 +204,16 @@ async def _classify(
             result.outcome, result.error = "error", "empty body where the page had content"
             _archive(ctx, req, resp, result, read.body)
             return
+        moved_to = _page_link(req.url, record.links.refresh_to)
+        if moved_to is not None:
+            # A page that sends its reader on at once (a meta refresh) has moved: taken as a
+            # page it was a version with no text, and where it went was never found.
+            result.outcome, result.location = "redirect", moved_to
+            _archive(ctx, req, resp, result, read.body)
+            return
+        result.canonical = _page_link(req.url, record.links.canonical) or _link_header_canonical(
+            req.url, resp
+        )
         error_page = (
             error_page_kind(record.title, record.text)
             if record.fingerprint != req.prev_fingerprint
@@ -344,6 +354,30 @@ def _archive(
     is_copy = status is not None and 200 <= status < 300 and result.outcome in _COPY_OUTCOMES
     original = (record.original if is_copy else None) or req.archived
     result.archived = original.to_json() if original is not None else None
+
+
+def _page_link(page_url: str, href: str | None) -> str | None:
+    """``href`` as written on the page at ``page_url``, made absolute; None when it names the
+    page itself (fragments aside), is not http(s) or does not parse."""
+    if not href:
+        return None
+    try:
+        target = urljoin(page_url, href)
+        check_url_scheme(target)
+    except ValueError:
+        return None
+    return None if urldefrag(target).url == urldefrag(page_url).url else target
+
+
+def _link_header_canonical(page_url: str, resp: aiohttp.ClientResponse) -> str | None:
+    """A canonical named by an HTTP ``Link`` header (how a PDF or a feed names one)."""
+    if "Link" not in resp.headers:
+        return None
+    try:
+        link = resp.links.get("canonical")
+    except ValueError:
+        return None
+    return _page_link(page_url, str(link.get("url") or "")) if link else None
 
 
 def _not_a_revalidation(result: FetchResult, req: FetchRequest) -> str | None:

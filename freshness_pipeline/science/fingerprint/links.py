@@ -1,0 +1,89 @@
+"""What a page says of its own address: the URL it names as its canonical one (``<link
+rel=canonical>``) and the one a ``<meta http-equiv=refresh>`` sends a reader on to at once.
+
+Neither is content, so the fingerprint never hashes them. A page that refreshes to another
+address in a moment has moved: taken as a page it is a version with no text, and the address
+it moved to is never found. A canonical link names the address a site wants its content known
+by: the crawl finds it there, and of two copies keeps fetching that one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from selectolax.lexbor import LexborHTMLParser
+
+from freshness_pipeline.science.fingerprint.dom import css
+
+__all__ = ["MOVE_REFRESH_MAX_S", "PageLinks", "page_links", "refresh_target"]
+
+#: A refresh at most this many seconds after the page loads sends its reader on before they
+#: have read it: the page has moved (search engines take an instant one for a redirect). A
+#: slower refresh is a page that reloads or rotates, and it stays a page.
+MOVE_REFRESH_MAX_S = 10
+
+# A refresh inside <noscript> is a fallback for browsers without scripts ("this site needs
+# JavaScript"), not a move of the page this crawler reads.
+_QUERY = 'link[rel~="canonical" i][href],meta[http-equiv="refresh" i]:not(noscript *)'
+
+# The HTML standard's "shared declarative refresh steps": seconds (digits; a fraction is read
+# and ignored), then an optional ";" or ",", an optional "url=", and the URL, quoted or not.
+_REFRESH = re.compile(
+    r"""\s*(?P<s>\d*)(?P<frac>\.[\d.]*)?\s*(?:[;,]\s*)?(?:url\s*=\s*)?(?P<rest>.*)""",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+@dataclass(frozen=True)
+class PageLinks:
+    """The canonical URL and the refresh target as the page writes them (relative or not:
+    the caller knows the page's own URL to resolve them against); None when absent."""
+
+    canonical: str | None = None
+    refresh_to: str | None = None
+
+
+def refresh_target(content: str) -> str | None:
+    """The URL of a refresh's ``content`` attribute when it sends the reader on within
+    :data:`MOVE_REFRESH_MAX_S` seconds; None for a slower one, one with no URL (the page
+    reloads itself) and one that does not parse."""
+    match = _REFRESH.fullmatch(content)
+    if match is None or not (match["s"] or match["frac"]):
+        return None
+    if match["s"] and int(match["s"]) > MOVE_REFRESH_MAX_S:
+        return None
+    rest = match["rest"].strip()
+    if rest[:1] in ("'", '"'):
+        quote, rest = rest[0], rest[1:]
+        rest = rest.split(quote, 1)[0]
+    url = rest.strip()
+    return url or None
+
+
+def page_links(tree: LexborHTMLParser, source: str | bytes) -> PageLinks:
+    """The page's :class:`PageLinks`. ``source`` is what ``tree`` was parsed from: a page that
+    does not hold the words at all (most hold neither) is not queried.
+
+    Two canonical links that disagree name none (search engines ignore both, and so do we);
+    of several refreshes the first counts, as in a browser."""
+    lowered = source.lower()
+    if isinstance(lowered, bytes):
+        if b"canonical" not in lowered and b"refresh" not in lowered:
+            return PageLinks()
+    elif "canonical" not in lowered and "refresh" not in lowered:
+        return PageLinks()
+    canonicals: set[str] = set()
+    refresh_to: str | None = None
+    refreshed = False
+    for node in css(tree, _QUERY):
+        attrs = node.attrs
+        if node.tag == "link":
+            href = (attrs.get("href") or "").strip()
+            if href:
+                canonicals.add(href)
+        elif not refreshed:
+            refreshed = True
+            refresh_to = refresh_target(attrs.get("content") or "")
+    canonical = canonicals.pop() if len(canonicals) == 1 else None
+    return PageLinks(canonical, refresh_to)
