@@ -296,6 +296,41 @@ def test_trust_from_history_feeds_the_filter() -> None:
         drop_untrusted_validators(plan().drop("etag"), trust_table())
 
 
+def test_a_useless_etag_goes_only_where_a_last_modified_replaces_it() -> None:
+    """A host where some pages' ETags move on unchanged content (rotating bytes the
+    fingerprint ignores) judged its ETag useless and dropped it everywhere: with no
+    Last-Modified to send instead, its static pages lost their 304s for good (found by an
+    exploratory run). A useless ETag hides no change, so it stays where nothing would
+    replace it; a stuck one (304s over changes) still goes everywhere."""
+    volatile = [
+        history(
+            "rot", f"/r{k}", [body("A", f'"t{i}"', sent="etag" if i else None) for i in range(5)]
+        )
+        for k in range(2)
+    ]
+    static = history(
+        "rot", "/s", [body("S", '"s"'), *[not_modified("etag", "S") for _ in range(2)]]
+    )
+    stuck = history("stuck", "/x", [body(f"v{i}", '"same"') for i in range(4)])
+    trust = validator_trust(frame(*volatile, static, stuck))
+    verdict = {
+        r["host"]: (r["etag_trusted"], r["etag_reason"]) for r in trust.iter_rows(named=True)
+    }
+    assert verdict["rot"][0] is False and verdict["rot"][1].startswith("useless")
+    assert verdict["stuck"][0] is False and verdict["stuck"][1].startswith("stuck")
+    requests = pl.DataFrame(
+        {
+            "url": ["/s", "/r0", "/x", "/y"],
+            "host": ["rot", "rot", "stuck", "stuck"],
+            "etag": ['"s"', '"t4"', '"same"', '"same"'],
+            "last_modified": [None, LM1, None, LM1],
+        }
+    )
+    out = drop_untrusted_validators(requests, trust)
+    assert out["etag"].to_list() == ['"s"', None, None, None]
+    assert out["last_modified"].to_list() == [None, LM1, None, LM1]
+
+
 # ------------------------------------------------------------------ Last-Modified as a change date
 
 

@@ -419,6 +419,16 @@ def content_age_trust(trust: pl.DataFrame, rules: TrustRules | None = None) -> p
     return trust.select("host", ages_trusted=reason.is_null(), ages_reason=reason).sort("host")
 
 
+def _hosts_where(trust: pl.DataFrame, v: str, *, stuck: bool) -> pl.Series:
+    """The hosts whose validator ``v`` is untrusted for being stuck (``stuck``) or for any
+    other reason. A trust frame without reasons counts every untrusted one as stuck."""
+    untrusted = pl.col(f"{v}_trusted").not_()
+    if f"{v}_reason" not in trust.columns:
+        return trust.filter(untrusted if stuck else pl.lit(False))["host"]
+    is_stuck = pl.col(f"{v}_reason").fill_null("").str.starts_with("stuck")
+    return trust.filter(untrusted & (is_stuck if stuck else ~is_stuck))["host"]
+
+
 def drop_untrusted_validators(
     requests: pl.DataFrame,
     trust: pl.DataFrame,
@@ -433,16 +443,28 @@ def drop_untrusted_validators(
     If-Modified-Since, else nothing and the fingerprint decides. Rows whose ``reason`` (if the
     column exists) is in ``unconditional_reasons`` lose both validators: the verification
     sample must see bodies, or a stuck validator would never be caught.
+
+    A stuck validator goes (its 304s hide changes). A useless one (it moves on unchanged
+    content, or is ignored) hides nothing: it goes only where a Last-Modified would be sent
+    in its place, since If-None-Match would otherwise mask it. Dropped with nothing to send
+    instead, it cost the pages of its host that do answer 304 their 304s (found by an
+    exploratory run: a few pages with rotating bytes turned a whole host unconditional).
     """
     _check_columns(requests, ("host", "etag", "last_modified"), "requests")
     _check_columns(trust, ("host", "etag_trusted", "last_modified_trusted"), "trust")
-    bad_etag = trust.filter(pl.col("etag_trusted").not_())["host"]
-    bad_lm = trust.filter(pl.col("last_modified_trusted").not_())["host"]
     force = pl.lit(False)
     if unconditional_reasons and "reason" in requests.columns:
         force = pl.col("reason").is_in(list(unconditional_reasons)).fill_null(False)
-    drop_etag = pl.col("host").is_in(bad_etag.implode()) | force
-    drop_lm = pl.col("host").is_in(bad_lm.implode()) | force
+    stuck_lm = _hosts_where(trust, "last_modified", stuck=True)
+    drop_lm = pl.col("host").is_in(stuck_lm.implode()) | force
+    stuck_etag = _hosts_where(trust, "etag", stuck=True)
+    useless_etag = _hosts_where(trust, "etag", stuck=False)
+    replaced = pl.col("last_modified").is_not_null() & ~drop_lm
+    drop_etag = (
+        pl.col("host").is_in(stuck_etag.implode())
+        | (pl.col("host").is_in(useless_etag.implode()) & replaced)
+        | force
+    )
     return requests.with_columns(
         etag=pl.when(drop_etag).then(pl.lit(None, pl.String)).otherwise(pl.col("etag")),
         last_modified=pl.when(drop_lm)
