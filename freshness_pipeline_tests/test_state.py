@@ -413,3 +413,31 @@ def test_a_trusted_sitemap_dates_the_changes_its_header_cannot():
     # neither the header nor the sitemap trusted any more: the host's ages go
     s = fetch(s, times[5], "unchanged", "f3", trusted=False)
     assert s["obs_age_days"][0] is None and len(s["obs_interval_days"][0]) == 5
+
+
+def test_a_host_robots_txt_allows_again_is_planned_in_that_cycle():
+    """A host whose robots.txt could not be read (down, 5xx: disallow all) had its URLs
+    'blocked' in url_state; the cycle whose robots.txt read allowed them again planned them as
+    still blocked, nothing was fetched, and they waited a cycle more (found by an exploratory
+    run). They are planned as what they were before: a fetched page active, the rest new."""
+    fetched, never = "http://a.example/p", "http://a.example/q"
+    capacity = pl.DataFrame(
+        {"host": [HOST], "capacity": [10], "cost_multiplier": [1.0], "crawl_delay": [None]},
+        schema_overrides={"crawl_delay": pl.Float64},
+    )
+    state = step(tables.empty("url_state"), candidates(fetched, never), results([]), T0)
+    page = {"url": fetched, "http_status": 200, "fingerprint": "f1", "outcome": "new"}
+    state = step(state, candidates(fetched, never), results([{**page, "fetched_at": T0}]), T0)
+    down = T0 + timedelta(days=2)
+    state = step(state, candidates(fetched, never, blocked=(fetched, never)), results([]), down)
+    assert state["status"].to_list() == ["blocked", "blocked"]
+
+    back = down + timedelta(hours=6)
+    cands = candidates(fetched, never).with_columns(lastmod=pl.lit(None, dtype=tables.UTC_TIME))
+    inputs = plan_inputs(cands, state, capacity)
+    assert dict(zip(inputs["url"], inputs["status"], strict=True)) == {
+        fetched: "active",
+        never: "new",
+    }
+    plan = build_plan(inputs, capacity, now=back, budget=100, config=PlanConfig())
+    assert sorted(plan.filter("selected")["url"].to_list()) == [fetched, never]

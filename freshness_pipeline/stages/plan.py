@@ -159,8 +159,16 @@ def plan_inputs(
         .with_columns(
             # found by the crawl (a sitemap, a feed, a redirect) rather than given as a seed
             discovered=~pl.col("sources").fill_null("seed").str.contains("seed", literal=True),
+            # A URL robots.txt allows again is planned as what it was before it was blocked
+            # (as url_state will say after this cycle): left 'blocked' it waited a cycle more.
             status=pl.when(~pl.col("allowed"))
             .then(pl.lit("blocked"))
+            .when(pl.col("state_status") == "blocked")
+            .then(
+                pl.when(pl.col("last_seen_at").is_null())
+                .then(pl.lit("new"))
+                .otherwise(pl.lit("active"))
+            )
             .otherwise(pl.col("state_status").fill_null("new")),
             # A URL failing again and again costs more, up to 16x, so it yields to healthy ones.
             cost=pl.col("cost_multiplier").fill_null(1.0)
