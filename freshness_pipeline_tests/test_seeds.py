@@ -147,15 +147,21 @@ def test_seed_command_exit_codes_and_messages(tmp_path, monkeypatch):
 
 def test_a_cycle_for_a_host_never_seeded_is_a_usage_error(tmp_path):
     seeds = tmp_path / "seeds.txt"
-    seeds.write_text("https://a.example/\n")
+    seeds.write_text("https://a.example/\nhttp://b.example:8080/x\n")
     assert run_freshness("seed", str(seeds), home=tmp_path).returncode == 0
     plan = ("cycle", "--dry-run", "--now", "2026-11-30T12:00:00Z")
-    planned = run_freshness(*plan, "--host", "a.example", home=tmp_path)
-    assert planned.returncode == 0, planned.stderr
-    assert "1 planned" in planned.stdout and "fetched" not in planned.stdout  # nothing was
+    # a key, or a URL or name in another case, with the default port (what the keys drop)
+    for named in ("a.example", "https://A.example:443/any/page", "A.EXAMPLE"):
+        planned = run_freshness(*plan, "--host", named, home=tmp_path)
+        assert planned.returncode == 0, planned.stderr
+        assert "1 planned" in planned.stdout and "fetched" not in planned.stdout  # nothing was
     typo = run_freshness(*plan, "--host", "nosuch.example", home=tmp_path)
     assert typo.returncode == 2, typo.stderr  # bad arguments, not a failed pipeline
     assert "unknown host(s): nosuch.example" in typo.stderr and "Traceback" not in typo.stderr
+    # a host named without its port: the seeded key is suggested
+    portless = run_freshness(*plan, "--host", "b.example", home=tmp_path)
+    assert portless.returncode == 2, portless.stderr
+    assert "b.example (did you mean b.example:8080?)" in portless.stderr
 
 
 # ------------------------------------------------------------------ columnar parsing

@@ -165,7 +165,11 @@ def cycle(
         ),
     ] = None,
     host: Annotated[
-        list[str] | None, typer.Option("--host", help="Only these hosts (repeatable).")
+        list[str] | None,
+        typer.Option(
+            "--host",
+            help="Only these hosts (repeatable): host[:port] as `freshness hosts` lists them, or a URL.",
+        ),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Build the plan; fetch nothing.", metavar="")

@@ -38,6 +38,7 @@ from freshness_pipeline.defs.partitions import (
     register_hosts,
     registered_hosts,
 )
+from freshness_pipeline.science.normalize import InvalidURL, url_authority
 from freshness_pipeline.stages.candidates import normalization_rules
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.retention import RetentionSummary
@@ -164,10 +165,10 @@ def _run_cycle_locked(
     if not n_buckets:
         register_hosts(instance, known)
         order = registered_hosts(instance)
-    wanted = list(dict.fromkeys(h.lower() for h in hosts)) if hosts else known
+    wanted = list(dict.fromkeys(host_key_of(h) for h in hosts)) if hosts else known
     unknown = sorted(set(wanted) - set(known))
     if unknown:
-        raise UnknownHosts(f"unknown host(s): {', '.join(unknown)} (seed them first)")
+        raise UnknownHosts(f"unknown host(s): {unknown_hosts_message(unknown, known)}")
     outcome = CycleOutcome(now=now, hosts=wanted, partitioning=partitioning.describe())
     if not wanted:
         outcome.notes.append("no hosts: seed some URLs first (`freshness seed PATH`)")
@@ -320,6 +321,35 @@ class SeedLoad:
     new_hosts: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     partitioning: str = ""
+
+
+def host_key_of(given: str) -> str:
+    """The host key a user means by ``given``: a key as `freshness hosts` lists it, or a URL
+    or host name in any case (a default port dropped, as the keys have it)."""
+    text = given.strip()
+    try:
+        return url_authority(text if "://" in text else f"http://{text}")
+    except InvalidURL:
+        return text.lower()
+
+
+def unknown_hosts_message(unknown: list[str], known: list[str]) -> str:
+    """The unknown keys, each with the seeded keys of the same host name on another port,
+    which is what a host named without its port most often meant."""
+    by_name: dict[str, list[str]] = {}
+    for key in known:
+        by_name.setdefault(_host_name(key), []).append(key)
+    parts = []
+    for key in unknown:
+        alike = [k for k in by_name.get(_host_name(key), []) if k != key]
+        parts.append(f"{key} (did you mean {', '.join(alike[:3])}?)" if alike else key)
+    return f"{', '.join(parts)}; seed them first, or see `freshness hosts`"
+
+
+def _host_name(key: str) -> str:
+    """A host key without its port (``[::1]:8080`` -> ``[::1]``)."""
+    name, colon, port = key.rpartition(":")
+    return name if colon and port.isdigit() and not name.endswith(":") else key
 
 
 def load_seeds(home: str | Path | None, data: bytes, *, added_at: datetime) -> SeedLoad:
