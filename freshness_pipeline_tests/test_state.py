@@ -441,3 +441,44 @@ def test_a_host_robots_txt_allows_again_is_planned_in_that_cycle():
     }
     plan = build_plan(inputs, capacity, now=back, budget=100, config=PlanConfig())
     assert sorted(plan.filter("selected")["url"].to_list()) == [fetched, never]
+
+
+def test_two_urls_redirecting_to_each_other_fail_like_errors():
+    """A cookie wall across two URLs (A sends to B, B back to A) leads to no page, yet both
+    stayed 'active' redirects, fetched at full cost for ever (found by an exploratory run).
+    A redirect that closes a loop now counts as a failure: its cost grows with each one and
+    after three the URL's status is 'error'. A redirect elsewhere is still just a redirect."""
+    wall, consent, moved = (
+        "http://a.example/p",
+        "http://a.example/consent?next=p",
+        "http://a.example/old",
+    )
+    cands = candidates(wall, consent, moved)
+    state = step(tables.empty("url_state"), cands, results([]), T0)
+
+    def redirect(url: str, to: str, at: datetime) -> dict:
+        return {
+            "url": url,
+            "fetched_at": at,
+            "outcome": "redirect",
+            "http_status": 302,
+            "location": to,
+        }
+
+    for k in range(3):
+        at = T0 + timedelta(hours=6 * (k + 1))
+        answers = [redirect(wall, consent, at), redirect(moved, "http://a.example/new", at)]
+        if k:  # the consent page is found by the first redirect and fetched from then on
+            answers.append(redirect(consent, "http://a.example/p", at))
+        state = step(state, cands, results(answers), at)
+    rows = {r["url"]: r for r in state.iter_rows(named=True)}
+    assert rows[wall]["consecutive_errors"] == 2 and rows[wall]["status"] == "active"
+    assert rows[consent]["consecutive_errors"] == 2
+    assert rows[wall]["redirect_to"] == consent and rows[wall]["last_outcome"] == "redirect"
+    assert rows[moved]["consecutive_errors"] == 0 and rows[moved]["status"] == "active"
+    at = T0 + timedelta(hours=24)
+    state = step(
+        state, cands, results([redirect(wall, consent, at), redirect(consent, wall, at)]), at
+    )
+    rows = {r["url"]: r for r in state.iter_rows(named=True)}
+    assert (rows[wall]["status"], rows[consent]["status"]) == ("error", "error")

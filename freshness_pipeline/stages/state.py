@@ -21,6 +21,7 @@ from freshness_pipeline.science.estimate import AGE_COLUMN, append_observations
 from freshness_pipeline.science.fingerprint import content_fingerprint
 from freshness_pipeline.science.hints import hint_evidence
 from freshness_pipeline.science.intervals import due_age_days
+from freshness_pipeline.science.normalize import normalize_url_column
 from freshness_pipeline.science.prior.table import (
     RATE_COLUMNS,
     ChangeModel,
@@ -90,11 +91,24 @@ def merge_state(
     merged = prev.join(cand, on="url", how="full", coalesce=True).join(sent, on="url", how="left")
     outcome = pl.col("r_outcome")
     success = outcome.is_in(SUCCESS)
-    is_error = outcome == "error"
     changed = outcome == "changed"
     fresh_fetch = pl.col("r_at").is_not_null() & (
         pl.col("last_fetched_at").is_null() | (pl.col("r_at") > pl.col("last_fetched_at"))
     )
+    moved = fresh_fetch & (outcome == "redirect")
+    merged = with_redirect_loops(
+        merged.with_columns(
+            _target=pl.when(moved)
+            .then("r_location")
+            .when(fresh_fetch & success)
+            .then(None)
+            .otherwise("redirect_to")
+        ),
+        moved,
+    )
+    # A redirect that closes a loop (two URLs sending the reader to each other, as a cookie
+    # wall does) leads to no page: it fails like an error, its cost growing with each one.
+    is_error = (outcome == "error") | pl.col("_loop")
     new_status = (
         pl.when(pl.col("c_allowed").fill_null(True).not_())
         .then(pl.lit("blocked"))
@@ -102,17 +116,17 @@ def merge_state(
         .then(pl.lit("gone"))
         .when(fresh_fetch & success)
         .then(pl.lit("active"))
-        # A URL that answers with a redirect is known, not new: left 'new' it took a slot of
-        # the share for new pages every cycle, for ever; as 'active' it is planned by priority
-        # (a permanent redirect at a second copy's cost), with redirect_to saying where it goes.
-        .when(fresh_fetch & (outcome == "redirect"))
-        .then(pl.lit("active"))
         .when(
             fresh_fetch
             & is_error
             & (pl.col("consecutive_errors").fill_null(0) + 1 >= ERRORS_BEFORE_ERROR_STATUS)
         )
         .then(pl.lit("error"))
+        # A URL that answers with a redirect is known, not new: left 'new' it took a slot of
+        # the share for new pages every cycle, for ever; as 'active' it is planned by priority
+        # (a permanent redirect at a second copy's cost), with redirect_to saying where it goes.
+        .when(fresh_fetch & (outcome == "redirect"))
+        .then(pl.lit("active"))
         .when(pl.col("status") == "blocked")
         .then(
             pl.when(pl.col("last_seen_at").is_null())
@@ -157,11 +171,7 @@ def merge_state(
         .otherwise("last_modified"),
         last_outcome=pl.when(fresh_fetch).then(outcome).otherwise("last_outcome"),
         last_http_status=pl.when(fresh_fetch).then("r_status").otherwise("last_http_status"),
-        redirect_to=pl.when(fresh_fetch & (outcome == "redirect"))
-        .then("r_location")
-        .when(fresh_fetch & success)
-        .then(None)
-        .otherwise("redirect_to"),
+        redirect_to=pl.col("_target"),
         # a page's canonical link as last seen; a new version without one has none (an
         # identical body is not read again, so its answer says nothing of it)
         canonical=pl.when(fresh_fetch & pl.col("r_canonical").is_not_null())
@@ -191,6 +201,23 @@ def merge_state(
         .then(0)
         .otherwise(pl.col("consecutive_errors").fill_null(0)),
     )
+
+
+def with_redirect_loops(merged: pl.DataFrame, moved: pl.Expr) -> pl.DataFrame:
+    """``merged`` (with each URL's redirect target as of this cycle in ``_target``) with
+    ``_loop``: the URL was just ``moved`` to a URL whose own target is the URL again. Targets
+    are compared normalized, as the URLs are stored; only the redirecting rows pay for it."""
+    redirecting = merged.filter(pl.col("_target").is_not_null()).select("url", "_target")
+    if redirecting.is_empty():
+        return merged.with_columns(_loop=pl.lit(False))
+    keys = normalize_url_column(redirecting["_target"])["url"]
+    targets = redirecting.with_columns(_key=keys)
+    back = targets.select(pl.col("_key").alias("url"), pl.col("url").alias("_from")).join(
+        targets.select("url", pl.col("_key").alias("_back")), on="url", how="inner"
+    )
+    # a loop: A's target is B (``_from`` A, ``url`` B) and B's target is A again
+    looped = back.filter(pl.col("_back") == pl.col("_from"))["_from"]
+    return merged.with_columns(_loop=moved & pl.col("url").is_in(looped.implode()))
 
 
 class StateUpdate(NamedTuple):
