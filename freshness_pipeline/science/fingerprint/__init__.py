@@ -8,7 +8,8 @@ and promotional blocks (found by their class or id words, ``rel=sponsored`` link
 "Sponsored"/"Advertisement" labels, since a rotating ad with visible text is the commonest
 false change), and then without the tokens that change while the content does not: dates,
 times, relative times, view and like counters, hex and base64 identifiers, UUIDs. Other
-numbers are content: a changed price or count is a changed page.
+numbers are content: a changed price or count is a changed page. A page with no content in
+its HTML (a single-page application's shell) is read from the prose of its JSON data blobs.
 
 The fingerprint is only comparable to fingerprints made by the same extractor. Bump
 :data:`FINGERPRINT_VERSION` whenever anything here changes the output for some page; the
@@ -17,8 +18,9 @@ reporting a wave of false changes.
 
 The modules, from the bottom up: :mod:`.decode` (bytes to text), :mod:`.whitespace`
 (whitespace folding), :mod:`.dom` (CSS queries, an element's text, removal), :mod:`.boilerplate`
-(what the extraction drops), :mod:`.fields` (configured fields and JSON-LD), :mod:`.links`
-(a page's canonical link and meta refresh), :mod:`.extraction` (the title and main content), :mod:`.normalize` (the volatile tokens) and
+(what the extraction drops), :mod:`.fields` (configured fields and JSON-LD), :mod:`.links` (a
+page's canonical link and meta refresh), :mod:`.data_blobs` (the prose of inline JSON),
+:mod:`.extraction` (the title and main content), :mod:`.normalize` (the volatile tokens) and
 :mod:`.records` (a body's fingerprint and the version worth keeping).
 """
 

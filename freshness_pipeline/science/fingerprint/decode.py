@@ -37,6 +37,24 @@ _BOMS = (
 
 
 _BOM_PREFIXES = tuple(bom for bom, _ in _BOMS)
+_STRAY_BYTES = "freshness-cp1252"
+
+
+def _stray_bytes_as_cp1252(error: UnicodeError) -> tuple[str, int]:
+    """A byte that is not UTF-8 in a UTF-8 page read as windows-1252 (the five bytes it leaves
+    undefined as Latin-1): a Latin-1 page labelled UTF-8 then keeps its letters. With
+    replacement characters every such letter was the same one, and an edit from one accented
+    letter to another could not be seen."""
+    assert isinstance(error, UnicodeDecodeError)
+    stray = error.object[error.start : error.end]
+    text = "".join(
+        bytes([b]).decode("cp1252") if b not in (0x81, 0x8D, 0x8F, 0x90, 0x9D) else chr(b)
+        for b in stray
+    )
+    return text, error.end
+
+
+codecs.register_error(_STRAY_BYTES, _stray_bytes_as_cp1252)
 
 
 def _usable_encoding(label: str | None, *, from_meta: bool = False) -> str | None:
@@ -78,8 +96,9 @@ def decode_body(body: bytes, content_type: str | None) -> str:
 
     Order: byte-order mark, the Content-Type charset, ``<meta charset>``/``http-equiv`` in the
     first 2 KB, else UTF-8. A declaration that does not decode cleanly is tried against strict
-    UTF-8 (a common lie), then decoded with replacement characters in the declared charset; an
-    unknown or unsafe label falls back to UTF-8 with ``errors="replace"``.
+    UTF-8 (a common lie), then decoded with replacement characters in the declared charset. A
+    page read as UTF-8 (declared, undeclared, or an unknown or unsafe label) that is not UTF-8
+    throughout has its stray bytes read as windows-1252, the commonest origin of such bytes.
     """
     try:
         data = bytes(body)
@@ -101,12 +120,12 @@ def decode_body(body: bytes, content_type: str | None) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         pass
-    if declared:
+    if declared and declared != "utf-8":
         try:
             return data.decode(declared, errors="replace")
         except (UnicodeDecodeError, ValueError, LookupError):
             pass
-    return data.decode("utf-8", errors="replace")
+    return data.decode("utf-8", errors=_STRAY_BYTES)
 
 
 def reads_as_utf8(body: bytes, content_type: str | None) -> bool:

@@ -12,6 +12,7 @@ from freshness_pipeline.science.fingerprint.boilerplate import (
     remove_boilerplate,
     selected,
 )
+from freshness_pipeline.science.fingerprint.data_blobs import DATA_BLOB_MARKERS, data_prose
 from freshness_pipeline.science.fingerprint.dom import css, node_text
 from freshness_pipeline.science.fingerprint.fields import read_fields
 from freshness_pipeline.science.fingerprint.links import page_links
@@ -84,6 +85,18 @@ def extract(document: str | bytes, selectors: Sequence[str]) -> str:
     return Extraction(document, selectors).text
 
 
+# A page whose content holds fewer characters than this (its title aside) is an empty shell:
+# a single-page application's text comes from its data blobs, if it has any.
+_SHELL_CHARS = 25
+
+
+def _has_blob(document: str | bytes) -> bool:
+    lowered = document.lower()
+    if isinstance(lowered, bytes):
+        return any(m.encode() in lowered for m in DATA_BLOB_MARKERS)
+    return any(m in lowered for m in DATA_BLOB_MARKERS)
+
+
 # Elements after which a reader starts a new line: the content's text is kept line by line so
 # that what changed between two versions can be told by line. They are found by walking the
 # content in Python: a selector of as many types costs more to parse than the walk.
@@ -118,10 +131,16 @@ class Extraction:
         if title_node is not None:
             title_node.decompose()  # the title is counted once, above
         self.lead: list[str] = []
+        self.data_text: str | None = None
         if not selectors:
             # detached rather than freed, so one nested in another is safe to remove after it
             tree.strip_tags(NOISE_TAGS)
             body, self.roots, self.lead = _main_text(tree, remove_boilerplate(tree))
+            if len(body.strip()) < _SHELL_CHARS and _has_blob(document):
+                # the scripts are gone from this tree: the blobs are read from the source
+                prose = data_prose(document)
+                if prose:
+                    body, self.roots, self.lead, self.data_text = prose, [], [], prose
         else:
             self.roots = selected(tree, selectors)
             body = "\n".join(node_text(n) for n in self.roots)
@@ -130,6 +149,8 @@ class Extraction:
     def lines(self) -> str:
         """The content as the page lays it out: a line per block, whitespace folded, empty
         lines dropped (the headlines put before it first)."""
+        if self.data_text is not None:
+            return fold_lines(self.data_text)
         out = list(self.lead)
         for root in self.roots:
             for node in [n for n in root.traverse() if n.tag in _BLOCKS]:

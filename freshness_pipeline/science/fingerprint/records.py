@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 #: See the package docstring: bump it whenever the output changes for some page.
-FINGERPRINT_VERSION: int = 3
+FINGERPRINT_VERSION: int = 4
 
 _HTML_TYPES = {"text/html", "application/xhtml+xml"}
 _TEXT_TYPES = {
@@ -48,7 +48,42 @@ _LOOKS_HTML = re.compile(
 )
 
 
+#: How files that are never text begin (images, PDF, archives, audio and video, fonts): served
+#: as text/html by a misconfigured server they were "extracted" into noise.
+_BINARY_MAGIC = (
+    b"\x89PNG\r\n\x1a\n",
+    b"GIF87a",
+    b"GIF89a",
+    b"\xff\xd8\xff",
+    b"%PDF-",
+    b"PK\x03\x04",
+    b"\x1f\x8b\x08",
+    b"7z\xbc\xaf\x27\x1c",
+    b"Rar!\x1a\x07",
+    b"OggS",
+    b"ID3\x02",
+    b"ID3\x03",
+    b"ID3\x04",
+    b"fLaC",
+    b"wOFF",
+    b"wOF2",
+    b"\x00\x01\x00\x00\x00",
+    b"\x1a\x45\xdf\xa3",
+)
+
+
+def _is_binary(data: bytes) -> bool:
+    if data.startswith(_BINARY_MAGIC):
+        return True
+    # RIFF containers (WebP, WAV, AVI) and ISO media (MP4, MOV, AVIF, HEIC)
+    return (data[:4] == b"RIFF" and data[8:12] in (b"WEBP", b"WAVE", b"AVI ")) or data[
+        4:8
+    ] == b"ftyp"
+
+
 def _kind(body: bytes, content_type: str | None) -> str:
+    if _is_binary(body):
+        return "binary"
     mime = (content_type or "").split(";", 1)[0].strip().lower()
     if mime in _HTML_TYPES:
         return "html"
