@@ -206,17 +206,21 @@ def merge_state(
 def with_redirect_loops(merged: pl.DataFrame, moved: pl.Expr) -> pl.DataFrame:
     """``merged`` (with each URL's redirect target as of this cycle in ``_target``) with
     ``_loop``: the URL was just ``moved`` to a URL whose own target is the URL again. Targets
-    are compared normalized, as the URLs are stored; only the redirecting rows pay for it."""
-    redirecting = merged.filter(pl.col("_target").is_not_null()).select("url", "_target")
-    if redirecting.is_empty():
+    are compared normalized, as the URLs are stored; only this cycle's redirects and their
+    targets pay for it (normalizing is a Python call per URL)."""
+    just = merged.filter(moved).select("url", "_target")
+    if just.is_empty():
         return merged.with_columns(_loop=pl.lit(False))
-    keys = normalize_url_column(redirecting["_target"])["url"]
-    targets = redirecting.with_columns(_key=keys)
-    back = targets.select(pl.col("_key").alias("url"), pl.col("url").alias("_from")).join(
-        targets.select("url", pl.col("_key").alias("_back")), on="url", how="inner"
+    just = just.with_columns(_key=normalize_url_column(just["_target"])["url"])
+    onward = (
+        merged.join(just.select(pl.col("_key").alias("url")).unique(), on="url", how="semi")
+        .select(pl.col("url").alias("_key"), "_target")
+        .filter(pl.col("_target").is_not_null())
     )
-    # a loop: A's target is B (``_from`` A, ``url`` B) and B's target is A again
-    looped = back.filter(pl.col("_back") == pl.col("_from"))["_from"]
+    onward = onward.with_columns(_back=normalize_url_column(onward["_target"])["url"])
+    looped = just.join(onward.select("_key", "_back"), on="_key").filter(
+        pl.col("_back") == pl.col("url")
+    )["url"]
     return merged.with_columns(_loop=moved & pl.col("url").is_in(looped.implode()))
 
 
