@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 
 def run_freshness(
@@ -75,3 +78,26 @@ class LoopThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
         self.loop.close()
+
+
+@contextlib.contextmanager
+def serve_on_loopback(handle: Callable[..., Awaitable[Any]]) -> Iterator[str]:
+    """An aiohttp site on 127.0.0.1 (a free port) whose every GET goes to ``handle``, served
+    from a loop thread while the test runs; yields its base URL."""
+    from aiohttp import web
+
+    async def start() -> web.AppRunner:
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", handle)
+        runner = web.AppRunner(app, shutdown_timeout=0.5)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        return runner
+
+    loop = LoopThread()
+    runner = loop.run(start())
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        loop.run(runner.cleanup())
+        loop.close()

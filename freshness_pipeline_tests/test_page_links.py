@@ -16,7 +16,7 @@ from freshness_pipeline.app.runner import load_seeds, run_cycle
 from freshness_pipeline.science.fingerprint import PageLinks, content_fingerprint, content_record
 from freshness_pipeline.science.fingerprint.links import page_links, refresh_target
 from freshness_pipeline.warehouse.storage import Warehouse
-from freshness_pipeline_tests.support import LoopThread
+from freshness_pipeline_tests.support import serve_on_loopback
 
 T0 = datetime(2026, 4, 1, tzinfo=UTC)
 
@@ -115,20 +115,8 @@ class LinkingSite:
 @pytest.fixture
 def linking_site() -> Iterator[tuple[LinkingSite, str]]:
     site = LinkingSite()
-
-    async def start() -> web.AppRunner:
-        app = web.Application()
-        app.router.add_get("/{tail:.*}", site.handle)
-        runner = web.AppRunner(app, shutdown_timeout=0.5)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        return runner
-
-    loop = LoopThread()
-    runner = loop.run(start())
-    yield site, f"http://127.0.0.1:{runner.addresses[0][1]}"
-    loop.run(runner.cleanup())
-    loop.close()
+    with serve_on_loopback(site.handle) as base:
+        yield site, base
 
 
 def test_a_meta_refresh_moves_a_page_and_a_canonical_names_the_copy_kept(

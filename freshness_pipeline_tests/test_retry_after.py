@@ -26,7 +26,7 @@ from freshness_pipeline.web.client import (
     parse_retry_after,
 )
 from freshness_pipeline.web.throttle import ThrottlePolicy
-from freshness_pipeline_tests.support import LoopThread
+from freshness_pipeline_tests.support import LoopThread, serve_on_loopback
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -190,20 +190,8 @@ class PausingSite:
 @pytest.fixture
 def pausing_site() -> Iterator[tuple[PausingSite, str]]:
     site = PausingSite()
-
-    async def start() -> web.AppRunner:
-        app = web.Application()
-        app.router.add_get("/{tail:.*}", site.handle)
-        runner = web.AppRunner(app, shutdown_timeout=0.5)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        return runner
-
-    loop = LoopThread()
-    runner = loop.run(start())
-    yield site, f"http://127.0.0.1:{runner.addresses[0][1]}"
-    loop.run(runner.cleanup())
-    loop.close()
+    with serve_on_loopback(site.handle) as base:
+        yield site, base
 
 
 def test_a_day_long_retry_after_keeps_a_host_unasked_across_cycles(
