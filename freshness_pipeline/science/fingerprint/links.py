@@ -23,6 +23,10 @@ __all__ = ["MOVE_REFRESH_MAX_S", "PageLinks", "page_links", "refresh_target"]
 #: slower refresh is a page that reloads or rotates, and it stays a page.
 MOVE_REFRESH_MAX_S = 10
 
+# Both belong in the head, which comes first: a page is searched for the words this far, and
+# the query runs on the parsed head alone (a large page's body is most of its nodes).
+_HEAD_CHARS = 256 * 1024
+
 # A refresh inside <noscript> is a fallback for browsers without scripts ("this site needs
 # JavaScript"), not a move of the page this crawler reads.
 _QUERY = 'link[rel~="canonical" i][href],meta[http-equiv="refresh" i]:not(noscript *)'
@@ -62,12 +66,12 @@ def refresh_target(content: str) -> str | None:
 
 
 def page_links(tree: LexborHTMLParser, source: str | bytes) -> PageLinks:
-    """The page's :class:`PageLinks`. ``source`` is what ``tree`` was parsed from: a page that
-    does not hold the words at all (most hold neither) is not queried.
+    """The page's :class:`PageLinks`, from its head. ``source`` is what ``tree`` was parsed
+    from: a page whose start does not hold the words at all is not queried.
 
     Two canonical links that disagree name none (search engines ignore both, and so do we);
     of several refreshes the first counts, as in a browser."""
-    lowered = source.lower()
+    lowered = source[:_HEAD_CHARS].lower()
     if isinstance(lowered, bytes):
         if b"canonical" not in lowered and b"refresh" not in lowered:
             return PageLinks()
@@ -76,7 +80,7 @@ def page_links(tree: LexborHTMLParser, source: str | bytes) -> PageLinks:
     canonicals: set[str] = set()
     refresh_to: str | None = None
     refreshed = False
-    for node in css(tree, _QUERY):
+    for node in css(tree.head or tree, _QUERY):
         attrs = node.attrs
         if node.tag == "link":
             href = (attrs.get("href") or "").strip()
