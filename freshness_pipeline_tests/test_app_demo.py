@@ -105,3 +105,25 @@ def test_one_demo_cycle_keeps_its_budget_and_prints_what_it_returns(
     assert (home / MARKER).is_file()
     assert f"Report: freshness report --home {home}" in shown
     assert f"freshness export --since {DEFAULT_START.isoformat()} --home {home}" in shown
+
+
+def test_seeding_the_demo_home_is_refused(tmp_path: Path) -> None:
+    """A newcomer seeded their own URLs into the default home, which the demo had made; the
+    next `freshness demo` reset it and their seeds were gone, without a word. `freshness seed`
+    refuses a demo home, naming the way out."""
+    from typer.testing import CliRunner
+
+    from freshness_pipeline.app.cli import app
+
+    home = tmp_path / "data"
+    prepare_home(home)
+    seeds = tmp_path / "mine.txt"
+    seeds.write_text("https://mine.example/a\n")
+    refused = CliRunner().invoke(app, ["seed", str(seeds), "--home", str(home)])
+    assert refused.exit_code == 2, refused.output
+    assert "is the demo's home" in refused.output and MARKER in refused.output
+    assert not (home / "warehouse").exists()
+    (home / MARKER).unlink()  # made theirs
+    taken = CliRunner().invoke(app, ["seed", str(seeds), "--home", str(home)])
+    assert taken.exit_code == 0, taken.output
+    assert Warehouse(home).hosts_in("seeds") == ["mine.example"]

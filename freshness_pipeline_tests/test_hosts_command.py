@@ -50,3 +50,23 @@ def test_hosts_are_listed_and_one_is_retired_with_its_tables(tmp_path, monkeypat
     assert "2 hosts" in after.output and "b.example" not in after.output
     # the crawl goes on without it
     assert sorted(run_cycle(tmp_path, T0, dry_run=True).hosts) == ["a.example", "c.example"]
+
+
+def test_a_bad_config_is_an_error_and_a_portless_name_is_told_its_key(tmp_path, monkeypatch):
+    """`freshness hosts` on a home with a bad freshness.toml ended in a traceback (exit 1)
+    where `cycle` says what is wrong and exits 2; `--retire` of a host named without its port
+    said only "unknown host" (found by a newcomer following the README)."""
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    load_seeds(tmp_path, b"url\nhttp://b.example:8080/p\n", added_at=T0)
+    runner = CliRunner()
+    home = ["--home", str(tmp_path)]
+    portless = runner.invoke(app, ["hosts", *home, "--retire", "b.example", "--yes"])
+    assert portless.exit_code == 2, portless.output
+    assert "did you mean b.example:8080?" in portless.output
+    (tmp_path / "freshness.toml").write_text("[planing]\nbudget = 3\n")
+    for args in ([], ["--retire", "b.example:8080", "--yes"]):
+        bad = runner.invoke(app, ["hosts", *home, *args])
+        assert bad.exit_code == 2, bad.output
+        assert "unknown section(s) ['planing']" in bad.output
+        assert "Traceback" not in bad.output
+    assert Warehouse(tmp_path).hosts_in("seeds") == ["b.example:8080"]  # nothing retired

@@ -118,9 +118,19 @@ def seed(
     if not path.exists() or not path.is_file():
         errors.print(f"[red]error:[/] seed file {str(path)!r} does not exist or is not a file")
         raise typer.Exit(2)
-    from freshness_pipeline.app.runner import load_seeds
-    from freshness_pipeline.warehouse.storage import HomeBusy
+    from freshness_pipeline.app.runner import DEMO_MARKER, load_seeds
+    from freshness_pipeline.warehouse.storage import HomeBusy, Warehouse
 
+    folder = Warehouse(home).home
+    if (folder / DEMO_MARKER).exists():
+        raise _failed(
+            "error",
+            f"{folder} is the demo's home: `freshness demo` resets it on every run, and your "
+            "seeds would go with it (the demo's hosts are in it too). Seed another home "
+            f"(--home DIR or FRESHNESS_HOME), or delete {folder / DEMO_MARKER} to make this "
+            "one yours",
+            2,
+        )
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -290,17 +300,28 @@ def hosts(
     one."""
     from rich.table import Table
 
-    from freshness_pipeline.app.runner import UnknownHosts, host_summary, retire_host
+    from freshness_pipeline.app.runner import (
+        UnknownHosts,
+        host_key_of,
+        host_summary,
+        retire_host,
+        unknown_hosts_message,
+    )
+    from freshness_pipeline.config import ConfigError
     from freshness_pipeline.warehouse.storage import HomeBusy
 
     _existing_warehouse(home, "run `freshness seed`")
-    summary = host_summary(home)
+    try:
+        summary = host_summary(home)
+    except ConfigError as exc:  # the partitions shown depend on it: said, not a traceback
+        raise _failed("error", exc, 2) from exc
     if retire:
-        known = set(summary["host"].to_list())
-        unknown = sorted({h.lower() for h in retire} - known)
+        known = summary["host"].to_list()
+        retire = list(dict.fromkeys(host_key_of(h) for h in retire))
+        unknown = sorted(set(retire) - set(known))
         if unknown:
-            errors.print(f"[red]error:[/] unknown host(s): {', '.join(unknown)}")
-            raise typer.Exit(2)
+            message = unknown_hosts_message(unknown, known)
+            raise _failed("error", f"unknown host(s): {message}", 2)
         if not yes:
             if not console.is_terminal:
                 errors.print("[red]error:[/] retiring deletes the hosts' tables: pass --yes")
@@ -312,7 +333,7 @@ def hosts(
                 removed = retire_host(home, host)
             except HomeBusy as exc:
                 raise _failed("retire refused", exc, BUSY_EXIT) from exc
-            except UnknownHosts as exc:
+            except (UnknownHosts, ConfigError) as exc:
                 raise _failed("error", exc, 2) from exc
             except OSError as exc:
                 raise _unwritable(exc, "retire") from exc

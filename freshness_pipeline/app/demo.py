@@ -21,13 +21,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from freshness_pipeline.app.report import latest_cycle_time, open_views, print_report, report_totals
+from freshness_pipeline.app.runner import DEMO_MARKER as MARKER
 from freshness_pipeline.app.runner import load_seeds, open_instance, run_cycle
 from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb, build_world
 from freshness_pipeline.warehouse.storage import Warehouse, resolve_home
 from freshness_pipeline.web.netguard import ALLOW_ENV
 
 CYCLE = timedelta(hours=6)
-MARKER = ".freshness-demo"
 LOOPBACK = "127.0.0.0/8"
 SUCCESS = ["not_modified", "unchanged", "changed", "new"]
 

@@ -65,6 +65,11 @@ class CycleFailed(RuntimeError):
     """The pipeline itself failed (not a fetch: those are outcomes)."""
 
 
+#: The file that marks a home as the demo's: `freshness demo` resets such a home on every run,
+#: so `freshness seed` refuses it (a user's seeds would go with the next demo).
+DEMO_MARKER = ".freshness-demo"
+
+
 class UnreadableConfig(CycleFailed):
     """``freshness.toml`` cannot be read or says something invalid: the user's input, so the
     CLI exits 2 rather than 1, and nothing was run."""
@@ -168,7 +173,10 @@ def _run_cycle_locked(
     wanted = list(dict.fromkeys(host_key_of(h) for h in hosts)) if hosts else known
     unknown = sorted(set(wanted) - set(known))
     if unknown:
-        raise UnknownHosts(f"unknown host(s): {unknown_hosts_message(unknown, known)}")
+        raise UnknownHosts(
+            f"unknown host(s): {unknown_hosts_message(unknown, known)}; seed them first, or "
+            "see `freshness hosts`"
+        )
     outcome = CycleOutcome(now=now, hosts=wanted, partitioning=partitioning.describe())
     if not wanted:
         outcome.notes.append("no hosts: seed some URLs first (`freshness seed PATH`)")
@@ -343,7 +351,7 @@ def unknown_hosts_message(unknown: list[str], known: list[str]) -> str:
     for key in unknown:
         alike = [k for k in by_name.get(_host_name(key), []) if k != key]
         parts.append(f"{key} (did you mean {', '.join(alike[:3])}?)" if alike else key)
-    return f"{', '.join(parts)}; seed them first, or see `freshness hosts`"
+    return ", ".join(parts)
 
 
 def _host_name(key: str) -> str:
