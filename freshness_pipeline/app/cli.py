@@ -349,7 +349,11 @@ def hosts(
 
 ReportNowOption = Annotated[
     str | None,
-    typer.Option("--now", help="Report as of this time, ISO 8601 (default: the newest cycle)."),
+    typer.Option(
+        "--now",
+        help="The time the copy's expected age is measured at, ISO 8601 (default: the newest "
+        "cycle); the counts are the newest cycle's tables whatever it says.",
+    ),
 ]
 
 
