@@ -482,3 +482,36 @@ def test_two_urls_redirecting_to_each_other_fail_like_errors():
     )
     rows = {r["url"]: r for r in state.iter_rows(named=True)}
     assert (rows[wall]["status"], rows[consent]["status"]) == ("error", "error")
+
+
+def test_without_a_budget_a_gone_page_is_checked_when_due():
+    """With no global budget the re-estimation share is 5 % of what the hosts can take: a
+    fraction of a fetch in a small crawl, so a gone page due for its check a day later waited
+    cycles for a lucky draw (found by a newcomer). Without a budget, what is due and fits its
+    host goes."""
+    url, other = "http://a.example/p", "http://a.example/q"
+    cands = candidates(url, other)
+    capacity = pl.DataFrame(
+        {"host": [HOST], "capacity": [10], "cost_multiplier": [1.0], "crawl_delay": [None]},
+        schema_overrides={"crawl_delay": pl.Float64},
+    )
+    state = step(tables.empty("url_state"), cands, results([]), T0)
+    pages = [
+        {"url": u, "http_status": 200, "fingerprint": u, "outcome": "new"} for u in (url, other)
+    ]
+    state = step(state, cands, results([{**p, "fetched_at": T0} for p in pages]), T0)
+    gone_at = T0 + timedelta(days=2)
+    missing = {"url": url, "outcome": "gone", "http_status": 404, "fetched_at": gone_at}
+    state = step(state, cands, results([missing]), gone_at)
+    inputs = plan_inputs(
+        cands.with_columns(lastmod=pl.lit(None, dtype=tables.UTC_TIME)), state, capacity
+    )
+    for hours in range(24, 30):  # every cycle from the day it is due: not a lucky draw
+        at = gone_at + timedelta(hours=hours)
+        plan = build_plan(inputs, capacity, now=at, budget=None, config=PlanConfig())
+        chosen = dict(zip(plan["url"], plan["reason"], strict=True))
+        assert chosen[url] == "reestimate", (hours, chosen)
+    before = build_plan(
+        inputs, capacity, now=gone_at + timedelta(hours=18), budget=None, config=PlanConfig()
+    )
+    assert dict(zip(before["url"], before["reason"], strict=True))[url] is None  # not yet due

@@ -570,6 +570,11 @@ def build_plan(
     )
     run("verify", "_verify", ["_vkey"], [False], quotas["verify"])
     run("priority", "_prio", ["priority"], [True], None)
+    if budget is None:
+        # No global limit: whatever is due for a re-check and still fits its host goes too. A
+        # share of a small crawl rounds to nothing, and a gone page due for its check (it has
+        # no priority of its own) waited cycle after cycle.
+        run("reestimate", "_reest", ["_overdue", "_value"], [True, True], None)
     selected_n = taken_idx.len()
     reserve = _fill(
         work.filter(pl.col("_prio") & ~pl.col("_idx").is_in(taken_idx.implode())),
