@@ -137,12 +137,53 @@ def test_the_next_cycle_finds_the_unchanged_pages_unchanged(built, home):
     assert Warehouse(home).read("changes").height == Warehouse(built["home"]).read("changes").height
 
 
-def test_without_reextract_the_next_cycle_reextracts_by_fetching(built, home):
-    """The control: the config change alone makes the next fetches unconditional 'new'."""
+def test_without_reextract_the_next_cycle_compares_with_the_archived_body_read_again(built, home):
+    """Without `freshness reextract` the next cycle reads the archived bodies again itself
+    (stages/rereading.py) and compares its fetches with them: the unchanged pages are
+    re-extractions ('new', page_versions 'reextracted'), and no change is counted."""
     log = _next_cycle(built, home)
     pages = log.filter(pl.col("url").is_in(list(built["url"].values())))
     assert not pages.is_empty()
-    assert set(pages["outcome"]) == {"new"}
+    assert set(pages["outcome"]) == {"new"}, pages["outcome"].to_list()
+    versions = Warehouse(home).read("page_versions").filter(pl.col("observed_at") == T2)
+    assert set(versions["outcome"]) == {"reextracted"}
+    assert Warehouse(home).read("changes").height == Warehouse(built["home"]).read("changes").height
+
+
+def test_a_page_that_changed_when_its_class_did_is_a_change(tmp_path):
+    """A class's fields edited while one of its pages changed: the next fetch was a silent
+    re-extraction (outcome 'new', page_versions 'reextracted'), and the change (a new price)
+    never reached `changes` or the notifications (found by an exploratory run). Compared with
+    its archived body read under the new settings, it is a change."""
+    os.environ.setdefault("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
+    home = tmp_path / "home"
+    pages = [
+        hand_page(0, "/products/lamp", "product", changes=(9,)),
+        hand_page(1, "/products/desk", "product"),
+    ]
+    world = shop_world(pages, seed=7)
+    with SyntheticWeb(world) as web:
+        web.set_now(T0)
+        seeds = pl.read_csv(web.seeds_csv(tmp_path / "seeds.csv", variants=False))
+        load_seeds(
+            home,
+            seeds.with_columns(url_class=pl.lit("product")).write_csv().encode(),
+            added_at=T0,
+        )
+        for now in (T0, T1):
+            web.set_now(now)
+            run_cycle(home, now, budget=1000)
+        (home / "freshness.toml").write_text(CHANGED)  # the price is read from now on
+        web.set_now(T2)  # the lamp changed at T0 + 9 h
+        run_cycle(home, T2, budget=1000)
+        lamp, desk = (web.url(p) for p in pages)
+    wh = Warehouse(home)
+    log = wh.read("fetch_log").filter(pl.col("fetched_at") == T2)
+    outcomes = dict(zip(log["url"], log["outcome"], strict=True))
+    assert outcomes == {lamp: "changed", desk: "new"}, outcomes  # desk: a re-extraction
+    change = wh.read("changes").filter(pl.col("changed_at") == T2)
+    assert change["url"].to_list() == [lamp]
+    assert "price" in change["changed_fields"][0] and "text" in change["changed_fields"][0]
 
 
 def test_url_class_limits_it_to_that_class(built, home):

@@ -2,8 +2,9 @@
 extractor, selectors, fields or json_ld change, fetching nothing.
 
 Without it, the next fetch of every page of a changed class finds a fingerprint of another
-version (stages.plan.plan_inputs drops it, with the validators) and fetches the body whole to
-re-extract it: a cycle's worth of unconditional fetches for content that did not change. The
+version (stages.plan.plan_inputs drops it, with the validators) and fetches the body whole,
+comparing it with the archived body read again then (stages.rereading): a cycle's worth of
+unconditional fetches for content that did not change. The
 archive already holds each URL's last body (url_state.archived), so extracting that body with
 the class's current settings (science.fingerprint.class_record, the fetcher's own call) gives
 the fingerprint the next fetch would compute; with it stored under the current version, the
@@ -37,15 +38,10 @@ from typing import Any
 import polars as pl
 
 from freshness_pipeline.config import ConfigError, Extraction, load_config
-from freshness_pipeline.science.fingerprint import class_record, content_kind
+from freshness_pipeline.stages.rereading import reread
 from freshness_pipeline.stages.versions import drop_excluded_fields
 from freshness_pipeline.warehouse import tables
-from freshness_pipeline.warehouse.archive import (
-    ArchivedOriginal,
-    ArchiveError,
-    ArchiveReader,
-    archive_dir_for,
-)
+from freshness_pipeline.warehouse.archive import ArchiveReader, archive_dir_for
 from freshness_pipeline.warehouse.layout import scan_files
 from freshness_pipeline.warehouse.storage import Warehouse
 
@@ -57,13 +53,6 @@ BATCH_PAGES = 5000
 #: a re-extraction's time past its host's newest cycle: later than every row that cycle
 #: wrote (a body fetched then has that time), earlier than any next cycle
 DERIVED_AFTER = timedelta(seconds=1)
-
-# why a page was left for its next fetch
-NOT_ARCHIVED = "not archived"
-NOT_IN_ARCHIVE = "record missing from the archive"
-NOT_A_BODY = "no complete 2xx body"
-NOT_HTML = "not HTML"
-FAILED = "extraction failed"
 
 
 class ReextractInputError(ValueError):
@@ -190,31 +179,10 @@ def _version(
 ) -> tuple[dict[str, Any] | None, str]:
     """The page_versions row of one URL's archived body under its class's extraction, or None
     and why the page is left for its next fetch."""
-    if not row["archived"]:
-        return None, NOT_ARCHIVED
-    try:
-        original = ArchivedOriginal.from_json(row["archived"])
-    except ValueError:
-        return None, NOT_ARCHIVED
-    where = original.location
-    if where is None:
-        return None, NOT_ARCHIVED
-    try:
-        response = reader.read_response(where.warc_filename, where.warc_offset, where.warc_length)
-        body = response.decoded_body()
-    except (OSError, ArchiveError):
-        return None, NOT_IN_ARCHIVE
-    # the fetcher fingerprints only a complete 2xx body; anything else archived is not the
-    # body the stored fingerprint was taken from
-    if response.truncated or response.status is None or not 200 <= response.status < 300:
-        return None, NOT_A_BODY
-    content_type = response.header("Content-Type")
-    if content_kind(body, content_type) != "html":
-        return None, NOT_HTML
-    try:
-        record = class_record(extraction, body, content_type)
-    except Exception:  # the fetcher counts this an error too; the next fetch tries again
-        return None, FAILED
+    got, why = reread(reader, row["archived"], extraction)
+    if got is None:
+        return None, why
+    record, original, where = got.record, got.original, got.location
     return {
         "url": row["url"],
         "host": row["host"],
@@ -226,7 +194,7 @@ def _version(
         "title": record.title,
         "text": record.text,
         "fields": json.dumps(record.fields, ensure_ascii=False, sort_keys=True),
-        "content_type": content_type,
+        "content_type": got.content_type,
         "warc_filename": where.warc_filename,
         "warc_offset": where.warc_offset,
         "warc_length": where.warc_length,

@@ -35,6 +35,7 @@ from freshness_pipeline.science.validators import (
     drop_untrusted_validators,
     trust_before,
 )
+from freshness_pipeline.stages.rereading import as_reextractions, with_reread_fingerprints
 from freshness_pipeline.stages.running_totals import (
     VALIDATOR_HISTORY,
     remember_cycle,
@@ -328,7 +329,11 @@ def _fetch_hosts(
     wh = Warehouse(home)
     evidence, latest = validator_memory(wh, hosts, now)
     trust = trust_before(evidence, now, VALIDATOR_HISTORY)
-    planned = drop_untrusted_validators(plan.filter(pl.col("selected")), trust)
+    # pages another extractor fingerprinted are compared against their archived body read
+    # again now, so a change since their last fetch is a change, not a silent re-extraction
+    planned, rereads = with_reread_fingerprints(
+        drop_untrusted_validators(plan.filter(pl.col("selected")), trust), home, config
+    )
     throttles = Throttles(settings.throttle)
     started = time.monotonic()
     # Every answer goes to the cycle's archive file, which is complete (fsynced and renamed)
@@ -349,7 +354,10 @@ def _fetch_hosts(
         left = None if limit is None else limit - (time.monotonic() - started)
         refill = refill_rows(plan, sum(deferred.values()), set(deferred))
         if refill.height and (left is None or left > 0):
-            refill = drop_untrusted_validators(refill, trust)
+            refill, more = with_reread_fingerprints(
+                drop_untrusted_validators(refill, trust), home, config
+            )
+            rereads.update(more)
             results += fetch_all_sync(
                 fetch_requests(refill, config),
                 replace(settings, cycle_time_limit_s=left),
@@ -358,6 +366,7 @@ def _fetch_hosts(
                 archive=writer,
             )
             plan = pl.concat([plan, refill], how="diagonal_relaxed")
+    as_reextractions(results, rereads)
     raw = raw_results(results)
     frame = dated_by_host(results_frame(plan, raw, now, config), trust)
     versions = version_rows(raw, plan, now, config)
