@@ -1,8 +1,10 @@
 """Validator trust on small, hand-written fetch histories: each server misbehaviour on its own,
-then the filter that turns trust into the next cycle's conditional headers."""
+then the filter that turns trust into the next cycle's conditional headers (and, over real
+cycles on loopback, a host whose ETags are useless on some pages and honoured on others)."""
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 
@@ -296,12 +298,12 @@ def test_trust_from_history_feeds_the_filter() -> None:
         drop_untrusted_validators(plan().drop("etag"), trust_table())
 
 
-def test_a_useless_etag_goes_only_where_a_last_modified_replaces_it() -> None:
+def test_a_useless_etag_stays_on_the_urls_whose_server_honours_it() -> None:
     """A host where some pages' ETags move on unchanged content (rotating bytes the
-    fingerprint ignores) judged its ETag useless and dropped it everywhere: with no
-    Last-Modified to send instead, its static pages lost their 304s for good (found by an
-    exploratory run). A useless ETag hides no change, so it stays where nothing would
-    replace it; a stuck one (304s over changes) still goes everywhere."""
+    fingerprint ignores) judged its ETag useless and dropped it everywhere: its static pages,
+    which answered 304, lost their 304s for good (found by an exploratory run). A useless
+    ETag now stays on the URLs whose last request with it got a 304; a stuck one (304s over
+    changes) still goes everywhere, and so does a useless one elsewhere on its host."""
     volatile = [
         history(
             "rot", f"/r{k}", [body("A", f'"t{i}"', sent="etag" if i else None) for i in range(5)]
@@ -320,15 +322,19 @@ def test_a_useless_etag_goes_only_where_a_last_modified_replaces_it() -> None:
     assert verdict["stuck"][0] is False and verdict["stuck"][1].startswith("stuck")
     requests = pl.DataFrame(
         {
-            "url": ["/s", "/r0", "/x", "/y"],
-            "host": ["rot", "rot", "stuck", "stuck"],
-            "etag": ['"s"', '"t4"', '"same"', '"same"'],
+            "url": ["/s", "/r0", "/r1", "/x"],
+            "host": ["rot", "rot", "rot", "stuck"],
+            "etag": ['"s"', '"t4"', '"t4"', '"same"'],
             "last_modified": [None, LM1, None, LM1],
         }
     )
-    out = drop_untrusted_validators(requests, trust)
+    honoured = pl.Series(["/s", "/x"])  # /x's 304s hid its changes: its host's ETag is stuck
+    out = drop_untrusted_validators(requests, trust, honoured=honoured)
     assert out["etag"].to_list() == ['"s"', None, None, None]
     assert out["last_modified"].to_list() == [None, LM1, None, LM1]
+    # without the URLs' own evidence, the host's verdict holds everywhere
+    bare = drop_untrusted_validators(requests, trust)
+    assert bare["etag"].to_list() == [None, None, None, None]
 
 
 # ------------------------------------------------------------------ Last-Modified as a change date
@@ -388,3 +394,49 @@ def test_a_last_modified_condemned_for_conditional_gets_dates_nothing_either() -
     assert not t["ages_trusted"] and t["ages_reason"].startswith("stuck")
     with pytest.raises(ValueError, match="trust lacks"):
         content_age_trust(pl.DataFrame({"host": ["h"]}))
+
+
+class MixedEtagSite:
+    """One loopback host without Last-Modified: /s is static and answers If-None-Match with
+    304; /r0../r3 carry a token that rotates on every answer, in a script the fingerprint
+    ignores, and a strong ETag of their bytes (honest: the bytes did move)."""
+
+    def __init__(self) -> None:
+        self.answers: list[tuple[str, int, bool]] = []  # path, status, conditional
+        self.served = 0
+
+    async def handle(self, request):
+        from aiohttp import web
+
+        path = request.path
+        if not (path == "/s" or path.startswith("/r")):
+            return web.Response(status=404)
+        self.served += 1
+        token = f"<script>var t = {self.served};</script>" if path != "/s" else ""
+        body = f"<html><body><main><p>The page {path} says the same thing.</p></main>{token}</body></html>"
+        etag = f'"{zlib.crc32(body.encode()):x}"'
+        sent = request.headers.get("If-None-Match")
+        status = 304 if sent == etag else 200
+        self.answers.append((path, status, sent is not None))
+        if status == 304:
+            return web.Response(status=304, headers={"ETag": etag})
+        return web.Response(text=body, content_type="text/html", headers={"ETag": etag})
+
+
+def test_a_static_page_keeps_its_304s_on_a_host_whose_other_etags_rotate(tmp_path, monkeypatch):
+    from freshness_pipeline.app.runner import load_seeds, run_cycle
+    from freshness_pipeline_tests.support import serve_on_loopback
+
+    monkeypatch.setenv("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    site = MixedEtagSite()
+    home = tmp_path / "home"
+    with serve_on_loopback(site.handle) as base:
+        urls = [f"{base}/s", *(f"{base}/r{k}" for k in range(4))]
+        load_seeds(home, ("url\n" + "\n".join(urls) + "\n").encode(), added_at=T0)
+        for k in range(6):
+            run_cycle(home, T0 + timedelta(hours=6 * k))
+    static = [(status, conditional) for path, status, conditional in site.answers if path == "/s"]
+    rotating = [conditional for path, _s, conditional in site.answers if path != "/s"]
+    assert rotating and not rotating[-1]  # the rotating pages' ETags stopped being sent ...
+    assert len(static) >= 4 and static[1:] == [(304, True)] * (len(static) - 1), static

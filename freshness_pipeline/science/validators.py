@@ -434,6 +434,7 @@ def drop_untrusted_validators(
     trust: pl.DataFrame,
     *,
     unconditional_reasons: Collection[str] = ("verify",),
+    honoured: pl.Series | None = None,
 ) -> pl.DataFrame:
     """``requests`` with the validators a host has not earned set to null, same rows and order.
 
@@ -444,25 +445,29 @@ def drop_untrusted_validators(
     column exists) is in ``unconditional_reasons`` lose both validators: the verification
     sample must see bodies, or a stuck validator would never be caught.
 
-    A stuck validator goes (its 304s hide changes). A useless one (it moves on unchanged
-    content, or is ignored) hides nothing: it goes only where a Last-Modified would be sent
-    in its place, since If-None-Match would otherwise mask it. Dropped with nothing to send
-    instead, it cost the pages of its host that do answer 304 their 304s (found by an
-    exploratory run: a few pages with rotating bytes turned a whole host unconditional).
+    A stuck ETag goes everywhere (its 304s hide changes). A useless one (it moves on
+    unchanged content, or is ignored) stays on the URLs in ``honoured``, whose last request
+    with it was answered 304: their server does compare it. Judged per host alone, a few
+    pages with rotating bytes turned a whole host unconditional and its static pages lost
+    their 304s for good (found by an exploratory run).
     """
     _check_columns(requests, ("host", "etag", "last_modified"), "requests")
     _check_columns(trust, ("host", "etag_trusted", "last_modified_trusted"), "trust")
     force = pl.lit(False)
     if unconditional_reasons and "reason" in requests.columns:
         force = pl.col("reason").is_in(list(unconditional_reasons)).fill_null(False)
-    stuck_lm = _hosts_where(trust, "last_modified", stuck=True)
-    drop_lm = pl.col("host").is_in(stuck_lm.implode()) | force
+    bad_lm = trust.filter(pl.col("last_modified_trusted").not_())["host"]
+    drop_lm = pl.col("host").is_in(bad_lm.implode()) | force
     stuck_etag = _hosts_where(trust, "etag", stuck=True)
     useless_etag = _hosts_where(trust, "etag", stuck=False)
-    replaced = pl.col("last_modified").is_not_null() & ~drop_lm
+    proven = (
+        pl.col("url").is_in(honoured.implode())
+        if honoured is not None and "url" in requests.columns
+        else pl.lit(False)
+    )
     drop_etag = (
         pl.col("host").is_in(stuck_etag.implode())
-        | (pl.col("host").is_in(useless_etag.implode()) & replaced)
+        | (pl.col("host").is_in(useless_etag.implode()) & ~proven)
         | force
     )
     return requests.with_columns(

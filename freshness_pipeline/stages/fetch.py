@@ -329,10 +329,16 @@ def _fetch_hosts(
     wh = Warehouse(home)
     evidence, latest = validator_memory(wh, hosts, now)
     trust = trust_before(evidence, now, VALIDATOR_HISTORY)
+    # URLs whose last request with their ETag got a 304: the server compares it for them
+    honoured = latest.filter((pl.col("http_status") == 304) & (pl.col("validator") == "etag"))[
+        "url"
+    ]
     # pages another extractor fingerprinted are compared against their archived body read
     # again now, so a change since their last fetch is a change, not a silent re-extraction
     planned, rereads = with_reread_fingerprints(
-        drop_untrusted_validators(plan.filter(pl.col("selected")), trust), home, config
+        drop_untrusted_validators(plan.filter(pl.col("selected")), trust, honoured=honoured),
+        home,
+        config,
     )
     throttles = Throttles(settings.throttle)
     started = time.monotonic()
@@ -355,7 +361,7 @@ def _fetch_hosts(
         refill = refill_rows(plan, sum(deferred.values()), set(deferred))
         if refill.height and (left is None or left > 0):
             refill, more = with_reread_fingerprints(
-                drop_untrusted_validators(refill, trust), home, config
+                drop_untrusted_validators(refill, trust, honoured=honoured), home, config
             )
             rereads.update(more)
             results += fetch_all_sync(
