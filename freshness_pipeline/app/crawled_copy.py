@@ -16,7 +16,6 @@ schemas alone: docs/crawled_copy.md).
 from __future__ import annotations
 
 import contextlib
-import difflib
 import json
 import os
 import shutil
@@ -35,6 +34,7 @@ from rich.text import Text
 
 from freshness_pipeline.config import ConfigError, load_config
 from freshness_pipeline.science.changes import TEXT_FIELD
+from freshness_pipeline.science.line_diff import unified_diff
 from freshness_pipeline.science.normalize import InvalidURL, normalize_url, url_authority
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.layout import scan_files
@@ -281,13 +281,12 @@ def diff_lines(url: str, old: Version | None, new: Version) -> list[DiffLine]:
         ("text", _text_lines(old), _text_lines(new), TEXT_CONTEXT_LINES),
     )
     for part, before, after, context in parts:
-        lines = difflib.unified_diff(
+        lines = unified_diff(
             before,
             after,
-            fromfile=_label(url, part, old),
-            tofile=_label(url, part, new),
-            n=max(len(before), len(after)) if context is None else context,
-            lineterm="",
+            _label(url, part, old),
+            _label(url, part, new),
+            max(len(before), len(after)) if context is None else context,
         )
         for i, line in enumerate(lines):
             out.append(DiffLine(_kind(i, line), line))
