@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 
 from freshness_pipeline.app.runner import load_seeds, run_cycle
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
@@ -65,3 +66,17 @@ def shop_world(pages: list[Page], *, seed: int, horizon_days: float = 1.0) -> Wo
         sites=[SiteSpec("shop", "honest", len(pages))],
         pages=pages,
     )
+
+
+def crawl_as_class(
+    web: SyntheticWeb, home: Path, workdir: Path, url_class: str, times: list[datetime]
+) -> None:
+    """Seed ``home`` with every page of ``web`` as ``url_class`` (added at the first of
+    ``times``), then run a cycle at each of ``times`` with the web standing at it."""
+    web.set_now(times[0])
+    seeds = pl.read_csv(web.seeds_csv(workdir / "seeds.csv", variants=False))
+    rows = seeds.with_columns(url_class=pl.lit(url_class)).write_csv().encode()
+    load_seeds(home, rows, added_at=times[0])
+    for now in times:
+        web.set_now(now)
+        run_cycle(home, now, budget=1000)

@@ -19,7 +19,7 @@ from freshness_pipeline.config import load_config
 from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION, class_record
 from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb
 from freshness_pipeline.warehouse.storage import Warehouse
-from freshness_pipeline_tests.crawls import hand_page, shop_world
+from freshness_pipeline_tests.crawls import crawl_as_class, hand_page, shop_world
 from freshness_pipeline_tests.support import run_freshness
 
 S = DEFAULT_START
@@ -163,16 +163,7 @@ def test_a_page_that_changed_when_its_class_did_is_a_change(tmp_path):
     ]
     world = shop_world(pages, seed=7)
     with SyntheticWeb(world) as web:
-        web.set_now(T0)
-        seeds = pl.read_csv(web.seeds_csv(tmp_path / "seeds.csv", variants=False))
-        load_seeds(
-            home,
-            seeds.with_columns(url_class=pl.lit("product")).write_csv().encode(),
-            added_at=T0,
-        )
-        for now in (T0, T1):
-            web.set_now(now)
-            run_cycle(home, now, budget=1000)
+        crawl_as_class(web, home, tmp_path, "product", [T0, T1])
         (home / "freshness.toml").write_text(CHANGED)  # the price is read from now on
         web.set_now(T2)  # the lamp changed at T0 + 9 h
         run_cycle(home, T2, budget=1000)

@@ -18,10 +18,10 @@ import polars as pl
 import pytest
 
 from freshness_pipeline.app.reextract import DERIVED_AFTER
-from freshness_pipeline.app.runner import load_seeds, run_cycle
+from freshness_pipeline.app.runner import run_cycle
 from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb
 from freshness_pipeline.warehouse.storage import Warehouse
-from freshness_pipeline_tests.crawls import hand_page, shop_world
+from freshness_pipeline_tests.crawls import crawl_as_class, hand_page, shop_world
 from freshness_pipeline_tests.support import readme_sql_blocks, run_freshness
 
 S = DEFAULT_START
@@ -51,16 +51,7 @@ def home(tmp_path_factory):
     ]
     world = shop_world(pages, seed=21)
     with SyntheticWeb(world) as web:
-        web.set_now(T0)
-        seeds = pl.read_csv(web.seeds_csv(workdir / "seeds.csv", variants=False))
-        load_seeds(
-            home,
-            seeds.with_columns(url_class=pl.lit("product")).write_csv().encode(),
-            added_at=T0,
-        )
-        for now in (T0, T1):
-            web.set_now(now)
-            run_cycle(home, now, budget=1000)
+        crawl_as_class(web, home, workdir, "product", [T0, T1])
         (home / "freshness.toml").write_text(CHANGED)
         done = run_freshness("reextract", home=home)
         assert done.returncode == 0, done.stderr
