@@ -178,7 +178,8 @@ def cycle(
         list[str] | None,
         typer.Option(
             "--host",
-            help="Only these hosts (repeatable): host[:port] as `freshness hosts` lists them, or a URL.",
+            help="Only these hosts (repeatable): host[:port] as `freshness hosts` lists them, "
+            "or a URL.",
         ),
     ] = None,
     dry_run: Annotated[

@@ -4,11 +4,11 @@ extractor, selectors, fields or json_ld change, fetching nothing.
 Without it, the next fetch of every page of a changed class finds a fingerprint of another
 version (stages.plan.plan_inputs drops it, with the validators) and fetches the body whole,
 comparing it with the archived body read again then (stages.rereading): a cycle's worth of
-unconditional fetches for content that did not change. The
-archive already holds each URL's last body (url_state.archived), so extracting that body with
-the class's current settings (science.fingerprint.class_record, the fetcher's own call) gives
-the fingerprint the next fetch would compute; with it stored under the current version, the
-next fetch is conditional again and compares like with like.
+unconditional fetches for content that did not change. The archive already holds each URL's
+last body (url_state.archived), so extracting that body with the class's current settings
+(science.fingerprint.class_record, the fetcher's own call) gives the fingerprint the next
+fetch would compute; with it stored under the current version, the next fetch is
+conditional again and compares like with like.
 
 Each re-extraction is a page_versions row of its own, with outcome 'reextracted': a new reading
 of a body the archive kept, not a new version of the page, so it writes no ``changes`` row. It

@@ -2,11 +2,12 @@
 
 Sources: the seeds, sitemaps and feeds (from robots.txt ``Sitemap:`` lines, else /sitemap.xml,
 asked for about once a day while it is not there) with their ``lastmod``, and the redirect
-targets and canonical links (on the page's own host) seen by the previous cycle's fetches. robots.txt is refreshed here too (cached about 24 h)
-because the next stage filters by it; a host that a Retry-After still holds
-(science.retry_after) is asked for neither until the hold ends. What the sitemaps gave and what
-was wrong with them is summed in the run's metadata and logged once per host and kind of
-problem, so a host whose sitemap breaks is seen instead of silently losing URLs.
+targets and canonical links (on the page's own host) seen by the previous cycle's fetches.
+robots.txt is refreshed here too (cached about 24 h) because the next stage filters by it; a
+host that a Retry-After still holds (science.retry_after) is asked for neither until the hold
+ends. What the sitemaps gave and what was wrong with them is summed in the run's metadata and
+logged once per host and kind of problem, so a host whose sitemap breaks is seen instead of
+silently losing URLs.
 """
 
 import contextlib
