@@ -357,6 +357,19 @@ def build_export_home(home: Path, n_versions: int) -> dict[str, Any]:
         url_class=pl.lit("article"),
     )
     wh.write_partitions("url_state", hosts, state)
+    # the requests the tombstones are read from: the gone URLs' last live answer, then gone
+    went = state.filter(pl.col("status") == "gone")
+    answers = pl.concat(
+        [
+            went.select("url", "host", pl.col("observed_at").alias("fetched_at")).with_columns(
+                outcome=pl.lit("changed")
+            ),
+            went.select("url", "host", pl.col("gone_at").alias("fetched_at")).with_columns(
+                outcome=pl.lit("gone")
+            ),
+        ]
+    )
+    wh.write_partitions("fetch_log", hosts, answers)
     files = len(wh.files("page_versions"))
     return {
         "versions": n_versions,

@@ -59,6 +59,22 @@ def _home(path: Path) -> Warehouse:
         )
     )
     wh.write_partitions("url_state", HOSTS, state)
+    # the requests behind it, which tombstones are read from: each version's fetch, then the
+    # gone pages' 410 an hour after their last version
+    answers = pl.concat(
+        [
+            versions.filter(pl.col("outcome") != "reextracted").select(
+                "url", "host", pl.col("observed_at").alias("fetched_at"), "outcome"
+            ),
+            state.filter("gone").select(
+                "url",
+                "host",
+                pl.col("gone_at").alias("fetched_at"),
+                pl.lit("gone").alias("outcome"),
+            ),
+        ]
+    )
+    wh.write_partitions("fetch_log", HOSTS, answers)
     return wh
 
 

@@ -42,10 +42,9 @@ def _world() -> BlippingWorld:
     )
 
 
-def _export(home, since) -> list[dict]:
-    result = CliRunner().invoke(
-        app, ["export", "--since", since.isoformat(), "--home", str(home), "--out", "-"]
-    )
+def _export(home, since, until=None) -> list[dict]:
+    window = ["--since", since.isoformat(), *(["--until", until.isoformat()] if until else [])]
+    result = CliRunner().invoke(app, ["export", *window, "--home", str(home), "--out", "-"])
     assert result.exit_code == 0, result.output
     return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
 
@@ -86,3 +85,11 @@ def test_a_404_blip_is_gone_for_a_day_and_comes_back_downstream(tmp_path) -> Non
     returned = [row for row in _export(home, t_back) if row["url"] == url]
     assert len(returned) == 1 and returned[0].get("status") is None
     assert returned[0]["outcome"] == "new" and returned[0]["text"]
+    # the glitch's window exported again now that the page is back: the same tombstone (it
+    # was read from today's url_state, which no longer says the page was ever gone)
+    assert _export(home, t_gone, until=t_gone + timedelta(hours=6)) == after_glitch
+    # and a window over the whole spell: the page is back by its end, so no tombstone
+    spell = [
+        row for row in _export(home, t_gone, until=t_back + timedelta(hours=1)) if row["url"] == url
+    ]
+    assert [row.get("status") for row in spell] == [None]

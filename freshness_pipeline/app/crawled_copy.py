@@ -422,6 +422,10 @@ def export(
         raise QueryError(text.splitlines()[0] if text else type(exc).__name__) from exc
 
 
+#: answers that say a page is there (a gone page's next one of these brings it back)
+_LIVE = ("new", "changed", "unchanged", "not_modified")
+
+
 class _Window:
     """One export as polars streaming queries, a group of hosts at a time.
 
@@ -438,18 +442,65 @@ class _Window:
     def __init__(self, wh: Warehouse, since: datetime, until: datetime | None) -> None:
         self.in_window = self._between("observed_at", since, until)
         self.files = wh.files("page_versions", since=since, until=until)
-        state = [str(f) for f in wh.files("url_state")]
         # newest first by time, then a re-extraction over the row it re-read
         self.rank = pl.col("observed_at").dt.epoch("us") * 2 + (
             pl.col("outcome") == "reextracted"
         ).fill_null(False).cast(pl.Int64)
-        self.gone = (
-            self._scan("url_state", state, ("url", "status", "gone_at"))
-            .filter((pl.col("status") == "gone") & self._between("gone_at", since, until))
+        self.gone = self._went_gone(wh, since, until)
+
+    def _went_gone(self, wh: Warehouse, since: datetime, until: datetime | None) -> pl.DataFrame:
+        """url, gone_at of every URL that went gone in the window and was still gone at its
+        end, read from the request history (fetch_log), so that the same window exported
+        again gives the same tombstones after a page came back (today's url_state would not
+        say it was ever gone). gone_at is the first gone answer after its last live one; a
+        URL whose answers before the window had already said gone was told then."""
+        answered = self._between("fetched_at", since, until) & pl.col("outcome").is_in(
+            [*_LIVE, "gone"]
+        )
+        window = [str(f) for f in wh.files("fetch_log", since=since, until=until)]
+        answers = self._scan("fetch_log", window, ("url", "host", "fetched_at", "outcome")).filter(
+            answered
+        )
+        # what is held is the window's gone URLs, not a row per URL answered in it
+        went = answers.filter(pl.col("outcome") == "gone").select("url").unique().collect()
+        answers = answers.filter(pl.col("url").is_in(went["url"].implode()))
+        alive = answers.group_by("url").agg(
+            pl.col("fetched_at").filter(pl.col("outcome") != "gone").max().alias("_alive")
+        )
+        gone = (
+            answers.filter(pl.col("outcome") == "gone")
+            .join(alive, on="url", how="left")
+            .filter(pl.col("_alive").is_null() | (pl.col("fetched_at") > pl.col("_alive")))
             .group_by("url")
-            .agg(pl.col("gone_at").min().cast(tables.UTC_TIME))
+            .agg(
+                pl.col("fetched_at").min().cast(tables.UTC_TIME).alias("gone_at"),
+                pl.col("host").first(),
+                pl.col("_alive").first(),
+            )
             .collect()
         )
+        # gone all through the window: gone before it already, unless its last answer before
+        # the window was a live one
+        unsure = gone.filter(pl.col("_alive").is_null())
+        if unsure.height:
+            before = [
+                str(f)
+                for f in wh.files("fetch_log", unsure["host"].unique().to_list(), until=since)
+            ]
+            told = (
+                self._scan("fetch_log", before, ("url", "fetched_at", "outcome"))
+                .filter(
+                    pl.col("url").is_in(unsure["url"].implode())
+                    & pl.col("outcome").is_in([*_LIVE, "gone"])
+                )
+                .sort("fetched_at")
+                .group_by("url")
+                .agg(pl.col("outcome").last())
+                .filter(pl.col("outcome") == "gone")
+                .collect()
+            )
+            gone = gone.join(told.select("url"), on="url", how="anti")
+        return gone.select("url", "gone_at")
 
     @staticmethod
     def _between(column: str, since: datetime, until: datetime | None) -> pl.Expr:
