@@ -37,24 +37,20 @@ _BOMS = (
 
 
 _BOM_PREFIXES = tuple(bom for bom, _ in _BOMS)
-_STRAY_BYTES = "freshness-cp1252"
+#: A byte that is not UTF-8 in a UTF-8 page, read as windows-1252 (the five bytes it leaves
+#: undefined as Latin-1): a Latin-1 page labelled UTF-8 then keeps its letters. With
+#: replacement characters every such letter was the same one, and an edit from one accented
+#: letter to another could not be seen. The decoder marks such bytes as lone surrogates
+#: (``surrogateescape``) and one ``str.translate`` turns them into letters, both in C: an error
+#: handler called per bad byte cost milliseconds on a page full of them.
+_STRAY_AS_CP1252 = {
+    0xDC00 + b: (chr(b) if b in (0x81, 0x8D, 0x8F, 0x90, 0x9D) else bytes([b]).decode("cp1252"))
+    for b in range(0x80, 0x100)
+}
 
 
-def _stray_bytes_as_cp1252(error: UnicodeError) -> tuple[str, int]:
-    """A byte that is not UTF-8 in a UTF-8 page read as windows-1252 (the five bytes it leaves
-    undefined as Latin-1): a Latin-1 page labelled UTF-8 then keeps its letters. With
-    replacement characters every such letter was the same one, and an edit from one accented
-    letter to another could not be seen."""
-    assert isinstance(error, UnicodeDecodeError)
-    stray = error.object[error.start : error.end]
-    text = "".join(
-        bytes([b]).decode("cp1252") if b not in (0x81, 0x8D, 0x8F, 0x90, 0x9D) else chr(b)
-        for b in stray
-    )
-    return text, error.end
-
-
-codecs.register_error(_STRAY_BYTES, _stray_bytes_as_cp1252)
+def _utf8_with_stray_bytes(data: bytes) -> str:
+    return data.decode("utf-8", errors="surrogateescape").translate(_STRAY_AS_CP1252)
 
 
 def _usable_encoding(label: str | None, *, from_meta: bool = False) -> str | None:
@@ -125,7 +121,7 @@ def decode_body(body: bytes, content_type: str | None) -> str:
             return data.decode(declared, errors="replace")
         except (UnicodeDecodeError, ValueError, LookupError):
             pass
-    return data.decode("utf-8", errors=_STRAY_BYTES)
+    return _utf8_with_stray_bytes(data)
 
 
 def reads_as_utf8(body: bytes, content_type: str | None) -> bool:
