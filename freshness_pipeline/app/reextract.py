@@ -27,7 +27,6 @@ them (storage.Warehouse.write_partitions ``replace_on``): ``--force`` does not p
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -193,7 +192,7 @@ def _version(
         "fingerprint_version": row["_version"],
         "title": record.title,
         "text": record.text,
-        "fields": json.dumps(record.fields, ensure_ascii=False, sort_keys=True),
+        "fields": record.fields_json,
         "content_type": got.content_type,
         "warc_filename": where.warc_filename,
         "warc_offset": where.warc_offset,

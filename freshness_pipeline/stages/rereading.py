@@ -9,7 +9,6 @@ change (a ``changes`` row, a notification), not a silent re-extraction of the ne
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,6 +142,4 @@ def as_reextractions(results: list[FetchResult], records: dict[str, ContentRecor
         if record is None or result.outcome not in ("unchanged", "not_modified"):
             continue
         result.outcome, result.fingerprint = "new", record.fingerprint
-        if record.fields is not None:
-            result.title, result.text = record.title, record.text
-            result.fields = json.dumps(record.fields, ensure_ascii=False, sort_keys=True)
+        result.keep_version(record)

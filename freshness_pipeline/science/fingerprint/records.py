@@ -3,6 +3,7 @@ other text, or bytes."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -151,6 +152,13 @@ class ContentRecord:
     text: str | None = None
     fields: dict[str, str | None] | None = None
     links: PageLinks = PageLinks()
+
+    @property
+    def fields_json(self) -> str | None:
+        """The fields as page_versions stores them: a JSON object, keys sorted, text as is."""
+        if self.fields is None:
+            return None
+        return json.dumps(self.fields, ensure_ascii=False, sort_keys=True)
 
 
 def content_record(

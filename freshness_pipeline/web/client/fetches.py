@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
+from freshness_pipeline.science.fingerprint import ContentRecord
 from freshness_pipeline.science.normalize import InvalidURL, url_authority
 from freshness_pipeline.warehouse.archive import ArchivedOriginal
 
@@ -111,6 +112,12 @@ class FetchResult:
     title: str | None = None
     text: str | None = None
     fields: str | None = None  # JSON object
+
+    def keep_version(self, record: ContentRecord) -> None:
+        """Take what a version worth keeping says (its title, text and fields as JSON), when
+        ``record`` has it (an unchanged body's record has only its fingerprint)."""
+        if record.fields is not None:
+            self.title, self.text, self.fields = record.title, record.text, record.fields_json
 
     @classmethod
     def unsent(

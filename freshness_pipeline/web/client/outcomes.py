@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Callable
 from urllib.parse import urldefrag, urljoin
@@ -236,9 +235,8 @@ async def _classify(
             result.outcome = "unchanged"
         else:
             result.outcome = "changed"
-        if result.outcome != "unchanged" and record.fields is not None:
-            result.title, result.text = record.title, record.text
-            result.fields = json.dumps(record.fields, ensure_ascii=False, sort_keys=True)
+        if result.outcome != "unchanged":
+            result.keep_version(record)
         _archive(ctx, req, resp, result, read.body)
         return
 
