@@ -422,10 +422,6 @@ def export(
         raise QueryError(text.splitlines()[0] if text else type(exc).__name__) from exc
 
 
-#: answers that say a page is there (a gone page's next one of these brings it back)
-_LIVE = ("new", "changed", "unchanged", "not_modified")
-
-
 class _Window:
     """One export as polars streaming queries, a group of hosts at a time.
 
@@ -452,10 +448,11 @@ class _Window:
         """url, gone_at of every URL that went gone in the window and was still gone at its
         end, read from the request history (fetch_log), so that the same window exported
         again gives the same tombstones after a page came back (today's url_state would not
-        say it was ever gone). gone_at is the first gone answer after its last live one; a
-        URL whose answers before the window had already said gone was told then."""
+        say it was ever gone). gone_at is the first gone answer after its last live one
+        (tables.SUCCESS_OUTCOMES); a URL whose answers before the window had already said
+        gone was told then."""
         answered = self._between("fetched_at", since, until) & pl.col("outcome").is_in(
-            [*_LIVE, "gone"]
+            [*tables.SUCCESS_OUTCOMES, "gone"]
         )
         window = [str(f) for f in wh.files("fetch_log", since=since, until=until)]
         answers = self._scan("fetch_log", window, ("url", "host", "fetched_at", "outcome")).filter(
@@ -491,7 +488,7 @@ class _Window:
                 self._scan("fetch_log", before, ("url", "fetched_at", "outcome"))
                 .filter(
                     pl.col("url").is_in(unsure["url"].implode())
-                    & pl.col("outcome").is_in([*_LIVE, "gone"])
+                    & pl.col("outcome").is_in([*tables.SUCCESS_OUTCOMES, "gone"])
                 )
                 .sort("fetched_at")
                 .group_by("url")

@@ -24,12 +24,12 @@ from freshness_pipeline.app.report import latest_cycle_time, open_views, print_r
 from freshness_pipeline.app.runner import DEMO_MARKER as MARKER
 from freshness_pipeline.app.runner import load_seeds, open_instance, run_cycle
 from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb, build_world
+from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.storage import Warehouse, resolve_home
 from freshness_pipeline.web.netguard import ALLOW_ENV
 
 CYCLE = timedelta(hours=6)
 LOOPBACK = "127.0.0.0/8"
-SUCCESS = ["not_modified", "unchanged", "changed", "new"]
 
 
 class DemoError(RuntimeError):
@@ -120,7 +120,7 @@ def run_demo(
         end = cycle_times[-1] + CYCLE
         fetches = (
             warehouse.read("fetch_log")
-            .filter(pl.col("outcome").is_in(SUCCESS))
+            .filter(pl.col("outcome").is_in(tables.SUCCESS_OUTCOMES))
             .select("url", "fetched_at")
         )
         ours = truth.weighted_freshness(fetches, start, end)

@@ -33,7 +33,6 @@ from freshness_pipeline.science.schedule import PlanConfig, gone_recheck_wait_da
 from freshness_pipeline.science.timecols import DAY_US, duration_days
 from freshness_pipeline.warehouse import tables
 
-SUCCESS = ["not_modified", "unchanged", "changed", "new"]
 OBSERVED = ["not_modified", "unchanged", "changed"]
 ERRORS_BEFORE_ERROR_STATUS = 3
 
@@ -90,7 +89,7 @@ def merge_state(
     )
     merged = prev.join(cand, on="url", how="full", coalesce=True).join(sent, on="url", how="left")
     outcome = pl.col("r_outcome")
-    success = outcome.is_in(SUCCESS)
+    success = outcome.is_in(tables.SUCCESS_OUTCOMES)
     changed = outcome == "changed"
     fresh_fetch = pl.col("r_at").is_not_null() & (
         pl.col("last_fetched_at").is_null() | (pl.col("r_at") > pl.col("last_fetched_at"))

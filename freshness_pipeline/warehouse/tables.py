@@ -122,6 +122,10 @@ REVISIT_PLAN: Schema = {
     "consecutive_errors": pl.Int64,
 }
 
+#: The outcomes of an answer that says the page is there (fetch_results, fetch_log): a
+#: gone page's next one of these brings it back.
+SUCCESS_OUTCOMES: tuple[str, ...] = ("not_modified", "unchanged", "changed", "new")
+
 FETCH_RESULTS: Schema = {
     "url": pl.String,
     "host": pl.String,
