@@ -124,13 +124,22 @@ def pointed_discoveries(results: pl.DataFrame, state: pl.DataFrame, now: datetim
     """URLs found by last cycle's :func:`pointers`, keyed to the host they are on; each
     inherits the value and class of the URL that pointed to it (``state``: url_state's
     ``STATE_COLUMNS`` at least). A pointer to the URL itself (a canonical that differs only
-    in how it is written) finds nothing."""
+    in how it is written) finds nothing. Canonical links are stored normalized
+    (stages.fetch.normalized_canonicals), so only redirect targets are normalized here, one
+    Python call each; a normalized URL's authority is its host key."""
     found = pointers(results)
     if found.is_empty():
         return tables.empty("url_inventory")
-    norm = normalize_url_column(found["target"])
+    moved = found.filter(pl.col("source") == "redirect")
+    norm = normalize_url_column(moved["target"])
+    named = found.filter(pl.col("source") == "canonical").with_columns(
+        target_host=pl.col("target").str.extract(r"^[a-z][a-z0-9+.-]*://([^/?#]+)")
+    )
     return (
-        found.with_columns(target=norm["url"], target_host=norm["host"])
+        pl.concat(
+            [moved.with_columns(target=norm["url"], target_host=norm["host"]), named],
+            how="vertical_relaxed",
+        )
         .filter(
             pl.col("target").is_not_null()
             & (pl.col("target") != pl.col("url"))
