@@ -14,6 +14,7 @@ stock = "#stock .label"
 
 [url_classes.product.retention]     # what the crawled copy keeps of a class (default: all)
 versions_days = 90                 # page_versions and changes rows older than this go
+                                   # (not a live URL's newest version)
 exclude_fields = ["email"]         # configured fields never written to page_versions/changes
 keep_history = false               # only each URL's newest version; no changes rows
 
@@ -89,7 +90,9 @@ a field's value that also shows in the page's text stays in the ``text`` column,
 body in the WARC archive until ``archive_days`` prunes it).
 ``keep_history = false`` keeps only each URL's newest version in page_versions and writes no
 changes rows for the class; ``versions_days`` drops the class's page_versions and changes
-rows observed more than that many days before a cycle's ``now``. ``archive_days`` removes
+rows observed more than that many days before a cycle's ``now``, but not a live URL's newest
+version (a page unchanged for longer than the window still has its copy, and its next change
+a version to be diffed against). ``archive_days`` removes
 whole WARC files of cycles older than that, carrying over the originals that kept revisit
 records refer to (archive.prune). Rows are expired by retention.prune_history after every
 successful cycle, as of the cycle's ``now``; a row's class is its URL's class in url_state.

@@ -41,7 +41,9 @@ def url(path: str, host: str = HOST) -> str:
     return f"http://{host}{path}"
 
 
-def write_state(wh: Warehouse, host: str, classes: dict[str, str]) -> None:
+def write_state(
+    wh: Warehouse, host: str, classes: dict[str, str], gone: tuple[str, ...] = ()
+) -> None:
     wh.write_partition(
         "url_state",
         host,
@@ -50,6 +52,7 @@ def write_state(wh: Warehouse, host: str, classes: dict[str, str]) -> None:
                 "url": [url(p, host) for p in classes],
                 "host": [host] * len(classes),
                 "url_class": list(classes.values()),
+                "status": ["gone" if p in gone else "active" for p in classes],
             }
         ),
     )
@@ -93,8 +96,9 @@ def home(tmp_path: Path) -> Warehouse:
     (tmp_path / "freshness.toml").write_text(CONFIG)
     wh = Warehouse(tmp_path)
     # /moved was an article when its rows were written and is a listing now; /gone left
-    # url_state (its rows keep their own class, listing)
-    write_state(wh, HOST, {"/p": "product", "/l": "listing", "/a": "article", "/moved": "listing"})
+    # url_state (its rows keep their own class, listing); /dead answers 404 now
+    classes = {"/p": "product", "/l": "listing", "/a": "article", "/moved": "listing"}
+    write_state(wh, HOST, {**classes, "/dead": "listing"}, gone=("/dead",))
     write_versions(wh, HOST, 90, {"/l": "listing"})
     write_versions(wh, HOST, 60, {"/p": "product", "/l": "listing", "/a": "article"})
     write_versions(
@@ -105,6 +109,7 @@ def home(tmp_path: Path) -> Warehouse:
     )
     # a changes row has no class of its own: only url_state's, which /gone no longer has
     write_versions(wh, HOST, 20, {"/gone": "listing"}, changes=False)
+    write_versions(wh, HOST, 10, {"/dead": "listing"})
     write_versions(wh, HOST, 5, {"/p": "product", "/l": "listing"})
     write_versions(wh, HOST, 0, {"/p": "product", "/a": "article"})
     write_state(wh, OTHER, {"/x": "article"})
@@ -114,20 +119,29 @@ def home(tmp_path: Path) -> Warehouse:
 
 def test_each_class_expires_by_its_own_retention(home: Warehouse) -> None:
     summary = prune_history(home, load_config(home.home), NOW)
-    # product keeps its newest version only, and no changes; listing 7.5 days of both;
-    # article everything; a moved URL goes by its class now, a gone one by its own rows'
-    assert kept(home, "page_versions") == {("/p", 0.0), ("/l", 5.0), ("/a", 60.0), ("/a", 0.0)}
+    # product keeps its newest version only, and no changes; listing 7.5 days of both, but
+    # for a live page's newest version (/moved changed 20 days ago and not since: that
+    # version is what it says now; /dead is gone, /gone left url_state: theirs go); article
+    # everything; a moved URL goes by its class now, one url_state lost by its own rows'
+    assert kept(home, "page_versions") == {
+        ("/p", 0.0),
+        ("/l", 5.0),
+        ("/a", 60.0),
+        ("/a", 0.0),
+        ("/moved", 20.0),
+    }
     assert kept(home, "changes") == {("/l", 5.0), ("/a", 60.0), ("/a", 0.0)}
     assert kept(home, "page_versions", OTHER) == {("/x", 60.0)}  # another host's articles
-    assert (summary.version_rows, summary.change_rows) == (8, 8)
-    assert summary.by_host[HOST] == (8, 8) and summary.by_host.get(OTHER, (0, 0)) == (0, 0)
-    # the 90- and 20-day files of both tables held only expired rows: removed; the 60- and
-    # 5-day files of both and the newest changes file rewritten; the newest versions untouched
-    assert (summary.files_removed, summary.files_rewritten) == (4, 5)
+    assert (summary.version_rows, summary.change_rows) == (8, 9)
+    assert summary.by_host[HOST] == (8, 9) and summary.by_host.get(OTHER, (0, 0)) == (0, 0)
+    # the 90- and 10-day files of both tables and the 20-day changes held only expired rows:
+    # removed; the 60- and 5-day files of both, the 20-day versions (/moved's is kept) and the
+    # newest changes file rewritten; the newest versions untouched
+    assert (summary.files_removed, summary.files_rewritten) == (5, 6)
     assert summary.warc_files_removed == 0 and summary.skipped is None
     assert summary.note() == (
-        "retention removed 8 page_versions rows, 8 changes rows; "
-        "5 history files rewritten, 4 removed"
+        "retention removed 8 page_versions rows, 9 changes rows; "
+        "6 history files rewritten, 5 removed"
     )
 
 

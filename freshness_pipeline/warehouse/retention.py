@@ -5,7 +5,8 @@ it.
 
 The excluded fields never reach disk (assets.versions drops them when the rows are built);
 this module expires what was written: page_versions and changes rows of a class older than its
-``versions_days``, every version but each URL's newest (and every changes row) of a class with
+``versions_days`` (but a live URL's newest version: the copy of what the page says now), every
+version but each URL's newest (and every changes row) of a class with
 ``keep_history = false``, and whole WARC files older than ``archive_days``. A row's class is its
 URL's class in url_state (a page_versions row of a URL url_state no longer has keeps its own),
 so a page moved to another class is kept as its new class says.
@@ -194,8 +195,8 @@ def _prepare_archive(home: Path, config: PipelineConfig, now: datetime) -> Prune
 
 def _classes(wh: Warehouse, host: str) -> pl.DataFrame:
     return (
-        wh.read("url_state", [host], columns=["url", "url_class"])
-        .rename({"url_class": "_class"})
+        wh.read("url_state", [host], columns=["url", "url_class", "status"])
+        .rename({"url_class": "_class", "status": "_status"})
         .unique(subset="url", keep="last")
     )
 
@@ -229,8 +230,9 @@ def _prune_host(
     empty: list[Path] = []
 
     version_files = wh.files("page_versions", [host])
+    expiring = any(r.versions_days is not None for r in config.class_retention.values())
     newest = None
-    if unkept and version_files:
+    if (unkept or expiring) and version_files:
         # each URL's newest version is known only across the host's files
         newest = (
             scan_files(version_files, schema=tables.SCHEMAS["page_versions"])
@@ -247,10 +249,12 @@ def _prune_host(
         drop = _expired(config, now, "observed_at")
         if newest is not None:
             rows = rows.join(newest, on="url", how="left")
-            drop = drop | (
-                pl.col("_class").is_in(unkept).fill_null(False)
-                & (pl.col("observed_at") < pl.col("_newest")).fill_null(False)
-            )
+            older = (pl.col("observed_at") < pl.col("_newest")).fill_null(False)
+            # versions_days expires history, not the copy: a live page's newest version is
+            # what it says now (a page unchanged for longer than the window still has one,
+            # and its next change is diffed against it); a gone page's goes with the rest
+            current = ~older & (pl.col("_status") != "gone").fill_null(False)
+            drop = (drop & ~current) | (pl.col("_class").is_in(unkept).fill_null(False) & older)
         kept = rows.filter(~drop)
         moved = 0
         if plan is not None:
