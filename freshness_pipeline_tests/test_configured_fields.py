@@ -66,11 +66,12 @@ def shop(tmp_path_factory):
         )
         load_seeds(home, seeds.write_csv().encode(), added_at=S)
         (home / "freshness.toml").write_text(CONFIG)
+        summaries = {}
         for now in (T0, T1, T2, T3):
             if now == T2:
                 (home / "freshness.toml").write_text(CONFIG + LATE)
             web.set_now(now)
-            run_cycle(home, now, budget=1000)
+            summaries[now] = run_cycle(home, now, budget=1000).outcomes
         urls = {p.path: web.url(p) for p in world.pages}
         prices = {
             (p.path, t): world.price(p, p.version_at(t))
@@ -78,7 +79,7 @@ def shop(tmp_path_factory):
             for t in (T0, T1, T2, T3)
         }
     Warehouse(home).ensure_views()
-    return {"home": home, "url": urls, "price": prices}
+    return {"home": home, "url": urls, "price": prices, "summaries": summaries}
 
 
 def sql(home: Path, query: str) -> pl.DataFrame:
@@ -173,6 +174,9 @@ def test_a_field_added_later_re_extracts_then_reports_the_next_price_change(shop
     # the other classes' fingerprints kept their meaning: nothing else was re-extracted
     outcomes = Warehouse(shop["home"]).read("page_versions")["outcome"].to_list()
     assert outcomes.count("reextracted") == 1
+    # and the cycle's summary says so: a re-extraction, not a page new to the crawl
+    assert shop["summaries"][T2].get("reextracted") == 1
+    assert "new" not in shop["summaries"][T2] and shop["summaries"][T0]["new"] == 4
     log = (
         Warehouse(shop["home"])
         .read("fetch_log")

@@ -225,8 +225,13 @@ def _run_cycle_locked(
         if not dry_run:
             fetched = _run_metadata(result, "fetch_results")
             outcome.fetched += fetched.get("requests_sent", 0)
+            # a page read again under a changed extractor is 'new' in fetch_results (its
+            # fingerprint starts over) and 'reextracted' in page_versions: say the latter
+            reread = _run_metadata(result, "page_versions").get("outcome_reextracted", 0)
+            fetched["outcome_new"] = fetched.get("outcome_new", 0) - reread
+            fetched["outcome_reextracted"] = reread
             for key, n in fetched.items():
-                if key.startswith("outcome_"):
+                if key.startswith("outcome_") and n > 0:
                     name = key.removeprefix("outcome_")
                     outcome.outcomes[name] = outcome.outcomes.get(name, 0) + n
             retention.add(RetentionSummary.from_counts(_run_metadata(result, "retention")))
