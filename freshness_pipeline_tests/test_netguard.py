@@ -21,6 +21,7 @@ from freshness_pipeline.web.netguard import (
     check_url_scheme,
     find_blocked_error,
     is_blocked_error,
+    refusal_lifted,
 )
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
@@ -188,6 +189,7 @@ def test_connector_blocks_names_and_literals_without_connecting() -> None:
         attempts = install_tripwire(asyncio.get_running_loop())
         stub = StubResolver({"intranet.test": ["10.0.0.1"], "metadata.test": ["169.254.169.254"]})
         connector = GuardedConnector(allow=LOOPBACK, resolver=stub)
+        refusals = {}
         async with aiohttp.ClientSession(connector=connector) as session:
             for url in [
                 "http://intranet.test/",
@@ -201,9 +203,18 @@ def test_connector_blocks_names_and_literals_without_connecting() -> None:
                     async with session.get(url):
                         pass
                 assert is_blocked_error(info.value), url
-                assert find_blocked_error(info.value) is not None
+                refusals[url] = str(find_blocked_error(info.value))
         assert attempts == []
         assert stub.calls == ["intranet.test", "metadata.test"]  # literals never hit DNS
+        # what a plan made without connecting can tell once the allow-list was opened
+        ten = allowed_networks({ALLOW_ENV: "10.0.0.0/8"})
+        lifted = {url for url, message in refusals.items() if refusal_lifted(message, ten)}
+        assert lifted == {"http://intranet.test/", "http://10.0.0.1/", "http://[::ffff:10.0.0.1]/"}
+        assert not any(refusal_lifted(m, LOOPBACK) for m in refusals.values())
+        assert refusal_lifted(
+            refusals["http://[fd00::1]:8080/"], allowed_networks({ALLOW_ENV: "fd00::/8"})
+        )
+        assert not refusal_lifted("connection refused", ten)  # names no address
 
     asyncio.run(scenario())
 

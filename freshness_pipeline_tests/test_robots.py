@@ -15,6 +15,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from freshness_pipeline.web.client import FetchSettings, open_session
+from freshness_pipeline.web.netguard import ALLOW_ENV, allowed_networks, refusal_lifted
 from freshness_pipeline.web.robots import (
     PRODUCT_TOKEN,
     ROBOTS_ERROR_TTL,
@@ -24,6 +25,7 @@ from freshness_pipeline.web.robots import (
     fetch_robots,
     needs_refresh,
     record_ttl,
+    refused_by_allow_list,
     robots_policy,
     robots_url_for,
 )
@@ -261,3 +263,10 @@ def test_unreachable_and_blocked_robots_disallow_everything() -> None:
     assert robots_policy(dead).mode == "disallow_all"
     assert blocked.http_status is None and "blocked" in (blocked.error or "")
     assert robots_policy(blocked).mode == "disallow_all"
+    # a refusal by this machine's allow-list is asked again every cycle (nothing is sent
+    # unless the allow-list changed); a host that did not answer waits an hour
+    assert record_ttl(blocked) == timedelta(0) and record_ttl(dead) == ROBOTS_ERROR_TTL
+    assert refused_by_allow_list(blocked) and not refused_by_allow_list(dead)
+    # the address it named (intranet.test resolved to 10.0.0.1) is what an opened list admits
+    assert refusal_lifted(blocked.error or "", allowed_networks({ALLOW_ENV: "10.0.0.0/8"}))
+    assert not refusal_lifted(blocked.error or "", LOOPBACK)

@@ -72,6 +72,10 @@ def test_a_cycle_says_what_held_its_urls_back(tmp_path):
             "cycle", "--now", now, home=refused_home, env={"FRESHNESS_ALLOW_NETWORKS": ""}
         )
         allowed = run_freshness("cycle", "--now", now, home=allowed_home)
+        # the user does as told, minutes later: the refusal is not held against the hosts
+        soon = (DEFAULT_START + timedelta(minutes=10)).isoformat()
+        dry_after = run_freshness("cycle", "--dry-run", "--now", soon, home=refused_home)
+        real_after = run_freshness("cycle", "--now", soon, home=refused_home)
         earlier = (DEFAULT_START - timedelta(hours=6)).isoformat()
         backwards = run_freshness("cycle", "--now", earlier, home=allowed_home)
         onwards = run_freshness("cycle", "--now", now, home=allowed_home)
@@ -82,6 +86,10 @@ def test_a_cycle_says_what_held_its_urls_back(tmp_path):
         r"nothing planned, held back: address not allowed \(FRESHNESS_ALLOW_NETWORKS\): \d+ URLs",
         summary,
     ), summary
+    for after in (dry_after, real_after):
+        assert after.returncode == 0 and "address not allowed" not in after.stderr, after.stderr
+        assert re.search(r"2 hosts, [1-9]\d* planned", after.stdout), after.stdout
+    assert not re.search(r" 0 fetched", real_after.stdout), real_after.stdout
     assert allowed.returncode == 0, allowed.stderr
     assert "robots.txt disallows: 2 URLs" in " ".join(allowed.stderr.split()), allowed.stderr
     assert "address not allowed" not in allowed.stderr

@@ -5,6 +5,7 @@ canonical row. URLs robots.txt forbids stay in the table, marked not allowed, so
 can say 'blocked' instead of silently forgetting them.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from importlib.metadata import version
@@ -16,7 +17,8 @@ from freshness_pipeline.science.normalize import RULES_VERSION, normalize_url_co
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline.web.discovery import record_from_row
-from freshness_pipeline.web.robots import refusal_reason, robots_policy
+from freshness_pipeline.web.netguard import IPNetwork, refusal_lifted
+from freshness_pipeline.web.robots import refusal_reason, refused_by_allow_list, robots_policy
 
 
 def normalize_inventory(urls: pl.Series, config: PipelineConfig) -> pl.DataFrame:
@@ -165,14 +167,25 @@ def cached_normalization(
     return cached
 
 
-def apply_robots(candidates: pl.DataFrame, robots: pl.DataFrame) -> pl.DataFrame:
+def apply_robots(
+    candidates: pl.DataFrame, robots: pl.DataFrame, allow: Iterable[IPNetwork] = ()
+) -> pl.DataFrame:
     """Mark what robots.txt disallows. Without a robots record (a dry run before the first
     fetch) a URL is allowed for planning; the fetch stage never runs without one.
 
+    A record of a robots.txt request the network allow-list refused counts as no record once
+    ``allow`` (the allow-list now) admits an address it named: a dry run after the allow-list
+    was opened plans as the real cycle, which asks again, will fetch, instead of repeating
+    the old refusal. A real cycle's records are this cycle's, made under the same ``allow``.
+
     A host allowed or refused whole (no robots.txt, an unreachable one) is decided by one join;
     only the URLs of hosts with rules go through the parser, one call each."""
+    allow = tuple(allow)
+    records = (record_from_row(row) for row in robots.iter_rows(named=True))
     policies = {
-        row["host"]: robots_policy(record_from_row(row)) for row in robots.iter_rows(named=True)
+        record.host: robots_policy(record)
+        for record in records
+        if not (refused_by_allow_list(record) and refusal_lifted(record.error or "", allow))
     }
     whole = pl.DataFrame(
         {
@@ -228,13 +241,15 @@ def cycle_candidates(
     inventory: pl.DataFrame,
     now: datetime,
     config: PipelineConfig,
+    allow: Iterable[IPNetwork] = (),
 ) -> CycleCandidates:
     """The candidates of ``hosts`` from their inventory: normalized through the url_canonical
-    cache (which it updates), deduplicated, and checked against the robots rows. The
+    cache (which it updates), deduplicated, and checked against the robots rows (``allow``:
+    the network allow-list now, :func:`apply_robots`). The
     url_candidates asset is this between Dagster's read of the inventory and its write;
     benchmarks call it to build candidates as the product does without Dagster."""
     cached = cached_normalization(wh, hosts, inventory, config)
     candidates, invalid = canonical_candidates(inventory, hosts, now, config, norm=cached.norm)
-    candidates = apply_robots(candidates, wh.read("robots", hosts))
+    candidates = apply_robots(candidates, wh.read("robots", hosts), allow)
     frame = tables.conform("url_candidates", candidates).sort(["host", "url"])
     return CycleCandidates(frame, invalid, cached.normalized)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import socket
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -24,6 +25,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 
 __all__ = [
     "ALLOW_ENV",
+    "BLOCKED_PREFIX",
     "BlockedAddressError",
     "GuardedConnector",
     "GuardedResolver",
@@ -33,9 +35,12 @@ __all__ = [
     "check_url_scheme",
     "find_blocked_error",
     "is_blocked_error",
+    "refusal_lifted",
 ]
 
 ALLOW_ENV = "FRESHNESS_ALLOW_NETWORKS"
+#: how a fetch the allow-list refused begins its error (fetch_results, robots, sitemap problems)
+BLOCKED_PREFIX = "blocked: "
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -192,6 +197,24 @@ def find_blocked_error(exc: BaseException | None) -> BlockedAddressError | None:
 def is_blocked_error(exc: BaseException | None) -> bool:
     """True if ``exc`` is, or wraps, a refusal by the network allow-list."""
     return find_blocked_error(exc) is not None
+
+
+#: an address as the refusals below name it: "<address> is a ..." or "<address> embeds ..."
+_REFUSED_ADDRESS = re.compile(r"([0-9A-Fa-f:.]+) (?:is a|embeds) ")
+
+
+def refusal_lifted(message: str, allow: Iterable[IPNetwork]) -> bool:
+    """Whether ``allow`` now admits one of the addresses a refusal (:class:`BlockedAddressError`'s
+    message) named: what a plan made without connecting can know of a host the allow-list
+    refused before. False when the message names no address."""
+    for found in _REFUSED_ADDRESS.findall(message):
+        try:
+            _parse_ip(found)
+        except ValueError:
+            continue
+        if blocked_reason(found, allow) is None:
+            return True
+    return False
 
 
 def _blocked_message(host: str, reasons: list[str]) -> str:

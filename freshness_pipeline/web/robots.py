@@ -21,7 +21,12 @@ from protego import Protego
 from freshness_pipeline.warehouse.archive import ArchiveWriteError, ArchiveWriter, TruncatedReason
 from freshness_pipeline.web.archiving import archive_answer
 from freshness_pipeline.web.client.body import BodyDecodeError, BodyInterrupted, read_limited
-from freshness_pipeline.web.netguard import ALLOW_ENV, check_url_scheme, find_blocked_error
+from freshness_pipeline.web.netguard import (
+    ALLOW_ENV,
+    BLOCKED_PREFIX,
+    check_url_scheme,
+    find_blocked_error,
+)
 
 __all__ = [
     "MAX_REDIRECTS",
@@ -36,6 +41,7 @@ __all__ = [
     "fetch_robots",
     "needs_refresh",
     "record_ttl",
+    "refused_by_allow_list",
     "robots_policy",
     "robots_url_for",
 ]
@@ -147,7 +153,7 @@ async def fetch_robots(
         return RobotsRecord(host, first, None, "", f"bad redirect: {exc}", now)
     except Exception as exc:
         blocked = find_blocked_error(exc)
-        message = f"blocked: {blocked}" if blocked else _describe(exc)
+        message = f"{BLOCKED_PREFIX}{blocked}" if blocked else _describe(exc)
         return RobotsRecord(host, first, None, "", message, now)
 
 
@@ -250,11 +256,16 @@ def refusal_reason(policy: RobotsPolicy) -> str:
     if policy.mode == "parsed":
         return "robots.txt disallows"
     record = policy.record
-    if record is not None and (record.error or "").startswith("blocked:"):
+    if record is not None and refused_by_allow_list(record):
         return f"address not allowed ({ALLOW_ENV})"
     if record is None or record.http_status is None:
         return "robots.txt unreachable"
     return f"robots.txt answered HTTP {record.http_status}"
+
+
+def refused_by_allow_list(record: RobotsRecord) -> bool:
+    """The robots.txt request was never sent: the network allow-list refused its address."""
+    return (record.error or "").startswith(BLOCKED_PREFIX)
 
 
 def allowed_mask(policy: RobotsPolicy, urls: Sequence[str]) -> list[bool]:
@@ -267,7 +278,11 @@ def allowed_mask(policy: RobotsPolicy, urls: Sequence[str]) -> list[bool]:
 
 
 def record_ttl(record: RobotsRecord) -> timedelta:
-    """How long a record may be trusted: a day for an answer, an hour for a failure."""
+    """How long a record may be trusted: a day for an answer, an hour for a failure, not at
+    all for a request the network allow-list refused: that says nothing of the host, only of
+    this machine's settings, and asking again sends nothing unless they changed."""
+    if refused_by_allow_list(record):
+        return timedelta(0)
     status = record.http_status
     if status is None or status == 429 or status >= 500 or record.error:
         return ROBOTS_ERROR_TTL

@@ -12,7 +12,7 @@ from freshness_pipeline.defs.assets.common import (
     step_start,
     writes_side_tables,
 )
-from freshness_pipeline.defs.resources import CycleResource, WarehouseResource
+from freshness_pipeline.defs.resources import CycleResource, HttpClientResource, WarehouseResource
 from freshness_pipeline.stages.candidates import (
     cycle_candidates,
 )
@@ -29,11 +29,17 @@ def url_candidates(
     url_inventory: pl.DataFrame,
     warehouse: WarehouseResource,
     cycle: CycleResource,
+    http: HttpClientResource,
 ) -> dg.Output[pl.DataFrame]:
     """One row per canonical URL, with whether robots.txt lets us fetch it."""
     wh, hosts = step_start(context, warehouse, "url_candidates")
     made = cycle_candidates(
-        wh, hosts, url_inventory, cycle.cycle_now(context), warehouse.pipeline_config()
+        wh,
+        hosts,
+        url_inventory,
+        cycle.cycle_now(context),
+        warehouse.pipeline_config(),
+        allow=http.allow_list(),
     )
     candidates, invalid = made.frame, made.invalid
     if invalid:

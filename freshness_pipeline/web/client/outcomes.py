@@ -28,7 +28,7 @@ from freshness_pipeline.web.client.context import CURRENT_ATTEMPT, Attempt, Cycl
 from freshness_pipeline.web.client.fetches import FetchRequest, FetchResult
 from freshness_pipeline.web.client.headers import content_age_days, parse_retry_after
 from freshness_pipeline.web.client.settings import FetchSettings
-from freshness_pipeline.web.netguard import check_url_scheme, find_blocked_error
+from freshness_pipeline.web.netguard import BLOCKED_PREFIX, check_url_scheme, find_blocked_error
 from freshness_pipeline.web.throttle import Signal, classify_status
 
 __all__ = ["THROTTLE_STATUSES", "default_fingerprinter", "fetch_one"]
@@ -91,7 +91,7 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
         blocked = find_blocked_error(exc)
         if blocked is not None:
             result.outcome, result.sent = "blocked", False
-            result.error = f"blocked: {blocked}"
+            result.error = f"{BLOCKED_PREFIX}{blocked}"
             attempt.signal = None
         elif isinstance(exc, aiohttp.InvalidURL | ValueError) and result.http_status is None:
             result.outcome, result.sent = "error", False

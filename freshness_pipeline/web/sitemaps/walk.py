@@ -18,7 +18,7 @@ from freshness_pipeline.warehouse.archive import ArchiveWriteError, ArchiveWrite
 from freshness_pipeline.web.archiving import archive_answer
 from freshness_pipeline.web.client.body import BodyDecodeError, BodyInterrupted, read_limited
 from freshness_pipeline.web.client.fetches import host_key as url_host_key
-from freshness_pipeline.web.netguard import check_url_scheme, find_blocked_error
+from freshness_pipeline.web.netguard import BLOCKED_PREFIX, check_url_scheme, find_blocked_error
 from freshness_pipeline.web.politeness import LEDGER
 from freshness_pipeline.web.sitemaps.entries import (
     MAX_SITEMAP_BYTES,
@@ -173,7 +173,7 @@ async def _fetch_body(
     except Exception as exc:
         blocked = find_blocked_error(exc)
         if blocked is not None:
-            return _Fetched(None, status, ("http", f"blocked: {blocked}"), made)
+            return _Fetched(None, status, ("http", f"{BLOCKED_PREFIX}{blocked}"), made)
         if isinstance(exc, TimeoutError):
             return _Fetched(None, status, ("http", f"timeout after {timeout:g}s"), made)
         return _Fetched(None, status, ("http", f"{type(exc).__name__}: {exc}"), made)
