@@ -364,6 +364,56 @@ def test_a_redirect_to_itself_is_an_error_not_a_page_that_moved() -> None:
     assert moved.outcome == "redirect" and moved.location and moved.location.endswith("/new")
 
 
+def test_a_redirect_to_another_spelling_of_the_page_is_followed_within_the_fetch() -> None:
+    """A server that adds a tracking parameter, or writes its query in its own order, sends
+    the reader to the page the key already names: recorded as a redirect, the target
+    normalized back to the key and the page was never fetched (exploratory run). Such a
+    redirect is followed within the fetch as a request of its own (crawl-delay kept, archived
+    under the URL sent); a server that spells the page anew at every request fails after 5."""
+    page = "<html><title>p</title><p>the page</p></html>"
+
+    async def tracked(request: web.Request) -> web.Response:
+        if "utm_source" in request.query:
+            return web.Response(text=page, content_type="text/html")
+        return web.Response(status=302, headers={"Location": "/tracked?utm_source=feed"})
+
+    async def ordered(request: web.Request) -> web.Response:
+        if request.query_string == "b=2&a=1":
+            return web.Response(text=page, content_type="text/html")
+        return web.Response(status=301, headers={"Location": "/ordered?b=2&a=1"})
+
+    async def endless(request: web.Request) -> web.Response:
+        n = int(request.query.get("utm_id", "0")) + 1
+        return web.Response(status=302, headers={"Location": f"/endless?utm_id={n}"})
+
+    async def scenario() -> tuple[list[FetchResult], Server]:
+        routes = {"/tracked": tracked, "/ordered": ordered, "/endless": endless}
+        async with serve(routes) as srv:
+            requests = [
+                req(srv, path, crawl_delay=0.15)
+                for path in ("/tracked", "/ordered?a=1&b=2", "/endless")
+            ]
+            return await run(requests, settings(host_concurrency=1)), srv
+
+    (tracked_result, ordered_result, endless_result), srv = asyncio.run(scenario())
+    for result, key in ((tracked_result, "/tracked"), (ordered_result, "/ordered?a=1&b=2")):
+        assert result.url == srv.url(key)  # the key stays the key
+        assert (result.outcome, result.http_status) == ("new", 200)
+        assert result.fingerprint == fp(page.encode(), "text/html; charset=utf-8")
+    assert (endless_result.outcome, endless_result.http_status) == ("error", 302)
+    assert endless_result.error == "redirected 5 times between spellings of the page"
+    paths = srv.paths()
+    assert paths[:4] == [
+        "/tracked",
+        "/tracked?utm_source=feed",
+        "/ordered?a=1&b=2",
+        "/ordered?b=2&a=1",
+    ]
+    assert len([p for p in paths if p.startswith("/endless")]) == 5
+    starts = [at for at, _, _ in srv.log]
+    assert min(b - a for a, b in zip(starts, starts[1:])) >= 0.15
+
+
 def test_a_body_compressed_twice_is_decoded_twice_unless_it_is_a_gzip_file() -> None:
     """A page gzipped twice and labelled gzip once was stored as binary noise, and the inner
     gzip header's timestamp made it 'change' at every fetch (found by an exploratory run)."""

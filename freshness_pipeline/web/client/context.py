@@ -35,6 +35,8 @@ class AttemptHost(Protocol):
 
     def mark_sent(self, attempt: Attempt) -> None: ...
 
+    async def wait_for_gap(self) -> None: ...
+
 
 class Attempt:
     """One request on the wire: its host, when it left, and what it taught the throttle."""

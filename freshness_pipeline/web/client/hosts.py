@@ -80,6 +80,14 @@ class HostRun:
         self.last_sent = attempt.sent_at
         self.mark_started(attempt.sent_at)
 
+    async def wait_for_gap(self) -> None:
+        """Sleep until the host's gap allows another request: a redirect followed within one
+        fetch (outcomes.fetch_one) is a request of its own to the server."""
+        now = time.monotonic()
+        earliest = self._earliest(now)
+        if earliest > now:
+            await asyncio.sleep(earliest - now)
+
     async def run(self) -> None:
         workers = min(self.concurrency, len(self.queue))
         await asyncio.gather(*(self._worker(slot) for slot in range(workers)))

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from urllib.parse import urldefrag, urljoin
 
 import aiohttp
@@ -16,6 +17,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from freshness_pipeline.science.fingerprint import ContentRecord, class_record
 from freshness_pipeline.science.fingerprint.error_pages import ErrorPageKind, error_page_kind
+from freshness_pipeline.science.normalize import InvalidURL, normalize_url
 from freshness_pipeline.warehouse.archive import ArchiveWriteError, TruncatedReason, payload_digest
 from freshness_pipeline.web.archiving import archive_answer
 from freshness_pipeline.web.client.body import (
@@ -38,6 +40,8 @@ _THREAD_FINGERPRINT_BYTES = 512 * 1024  # bigger bodies are fingerprinted off th
 THROTTLE_STATUSES = frozenset({429, 503})
 _GONE_STATUSES = frozenset({404, 410})
 _REDIRECT_STATUSES = frozenset({300, 301, 302, 303, 307, 308})
+#: redirects to another spelling of the page a fetch follows before it calls them a loop
+_SAME_PAGE_HOPS = 4
 #: outcomes of a 2xx whose body is the page's copy (a 304's revisit names that copy)
 _COPY_OUTCOMES = frozenset({"new", "changed", "unchanged"})
 #: what an error page served with 200 tells the host's pacing: a failing server backs off like
@@ -61,25 +65,45 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
     elif req.last_modified:
         headers["If-Modified-Since"] = req.last_modified
         validator = "last_modified"
-    result = FetchResult(
-        url=req.url,
-        host=attempt.host.key,
-        http_status=None,
-        outcome="error",
-        conditional=bool(headers),
-        validator=validator,
-    )
+
+    def fresh_result() -> FetchResult:
+        return FetchResult(
+            url=req.url,
+            host=attempt.host.key,
+            http_status=None,
+            outcome="error",
+            conditional=bool(headers),
+            validator=validator,
+        )
+
+    result = fresh_result()
     t0 = time.perf_counter()
     token = CURRENT_ATTEMPT.set(attempt)
     try:
-        async with ctx.session.get(req.url, headers=headers, allow_redirects=False) as resp:
-            # Latency as AutoThrottle measures it: request out to response headers in.
-            attempt.latency_s = attempt.since_sent()
-            # The crawl-delay also counts from the answer: the server saw the request before
-            # this moment, so its own processing time can never shorten the gap it sees.
-            attempt.host.mark_started(time.monotonic())
-            attempt.signal = classify_status(resp.status)
-            await _classify(ctx, attempt, req, resp, result)
+        sent_as = req
+        for hop in range(_SAME_PAGE_HOPS + 1):
+            if hop:
+                await attempt.host.wait_for_gap()
+                result = fresh_result()
+            async with ctx.session.get(sent_as.url, headers=headers, allow_redirects=False) as resp:
+                # Latency as AutoThrottle measures it: request out to response headers in.
+                attempt.latency_s = attempt.since_sent()
+                # The crawl-delay also counts from the answer: the server saw the request
+                # before this moment, so its own processing time can never shorten the gap.
+                attempt.host.mark_started(time.monotonic())
+                attempt.signal = classify_status(resp.status)
+                await _classify(ctx, attempt, sent_as, resp, result)
+            spelling = _same_page_spelling(result, req.url)
+            if spelling is None:
+                break
+            # The server's own spelling of the page the key names (another parameter order,
+            # a session or tracking parameter, another case): the page is there, asked for
+            # as the server writes it. Left a redirect, its target normalizes back to the key
+            # and the page is never fetched.
+            sent_as = replace(req, url=spelling)
+        else:
+            result.outcome = "error"
+            result.error = f"redirected {_SAME_PAGE_HOPS + 1} times between spellings of the page"
     except (asyncio.CancelledError, ArchiveWriteError):
         raise  # a full disk fails the cycle: its tables stay as they were
     except BodyTooLarge as exc:
@@ -352,6 +376,18 @@ def _archive(
     is_copy = status is not None and 200 <= status < 300 and result.outcome in _COPY_OUTCOMES
     original = (record.original if is_copy else None) or req.archived
     result.archived = original.to_json() if original is not None else None
+
+
+def _same_page_spelling(result: FetchResult, key: str) -> str | None:
+    """Where a redirect sends the reader when that is the page ``key`` names (the target
+    normalizes to it under the default rules), else None."""
+    if result.outcome != "redirect" or not result.location:
+        return None
+    try:
+        same = normalize_url(result.location) == key
+    except InvalidURL:
+        return None
+    return result.location if same else None
 
 
 def _page_link(page_url: str, href: str | None) -> str | None:
