@@ -38,6 +38,12 @@ from freshness_pipeline.science.normalize import (
         ("http://[::1]:8080/x", "http://[::1]:8080/x"),
         ("http://127.0.0.1:8000/x", "http://127.0.0.1:8000/x"),
         ("http://my_host.example/", "http://my_host.example/"),
+        # a visit's session id is not the page: query and servlet path parameter alike
+        ("http://example.com/cart;jsessionid=A1B2?b=1", "http://example.com/cart?b=1"),
+        ("http://example.com/a;JSESSIONID=x/b;v=1", "http://example.com/a/b;v=1"),
+        ("http://example.com/p?PHPSESSID=9f&id=3", "http://example.com/p?id=3"),
+        ("http://example.com/p?ASPSESSIONIDQSTD=K&CFID=1&CFTOKEN=2", "http://example.com/p"),
+        ("http://example.com/p?osCsid=1&zenid=2&sid=7", "http://example.com/p?sid=7"),
     ],
 )
 def test_normalize_examples(raw: str, expected: str) -> None:

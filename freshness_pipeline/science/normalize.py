@@ -12,8 +12,8 @@ dropping it, because credentials must not end up in the warehouse and the page b
 the page without them; lower-case scheme and host; IDN hosts to punycode (UTS #46, the encoding
 aiohttp/yarl use when they send the request); compress IPv6 literals; drop a trailing dot on the
 host and the default port; drop the fragment; percent-encoding normalization, dot segments and
-query sorting by :func:`w3lib.url.canonicalize_url`; remove tracking parameters; empty path ->
-``/``.
+query sorting by :func:`w3lib.url.canonicalize_url`; remove tracking and session parameters (and
+a servlet's ``;jsessionid=`` path parameter); empty path -> ``/``.
 """
 
 from __future__ import annotations
@@ -41,9 +41,10 @@ MAX_URL_LENGTH = 2048
 
 #: Raise whenever a rule here changes what a URL normalizes to: cached canonical forms
 #: (table url_canonical) made under another version are normalized again.
-RULES_VERSION = "1"
+RULES_VERSION = "2"
 
-#: Query parameters that identify a campaign, a click or a mail recipient, never the content.
+#: Query parameters that identify a campaign, a click, a mail recipient or a visit, never the
+#: content.
 #: Names are matched case-insensitively; an entry ending in ``*`` is a prefix (``utm_*`` is every
 #: Google Analytics campaign parameter). ``ref`` is deliberately absent: on code hosts it selects
 #: a branch, i.e. different content.
@@ -96,8 +97,22 @@ TRACKING_PARAMS: frozenset[str] = frozenset(
         "ref_url",
         "spm",
         "scm",
+        # session identifiers of servers that keep sessions in URLs when no cookie comes back
+        # (a crawler's case): Java servlets, PHP, classic ASP, ColdFusion, osCommerce, Zen
+        # Cart. Kept, every visit mints another URL of the same page. A server that insists
+        # redirects to its spelling, which the fetcher follows within the fetch. (``sid``
+        # alone is absent: on some sites it names a story.)
+        "jsessionid",
+        "phpsessid",
+        "aspsessionid*",
+        "cfid",
+        "cftoken",
+        "oscsid",
+        "zenid",
     }
 )
+#: A servlet's session in a path parameter (``/page;jsessionid=...``), the same visit id.
+_SESSION_PATH_PARAM = re.compile(r";jsessionid=[^/;?#]*", re.IGNORECASE)
 
 
 class InvalidURL(ValueError):
@@ -282,9 +297,12 @@ def _normalize_once(url: str, matcher: _ParamMatcher) -> tuple[str, str]:
         raise InvalidURL(f"cannot canonicalize URL ({exc})") from None
     out = urlsplit(canonical)
     query = _strip_query(out.query, matcher)
+    path = out.path
+    if ";" in path and matcher.matches("jsessionid"):
+        path = _SESSION_PATH_PARAM.sub("", path)
     # canonicalize_url never touches an already-normalized ASCII authority; we keep ours so that a
     # change in w3lib's host handling cannot move a partition key.
-    result = urlunsplit((scheme, authority, out.path or "/", query, ""))
+    result = urlunsplit((scheme, authority, path or "/", query, ""))
     if len(result) > MAX_URL_LENGTH:
         raise InvalidURL(f"URL longer than {MAX_URL_LENGTH} characters after normalization")
     return result, authority
