@@ -7,6 +7,7 @@ import contextlib
 import gzip
 import hashlib
 import ipaddress
+import itertools
 import socket
 import struct
 import time
@@ -411,7 +412,7 @@ def test_a_redirect_to_another_spelling_of_the_page_is_followed_within_the_fetch
     ]
     assert len([p for p in paths if p.startswith("/endless")]) == 5
     starts = [at for at, _, _ in srv.log]
-    assert min(b - a for a, b in zip(starts, starts[1:])) >= 0.15
+    assert min(b - a for a, b in itertools.pairwise(starts)) >= 0.15
 
 
 def test_a_body_compressed_twice_is_decoded_twice_unless_it_is_a_gzip_file() -> None:
