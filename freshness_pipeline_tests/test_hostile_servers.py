@@ -52,6 +52,18 @@ async def hostile(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
                 )
             else:
                 writer.write(b'HTTP/1.1 304 Not Modified\r\nETag: "v1"\r\n\r\n')
+        elif path == b"/latin1-location":
+            # old IIS and Apache setups send a Location in Latin-1
+            writer.write(b"HTTP/1.1 301 Moved\r\nLocation: /caf\xe9\r\nContent-Length: 0\r\n\r\n")
+        elif path == b"/latin1-heads":
+            body = b"<html><body><article>latin-1 heads</article></body></html>"
+            writer.write(
+                b'HTTP/1.1 200 OK\r\nETag: "caf\xe9"\r\nLast-Modified: Mon, 01 D\xe9c 2025\r\n'
+                b"Content-Type: text/html; name=caf\xe9\r\nContent-Length: %d\r\n\r\n%s"
+                % (len(body), body)
+            )
+        elif path == b"/latin1-reason":
+            writer.write(b"HTTP/1.1 403 Acc\xe8s interdit\r\nContent-Length: 0\r\n\r\n")
         elif path == b"/garbage":
             writer.write(b"\x00\xffNOT HTTP AT ALL\r\n\r\n")
         elif path.startswith((b"/cookies", b"/headers-")):
@@ -118,6 +130,41 @@ def test_each_hostile_answer_costs_one_error_and_the_good_page_still_arrives(ser
     }, outcomes
     assert all(errors[p] for p in paths[:-1]), errors
     assert elapsed < 15, elapsed
+
+
+def test_header_bytes_that_are_not_utf8_are_read_as_latin1_and_fail_no_one(server):
+    """One Latin-1 byte in one answer's Location, ETag, Last-Modified, Content-Type or reason
+    phrase reached the results as a lone surrogate, and building the results frame failed the
+    whole cycle for every host, cycle after cycle (exploratory run)."""
+    from freshness_pipeline.stages.fetch import raw_results
+
+    host, other = server
+    paths = ["/latin1-location", "/latin1-heads", "/latin1-reason"]
+    settings = FetchSettings(throttle=ThrottlePolicy(autothrottle=False))
+    results = fetch_all_sync(
+        [FetchRequest(url=host + p) for p in paths] + [FetchRequest(url=other + "/fine")],
+        settings,
+        allow=allowed_networks({"FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8"}),
+    )
+    moved, heads, refused, fine = results
+    # a URL gets its bytes back percent-encoded, as a browser sends them
+    assert (moved.outcome, moved.location) == ("redirect", host + "/caf%E9")
+    assert heads.outcome == "new"
+    assert (heads.etag, heads.last_modified) == ('"caf\u00e9"', "Mon, 01 D\u00e9c 2025")
+    assert heads.content_type == "text/html; name=caf\u00e9"
+    assert (refused.outcome, refused.error) == ("error", "HTTP 403 Acc\u00e8s interdit")
+    assert fine.outcome == "new"
+    frame = raw_results(results)  # where the cycle failed
+    assert frame.height == 4 and frame["etag"][1] == '"caf\u00e9"'
+
+
+def test_a_stray_surrogate_left_in_a_result_is_cleaned_not_fatal() -> None:
+    from freshness_pipeline.stages.fetch import raw_results
+    from freshness_pipeline.web.client import FetchResult
+
+    odd = FetchResult("http://a.test/", "a.test", None, "error", error="boom: caf\udce9")
+    frame = raw_results([odd, FetchResult("http://a.test/b", "a.test", 200, "new")])
+    assert frame["error"].to_list() == ["boom: caf\u00e9", None]
 
 
 def test_many_header_lines_are_read_and_an_unreadable_head_does_not_open_the_breaker(server):

@@ -56,6 +56,7 @@ from freshness_pipeline.web.client import (
     FetchResult,
     FetchSettings,
     fetch_all_sync,
+    header_text,
 )
 from freshness_pipeline.web.netguard import ALLOW_ENV, IPNetwork
 from freshness_pipeline.web.throttle import Throttles
@@ -172,7 +173,19 @@ def raw_results(results: list[FetchResult]) -> pl.DataFrame:
         return pl.DataFrame()
     # Built column by column: a dict per row, which polars then takes apart again, cost
     # several microseconds per fetch (docs/fetch_rate.md).
-    return pl.DataFrame({name: list(map(attrgetter(name), results)) for name in _RESULT_FIELDS})
+    columns = {name: list(map(attrgetter(name), results)) for name in _RESULT_FIELDS}
+    try:
+        return pl.DataFrame(columns)
+    except UnicodeEncodeError:
+        # A server's byte that is not UTF-8 reached a field the fetcher did not clean (an
+        # exception's message quoting it): cleaned here, so that one answer cannot fail every
+        # host's results.
+        return pl.DataFrame(
+            {
+                name: [header_text(v) if isinstance(v, str) else v for v in values]
+                for name, values in columns.items()
+            }
+        )
 
 
 def results_frame(

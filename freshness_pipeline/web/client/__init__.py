@@ -31,11 +31,16 @@ from freshness_pipeline.web.client.fetches import (
     FetchResult,
     host_key,
 )
-from freshness_pipeline.web.client.headers import content_age_days, parse_retry_after
+from freshness_pipeline.web.client.headers import (
+    content_age_days,
+    header_text,
+    parse_retry_after,
+)
 from freshness_pipeline.web.client.session import open_session
 from freshness_pipeline.web.client.settings import DEFAULT_USER_AGENT, FetchSettings
 
 __all__ = [
+    "header_text",
     "ACCEPT_ENCODING",
     "DEFAULT_USER_AGENT",
     "TIME_LIMIT_REASON",

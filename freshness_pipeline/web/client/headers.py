@@ -1,17 +1,48 @@
-"""What the dates in a response's headers say: how long a Retry-After asks us to stay away,
-and how old the content is by its Last-Modified. Both are measured against the response's own
-Date where it has one and the cycle's ``now`` otherwise, so that no decision reads the wall
-clock; that shared rule, and the shared (cached) date parsing, is why they live together."""
+"""What a response's headers say: how long a Retry-After asks us to stay away, and how old
+the content is by its Last-Modified, both measured against the response's own Date where it
+has one and the cycle's ``now`` otherwise, so that no decision reads the wall clock (that
+shared rule, and the shared cached date parsing, is why they live together); and a header's
+text when the server sent bytes that are not UTF-8."""
 
 from __future__ import annotations
 
 import functools
+import re
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 from freshness_pipeline.science.retry_after import MAX_RETRY_AFTER_S
 
-__all__ = ["MIN_CONTENT_AGE_S", "content_age_days", "parse_retry_after"]
+__all__ = [
+    "MIN_CONTENT_AGE_S",
+    "content_age_days",
+    "header_text",
+    "header_url",
+    "parse_retry_after",
+]
+
+#: aiohttp hands a header's bytes that are not UTF-8 over as lone surrogates, which no table,
+#: JSON or request can hold: one such byte in one ETag failed every host's results. Read as
+#: Latin-1, what HTTP/1.1 headers were.
+_STRAY_AS_LATIN1 = {0xDC00 + b: chr(b) for b in range(0x80, 0x100)}
+_NON_ASCII_BYTE = re.compile(rb"[\x80-\xff]")
+
+
+def header_text(value: str | None) -> str | None:
+    """A header's text as it can be stored and sent back: any byte that was not UTF-8 read as
+    Latin-1."""
+    if value is None or value.isascii():
+        return value
+    return value.translate(_STRAY_AS_LATIN1)
+
+
+def header_url(value: str | None) -> str | None:
+    """A URL from a header (Location) with every byte that is not ASCII percent-encoded, as
+    browsers send such a URL back: the server gets its own bytes again, UTF-8 or not."""
+    if value is None or value.isascii():
+        return value
+    raw = value.encode("utf-8", "surrogateescape")
+    return _NON_ASCII_BYTE.sub(lambda m: b"%%%02X" % m[0][0], raw).decode("ascii")
 
 
 def parse_retry_after(

@@ -28,7 +28,12 @@ from freshness_pipeline.web.client.body import (
 )
 from freshness_pipeline.web.client.context import CURRENT_ATTEMPT, Attempt, CycleContext
 from freshness_pipeline.web.client.fetches import FetchRequest, FetchResult
-from freshness_pipeline.web.client.headers import content_age_days, parse_retry_after
+from freshness_pipeline.web.client.headers import (
+    content_age_days,
+    header_text,
+    header_url,
+    parse_retry_after,
+)
 from freshness_pipeline.web.client.settings import FetchSettings
 from freshness_pipeline.web.netguard import BLOCKED_PREFIX, check_url_scheme, find_blocked_error
 from freshness_pipeline.web.throttle import Signal, classify_status
@@ -154,9 +159,9 @@ async def _classify(
     settings = ctx.settings
     status = resp.status
     result.http_status = status
-    result.etag = resp.headers.get("ETag")
-    result.last_modified = resp.headers.get("Last-Modified")
-    result.content_type = resp.headers.get("Content-Type")
+    result.etag = header_text(resp.headers.get("ETag"))
+    result.last_modified = header_text(resp.headers.get("Last-Modified"))
+    result.content_type = header_text(resp.headers.get("Content-Type"))
 
     refused = _not_a_revalidation(result, req) if status == 304 else None
     if refused is not None:
@@ -281,7 +286,7 @@ async def _classify(
     _archive(ctx, req, resp, result, drained_body, truncated=None if complete else "length")
 
     if status in _REDIRECT_STATUSES:
-        loc = resp.headers.get("Location")
+        loc = header_url(resp.headers.get("Location"))
         if not loc:
             result.outcome, result.error = "error", f"HTTP {status} without Location"
             return
@@ -304,7 +309,7 @@ async def _classify(
         result.outcome = "gone"
         return
     result.outcome = "error"
-    reason = f" {resp.reason}" if resp.reason else ""
+    reason = f" {header_text(resp.reason)}" if resp.reason else ""
     result.error = f"HTTP {status}{reason}"
     if status in THROTTLE_STATUSES:
         result.retry_after_s = parse_retry_after(
