@@ -53,6 +53,10 @@ def test_page_links() -> None:
     # two canonicals that disagree name none, as search engines read them
     assert _links("<link rel=canonical href=/a><link rel=canonical href=/b>") == PageLinks()
     assert _links('<link rel=canonical href="">') == PageLinks()
+    # the first <base href> is what both resolve against, read only when there is a link
+    based = '<base href=" /root/ "><base href="/other/"><link rel=canonical href="a">'
+    assert _links(based) == PageLinks("a", None, "/root/")
+    assert _links('<base href="/root/"><title>t</title>') == PageLinks()
     assert _links('<meta http-equiv="Refresh" content="0; url=/m">') == PageLinks(None, "/m")
     # the first refresh counts, as in a browser; one for browsers without scripts does not
     assert (
@@ -105,6 +109,13 @@ class LinkingSite:
             return self.page("Moved.", '<meta http-equiv="refresh" content="0; url=/new">')
         if path == "/new":
             return self.page(ARTICLE.format("The new page"))
+        # relative links under a root <base>, as CMSs write them
+        if path == "/deep/dir/old":
+            head = '<base href="/"><meta http-equiv="refresh" content="0; url=new">'
+            return self.page("Moved.", head)
+        if path == "/deep/dir/print":
+            head = '<base href="/"><link rel="canonical" href="story">'
+            return self.page(ARTICLE.format("The deep story"), head)
         if path in ("/print", "/story"):
             # absolute, with a tracking parameter: named as the inventory writes /story
             head = f'<link rel="canonical" href="http://{request.host}/story?utm_source=x">'
@@ -126,7 +137,8 @@ def test_a_meta_refresh_moves_a_page_and_a_canonical_names_the_copy_kept(
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     site, base = linking_site
     home = tmp_path / "home"
-    load_seeds(home, f"url\n{base}/old\n{base}/print\n".encode(), added_at=T0)
+    seeds = "".join(f"{base}{p}\n" for p in ("/old", "/print", "/deep/dir/old", "/deep/dir/print"))
+    load_seeds(home, f"url\n{seeds}".encode(), added_at=T0)
     wh = Warehouse(home)
 
     run_cycle(home, T0)
@@ -136,7 +148,11 @@ def test_a_meta_refresh_moves_a_page_and_a_canonical_names_the_copy_kept(
     assert rows["/old"]["location"] == f"{base}/new"
     assert rows["/print"]["outcome"] == "new"
     assert rows["/print"]["canonical"] == f"{base}/story"  # normalized: no utm_source
-    assert wh.read("page_versions")["url"].to_list() == [f"{base}/print"]  # no empty version
+    versioned = wh.read("page_versions")["url"].to_list()
+    assert sorted(versioned) == [f"{base}/deep/dir/print", f"{base}/print"]  # no empty version
+    # relative to the page's <base href>, not to its own address
+    assert rows["/deep/dir/old"]["location"] == f"{base}/new"
+    assert rows["/deep/dir/print"]["canonical"] == f"{base}/story"
 
     run_cycle(home, T0 + timedelta(hours=6))
     inventory = wh.read("url_inventory")

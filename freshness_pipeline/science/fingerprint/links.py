@@ -1,5 +1,6 @@
 """What a page says of its own address: the URL it names as its canonical one (``<link
-rel=canonical>``) and the one a ``<meta http-equiv=refresh>`` sends a reader on to at once.
+rel=canonical>``) and the one a ``<meta http-equiv=refresh>`` sends a reader on to at once
+(both relative to its ``<base href>`` when it has one).
 
 Neither is content, so the fingerprint never hashes them. A page that refreshes to another
 address in a moment has moved: taken as a page it is a version with no text, and the address
@@ -46,6 +47,9 @@ class PageLinks:
 
     canonical: str | None = None
     refresh_to: str | None = None
+    # The page's <base href> (the first), which both resolve against instead of the page's
+    # own URL when they are relative (CMSs write root-relative links under a root base).
+    base: str | None = None
 
 
 def refresh_target(content: str) -> str | None:
@@ -90,4 +94,8 @@ def page_links(tree: LexborHTMLParser, source: str | bytes) -> PageLinks:
             refreshed = True
             refresh_to = refresh_target(attrs.get("content") or "")
     canonical = canonicals.pop() if len(canonicals) == 1 else None
-    return PageLinks(canonical, refresh_to)
+    base = None
+    if canonical is not None or refresh_to is not None:
+        for node in css(tree.head or tree, "base[href]")[:1]:
+            base = (node.attrs.get("href") or "").strip() or None
+    return PageLinks(canonical, refresh_to, base)

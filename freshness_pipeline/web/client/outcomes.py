@@ -232,15 +232,16 @@ async def _classify(
             result.outcome, result.error = "error", "empty body where the page had content"
             _archive(ctx, req, resp, result, read.body)
             return
-        moved_to = _page_link(req.url, record.links.refresh_to)
+        links = record.links
+        moved_to = _page_link(req.url, links.refresh_to, links.base)
         if moved_to is not None:
             # A page that sends its reader on at once (a meta refresh) has moved: taken as a
             # page it was a version with no text, and where it went was never found.
             result.outcome, result.location = "redirect", moved_to
             _archive(ctx, req, resp, result, read.body)
             return
-        result.canonical = _page_link(req.url, record.links.canonical) or _link_header_canonical(
-            req.url, resp
+        result.canonical = _page_link(req.url, links.canonical, links.base) or (
+            _link_header_canonical(req.url, resp)
         )
         error_page = (
             error_page_kind(record.title, record.text)
@@ -395,13 +396,14 @@ def _same_page_spelling(result: FetchResult, key: str) -> str | None:
     return result.location if same else None
 
 
-def _page_link(page_url: str, href: str | None) -> str | None:
-    """``href`` as written on the page at ``page_url``, made absolute; None when it names the
-    page itself (fragments aside), is not http(s) or does not parse."""
+def _page_link(page_url: str, href: str | None, base: str | None = None) -> str | None:
+    """``href`` as written on the page at ``page_url``, made absolute (against the page's
+    ``base`` href when it has one, as a browser does); None when it names the page itself
+    (fragments aside), is not http(s) or does not parse."""
     if not href:
         return None
     try:
-        target = urljoin(page_url, href)
+        target = urljoin(urljoin(page_url, base) if base else page_url, href)
         check_url_scheme(target)
     except ValueError:
         return None
