@@ -484,6 +484,42 @@ def test_new_unchanged_changed_gone_and_errors() -> None:
     asyncio.run(scenario())
 
 
+def test_a_part_of_a_page_is_not_a_version_of_it() -> None:
+    """A server answering a plain GET with 206 and 300 bytes of a 5,000-byte page had the
+    fragment stored as the page, then 'unchanged' (exploratory run)."""
+    page = "<html><title>t</title><p>" + "words " * 800 + "</p></html>"
+
+    async def partial(request: web.Request) -> web.Response:
+        return web.Response(
+            status=206,
+            body=page.encode()[:300],
+            content_type="text/html",
+            headers={"Content-Range": f"bytes 0-299/{len(page)}"},
+        )
+
+    async def whole(request: web.Request) -> web.Response:
+        return web.Response(
+            status=206,
+            text=page,
+            content_type="text/html",
+            headers={"Content-Range": f"bytes 0-{len(page) - 1}/{len(page)}"},
+        )
+
+    async def scenario() -> list[FetchResult]:
+        async with serve({"/part": partial, "/whole": whole}) as srv:
+            return await run(
+                [req(srv, "/part"), req(srv, "/part", prev_fingerprint="x"), req(srv, "/whole")]
+            )
+
+    *parts, whole_page = asyncio.run(scenario())
+    for result in parts:
+        assert (result.outcome, result.http_status) == ("error", 206)
+        assert result.error == "HTTP 206 Partial Content to a request for the whole page"
+        assert result.fingerprint is None and result.text is None
+    # a 206 of the whole representation, as some caches send, is the page
+    assert (whole_page.outcome, whole_page.fingerprint) == ("new", fp(page.encode(), None))
+
+
 def test_redirect_is_recorded_not_followed() -> None:
     async def scenario() -> None:
         async with serve(

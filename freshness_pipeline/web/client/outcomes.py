@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -178,7 +179,7 @@ async def _classify(
         _archive(ctx, req, resp, result, b"")
         return
 
-    if 200 <= status < 300:
+    if 200 <= status < 300 and (status != 206 or _whole_range(resp.headers.get("Content-Range"))):
         try:
             read = await read_limited(
                 resp,
@@ -312,6 +313,11 @@ async def _classify(
     result.outcome = "error"
     reason = f" {header_text(resp.reason)}" if resp.reason else ""
     result.error = f"HTTP {status}{reason}"
+    if status == 206:
+        # a part of the page to a request that asked for all of it (no Range is ever sent):
+        # taken as a version, a fragment was kept as the page and its next whole copy read
+        # as a change
+        result.error += " to a request for the whole page"
     if status in THROTTLE_STATUSES:
         result.retry_after_s = parse_retry_after(
             resp.headers.get("Retry-After"),
@@ -382,6 +388,16 @@ def _archive(
     is_copy = status is not None and 200 <= status < 300 and result.outcome in _COPY_OUTCOMES
     original = (record.original if is_copy else None) or req.archived
     result.archived = original.to_json() if original is not None else None
+
+
+_CONTENT_RANGE = re.compile(r"\s*bytes\s+0-(\d+)/(\d+)\s*", re.IGNORECASE)
+
+
+def _whole_range(content_range: str | None) -> bool:
+    """A 206 whose Content-Range is the whole representation (``bytes 0-4999/5000``), as some
+    caches send, is the page."""
+    match = _CONTENT_RANGE.fullmatch(content_range or "")
+    return match is not None and int(match[1]) + 1 == int(match[2])
 
 
 def _same_page_spelling(result: FetchResult, key: str) -> str | None:
