@@ -574,17 +574,23 @@ def test_gzip_and_deflate_bodies_are_decoded() -> None:
                 "/zlib": encoded(zlib.compress(raw), "deflate"),
                 "/rawdeflate": encoded(raw_deflate, "deflate"),
                 "/weird": encoded(b"xxxx", "compress"),
+                "/zstd": encoded(b"\x28\xb5\x2f\xfd-not-decodable-here", "zstd"),
                 "/corrupt": encoded(b"\x1f\x8b\x08\x00garbage-garbage", "gzip"),
+                # no compression, named where a charset or a transfer label was meant (a PHP or
+                # .htaccess slip): the bytes are the page, as browsers show it
+                "/charset": encoded(raw, "UTF-8"),
+                "/binary": encoded(raw, "binary"),
+                "/chained": encoded(gzipped, "8bit, gzip"),
             }
         ) as srv:
-            results = await run(
-                [req(srv, p) for p in ["/gz", "/zlib", "/rawdeflate", "/weird", "/corrupt"]]
-            )
-        gz_r, zlib_r, raw_r, weird, corrupt = results
-        for r in (gz_r, zlib_r, raw_r):
+            paths = ["/gz", "/zlib", "/rawdeflate", "/weird", "/zstd", "/corrupt"]
+            results = await run([req(srv, p) for p in [*paths, "/charset", "/binary", "/chained"]])
+        gz_r, zlib_r, raw_r, weird, zstd, corrupt, *mislabelled = results
+        for r in (gz_r, zlib_r, raw_r, *mislabelled):
             assert r.outcome == "new" and r.fingerprint == fp(raw, None), r
         assert gz_r.bytes == len(gzipped) < len(raw)
         assert weird.outcome == "error" and "compress" in (weird.error or "")
+        assert zstd.outcome == "error" and "zstd" in (zstd.error or "")
         assert corrupt.outcome == "error" and "gzip" in (corrupt.error or "")
 
     asyncio.run(scenario())

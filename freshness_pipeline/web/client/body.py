@@ -187,6 +187,28 @@ class _Brotli:  # pragma: no cover - exercised only where brotli is installed
         return b""
 
 
+#: Content codings that compress (IANA's registry and what servers send besides): one this
+#: client cannot undo fails the page rather than storing compressed bytes as its content.
+_COMPRESSIONS = frozenset(
+    {
+        "br",
+        "zstd",
+        "compress",
+        "x-compress",
+        "bzip2",
+        "x-bzip2",
+        "lzma",
+        "xz",
+        "exi",
+        "pack200-gzip",
+        "aes128gcm",
+        "dcb",
+        "dcz",
+        "sdch",
+    }
+)
+
+
 class _Decoder:
     """Undo a Content-Encoding chain, every stage's output capped at ``limit``."""
 
@@ -197,16 +219,17 @@ class _Decoder:
         self.stages: list[_Inflate | _Brotli] = []
         codings = [c.strip().lower() for c in (content_encoding or "").split(",") if c.strip()]
         for coding in reversed(codings):  # the last coding applied is undone first
-            if coding in ("identity", "none"):
-                continue
             if coding in ("gzip", "x-gzip"):
                 self.stages.append(_Inflate("gzip", limit))
             elif coding == "deflate":
                 self.stages.append(_Inflate("deflate", limit))
             elif coding == "br" and _brotli is not None:  # pragma: no cover
                 self.stages.append(_Brotli(limit))
-            else:
+            elif coding in _COMPRESSIONS:
                 raise ValueError(f"unsupported content-encoding {coding!r}")
+            # Anything else names no compression ("identity", or a charset, "binary", "8bit"
+            # written there by mistake): the bytes are the content, as browsers read them.
+            # Refused, such a page could never be fetched.
 
     def feed(self, data: bytes) -> None:
         for stage in self.stages:
