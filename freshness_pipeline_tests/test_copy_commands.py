@@ -533,3 +533,27 @@ def test_the_readme_crawled_copy_queries_answer_on_a_crawled_home(copy):
     steps = results[history]
     assert steps["observed_at"].to_list() == [T0, T1, T2]
     assert steps["outcome"].to_list() == ["new", "changed", "changed"]
+
+
+def test_a_pages_control_characters_reach_a_terminal_escaped() -> None:
+    """A crawled page's ESC, BEL and NUL went to the terminal as they were: a page could
+    recolour, retitle or write the clipboard of whoever ran `freshness diff` (exploratory
+    run). Shown escaped on a terminal; a pipe still gets the text as it is, for patch."""
+    import io
+    from datetime import UTC, datetime
+
+    from rich.console import Console
+
+    from freshness_pipeline.app.crawled_copy import DiffLine, Version, VersionDiff, print_diff
+
+    version = Version(datetime(2026, 1, 1, tzinfo=UTC), "new", None, "x", {}, None)
+    hostile = "+\x1b]0;owned\x07\x1b[31mred\x00\tend\x9b"
+    diff = VersionDiff("http://a.test/", version, None, [DiffLine("added", hostile)])
+    screen = io.StringIO()
+    print_diff(diff, Console(file=screen, force_terminal=True, color_system=None, width=200))
+    shown = screen.getvalue()
+    assert not any(c in shown for c in "\x1b\x07\x00\x9b")
+    assert shown.startswith("+\\x1b]0;owned\\x07\\x1b[31mred\\x00") and "end\\x9b" in shown
+    pipe = io.StringIO()
+    print_diff(diff, Console(file=pipe, force_terminal=False))
+    assert pipe.getvalue() == hostile + "\n"

@@ -309,15 +309,25 @@ def _kind(index: int, line: str) -> Literal["header", "hunk", "removed", "added"
 _STYLES = {"header": "bold", "hunk": "cyan", "removed": "red", "added": "green", "context": ""}
 
 
+#: Control characters a crawled page may hold (ESC, BEL, NUL, C1 codes), shown as ``\x1b``
+#: on a terminal: written raw, a page could recolour, retitle or (OSC 52) write the clipboard
+#: of whoever reads its diff. A tab stays a tab.
+_VISIBLE_CONTROLS = {
+    c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))
+}
+
+
 def print_diff(diff: VersionDiff, console: Console) -> None:
-    """Coloured on a terminal; plain text otherwise, written as is, so that a pipe or a file
-    gets a diff that `patch` and other tools read (no escapes, no wrapping, no markup)."""
+    """Coloured on a terminal, the page's control characters shown escaped; plain text
+    otherwise, written as is, so that a pipe or a file gets a diff that `patch` and other
+    tools read (no escapes, no wrapping, no markup)."""
     if not console.is_terminal:
         console.file.write(diff.plain())
         console.file.flush()
         return
     for line in diff.lines:
-        console.print(Text(line.text, style=_STYLES[line.kind]), soft_wrap=True)
+        text = line.text.translate(_VISIBLE_CONTROLS)
+        console.print(Text(text, style=_STYLES[line.kind]), soft_wrap=True)
 
 
 # ---------------------------------------------------------------------------- export
