@@ -44,6 +44,12 @@ from freshness_pipeline.science.normalize import (
         ("http://example.com/p?PHPSESSID=9f&id=3", "http://example.com/p?id=3"),
         ("http://example.com/p?ASPSESSIONIDQSTD=K&CFID=1&CFTOKEN=2", "http://example.com/p"),
         ("http://example.com/p?osCsid=1&zenid=2&sid=7", "http://example.com/p?sid=7"),
+        # a host ending in a number is an IPv4 address, in any of the WHATWG spellings
+        ("http://2130707721/d", "http://127.0.5.9/d"),
+        ("http://0x7f.0.5.9/h", "http://127.0.5.9/h"),
+        ("http://0177.0.0.1:8080/o", "http://127.0.0.1:8080/o"),
+        ("http://127.1/", "http://127.0.0.1/"),
+        ("http://ex.4ample/", "http://ex.4ample/"),
     ],
 )
 def test_normalize_examples(raw: str, expected: str) -> None:
@@ -73,6 +79,9 @@ def test_normalize_examples(raw: str, expected: str) -> None:
         ("http://exa<mple.com/", "invalid character"),
         ("http://" + "a" * 64 + ".com/", "invalid host label"),
         ("http://example.com/" + "a" * 2100, "longer than 2048"),
+        ("http://1.2.3.4.5/", "ends in a number but is not an IPv4 address"),
+        ("http://256.0.0.1/", "out of the IPv4 range"),
+        ("http://09.1.1.1/", "not an octal number"),
     ],
 )
 def test_invalid_urls_say_why(raw: str, reason: str) -> None:

@@ -126,6 +126,8 @@ class InvalidURL(ValueError):
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _HOST_LABEL = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
 _ASCII_HOST_CHARS = re.compile(r"^[A-Za-z0-9._-]+$")
+_NUMBER = re.compile(r"0x[0-9a-f]*|[0-9]+")
+_OCTAL = re.compile(r"0[0-7]+")
 
 
 class _ParamMatcher:
@@ -198,6 +200,9 @@ def _normalize_host(host: str) -> str:
         bad = next((ch for ch in host if not _ASCII_HOST_CHARS.match(ch)), "?")
         raise InvalidURL(f"invalid character {bad!r} in host")
     host = host.lower()
+    numeric = _numeric_ipv4(host)
+    if numeric is not None:
+        return numeric
     if len(host) > 253:
         raise InvalidURL("host name longer than 253 characters")
     for label in host.split("."):
@@ -206,6 +211,36 @@ def _normalize_host(host: str) -> str:
         if not _HOST_LABEL.match(label):
             raise InvalidURL(f"invalid host label {label!r}")
     return host
+
+
+def _numeric_ipv4(host: str) -> str | None:
+    """A host whose last label is a number (``2130707721``, ``0x7f.1``, ``127.0.0.1``) is an
+    IPv4 address in the WHATWG URL standard's spellings (decimal, ``0x`` hex, ``0`` octal, the
+    last part filling the bytes left): its dotted quad, so that every spelling is one host and
+    one politeness queue, and the client (which takes only the dotted quad) can reach it.
+    None for a registered name; InvalidURL for a number that is no address."""
+    parts = host.split(".")
+    if not _NUMBER.fullmatch(parts[-1]):
+        return None
+    if len(parts) > 4:
+        raise InvalidURL(f"{host!r} ends in a number but is not an IPv4 address")
+    numbers = []
+    for part in parts:
+        if not _NUMBER.fullmatch(part):
+            raise InvalidURL(f"{host!r} ends in a number but is not an IPv4 address")
+        if part.startswith("0x"):
+            numbers.append(int(part[2:] or "0", 16))
+        elif len(part) > 1 and part.startswith("0"):
+            if not _OCTAL.fullmatch(part):
+                raise InvalidURL(f"{part!r} in {host!r} is not an octal number")
+            numbers.append(int(part, 8))
+        else:
+            numbers.append(int(part))
+    *head, last = numbers
+    if any(n > 255 for n in head) or last >= 256 ** (4 - len(head)):
+        raise InvalidURL(f"{host!r} is out of the IPv4 range")
+    value = last + sum(n << (8 * (3 - i)) for i, n in enumerate(head))
+    return str(ipaddress.IPv4Address(value))
 
 
 def _split_authority(scheme: str, netloc: str) -> tuple[str, int | None]:

@@ -37,6 +37,9 @@ _PLAIN_URL = (
     r"(?::(?<port>[1-9][0-9]{0,4}))?(?<path>/[A-Za-z0-9\-_~!$&'()*+,=:@/.]*)$"
 )
 _DOT_SEGMENT = r"/\.\.?(?:/|$)"
+_ENDS_IN_NUMBER = r"(?:^|\.)(?:0x[0-9a-f]*|[0-9]+)$"
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_QUAD = rf"^{_OCTET}(?:\.{_OCTET}){{3}}$"
 _DEFAULT_PORT = {"http": 80, "https": 443}
 
 
@@ -164,6 +167,8 @@ def plain_urls(urls: pl.Series) -> pl.DataFrame:
         & (parts["host"].str.len_bytes() <= 253)
         & (port.is_null() | ((port <= 65535) & (port != default)))
         & ~parts["path"].str.contains(_DOT_SEGMENT)
+        # a host ending in a number is an IPv4 address, left as it is in dotted-quad form only
+        & (~parts["host"].str.contains(_ENDS_IN_NUMBER) | parts["host"].str.contains(_QUAD))
     ).fill_null(False)
     authority = (
         pl.when(pl.col("port").is_null())
