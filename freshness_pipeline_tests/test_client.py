@@ -484,6 +484,38 @@ def test_new_unchanged_changed_gone_and_errors() -> None:
     asyncio.run(scenario())
 
 
+def test_a_link_header_names_the_canonical_of_a_page() -> None:
+    """How a PDF or a feed names its canonical: RFC 8288 links, several in one header or
+    over several, rel a list of relation types."""
+    body = "<html><title>t</title><p>a document</p></html>"
+
+    def linked(*links: str) -> Handler:
+        async def handler(request: web.Request) -> web.Response:
+            response = web.Response(text=body, content_type="text/html")
+            for link in links:
+                response.headers.add("Link", link)
+            return response
+
+        return handler
+
+    async def scenario() -> tuple[list[FetchResult], Server]:
+        routes = {
+            "/one": linked('</doc>; rel="canonical"'),
+            "/many": linked(
+                "<https://cdn.test/s.css>; rel=preload", '<doc?v=1>; rel="alternate canonical"'
+            ),
+            "/none": linked('</doc.pdf>; rel="alternate"; type="application/pdf"'),
+            "/self": linked("</self>; rel=canonical"),
+        }
+        async with serve(routes) as srv:
+            return await run([req(srv, p) for p in routes]), srv
+
+    (one, many, none, itself), srv = asyncio.run(scenario())
+    assert one.canonical == srv.url("/doc")
+    assert many.canonical == srv.url("/doc?v=1")
+    assert none.canonical is None and itself.canonical is None
+
+
 def test_a_part_of_a_page_is_not_a_version_of_it() -> None:
     """A server answering a plain GET with 206 and 300 bytes of a 5,000-byte page had the
     fragment stored as the page, then 'unchanged' (exploratory run)."""

@@ -59,6 +59,7 @@ async def hostile(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
             body = b"<html><body><article>latin-1 heads</article></body></html>"
             writer.write(
                 b'HTTP/1.1 200 OK\r\nETag: "caf\xe9"\r\nLast-Modified: Mon, 01 D\xe9c 2025\r\n'
+                b'Link: <https://cdn.test/a.css>; rel=preload, </caf\xe9>; rel="canonical"\r\n'
                 b"Content-Type: text/html; name=caf\xe9\r\nContent-Length: %d\r\n\r\n%s"
                 % (len(body), body)
             )
@@ -152,6 +153,7 @@ def test_header_bytes_that_are_not_utf8_are_read_as_latin1_and_fail_no_one(serve
     assert heads.outcome == "new"
     assert (heads.etag, heads.last_modified) == ('"caf\u00e9"', "Mon, 01 D\u00e9c 2025")
     assert heads.content_type == "text/html; name=caf\u00e9"
+    assert heads.canonical == host + "/caf%E9"  # not /caf: the byte dropped named another page
     assert (refused.outcome, refused.error) == ("error", "HTTP 403 Acc\u00e8s interdit")
     assert fine.outcome == "new"
     frame = raw_results(results)  # where the cycle failed

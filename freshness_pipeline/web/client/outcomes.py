@@ -426,15 +426,21 @@ def _page_link(page_url: str, href: str | None, base: str | None = None) -> str 
     return None if urldefrag(target).url == urldefrag(page_url).url else target
 
 
+_LINK_VALUE = re.compile(r"<([^>]*)>([^<]*)")
+_LINK_REL = re.compile(r';\s*rel\s*=\s*(?:"([^"]*)"|([^\s;,"]+))', re.IGNORECASE)
+
+
 def _link_header_canonical(page_url: str, resp: aiohttp.ClientResponse) -> str | None:
-    """A canonical named by an HTTP ``Link`` header (how a PDF or a feed names one)."""
-    if "Link" not in resp.headers:
-        return None
-    try:
-        link = resp.links.get("canonical")
-    except ValueError:
-        return None
-    return _page_link(page_url, str(link.get("url") or "")) if link else None
+    """A canonical named by an HTTP ``Link`` header (how a PDF or a feed names one): the first
+    link whose rel holds ``canonical`` (RFC 8288), its bytes that are not ASCII
+    percent-encoded as a Location's are (aiohttp's own parser dropped them, naming another
+    URL)."""
+    for value in resp.headers.getall("Link", ()):
+        for link in _LINK_VALUE.finditer(header_url(value) or ""):
+            rel = _LINK_REL.search(link[2])
+            if rel and "canonical" in (rel[1] or rel[2] or "").lower().split():
+                return _page_link(page_url, link[1].strip())
+    return None
 
 
 def _not_a_revalidation(result: FetchResult, req: FetchRequest) -> str | None:
