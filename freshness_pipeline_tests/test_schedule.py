@@ -17,6 +17,7 @@ from freshness_pipeline.science.schedule import (
     REASONS,
     PlanConfig,
     build_plan,
+    error_recheck_wait_days,
     gone_recheck_wait_days,
 )
 
@@ -219,6 +220,27 @@ def test_a_gone_page_is_checked_again_soon_once_then_monthly() -> None:
     ).with_columns(gone_at=pl.col("last_fetched_at") - pl.Series([timedelta(0), timedelta(days=1)]))
     plan = build_plan(cands, BIG, now=NOW, budget=10, config=config)
     assert plan["selected"].to_list() == [True, False]
+
+
+def test_a_url_that_keeps_failing_waits_longer_each_time() -> None:
+    """A page answering 401, 403 or 451, or a server that never answers, came back every few
+    cycles for ever through the reserved shares, each time a slot (and for a hanging server a
+    timeout) a live page lacked (exploratory run). In status 'error' it waits a day after the
+    failure that made it one, doubling with each failure since, up to a month."""
+    config = PlanConfig(gone_first_recheck_days=1.0, gone_recheck_days=30.0)
+    errors = pl.Series([3, 4, 5, 8, 40, None], dtype=pl.Int64)
+    waits = pl.select(error_recheck_wait_days(pl.lit(errors), config)).to_series()
+    assert waits.to_list() == pytest.approx([1.0, 2.0, 4.0, 30.0, 30.0, 1.0])
+    rows = [
+        {"status": "error", "age": 0.5, "value": 100.0},  # 3 failures: waits a day
+        {"status": "error", "age": 1.5, "value": 100.0},  # 3 failures, a day and a half on
+        {"status": "error", "age": 3.0, "value": 100.0},  # 5 failures: waits four days
+        {"status": "error", "age": 5.0, "value": 100.0},
+        {"status": "active", "age": 0.5},  # a page failing twice is not an error yet
+    ]
+    cands = _cands(rows).with_columns(consecutive_errors=pl.Series([3, 3, 5, 5, 2], dtype=pl.Int64))
+    plan = build_plan(cands, BIG, now=NOW, budget=None, config=config)
+    assert plan["selected"].to_list() == [False, True, False, True, True]
 
 
 def test_tied_pages_are_taken_host_by_host_not_in_url_order() -> None:

@@ -515,3 +515,37 @@ def test_without_a_budget_a_gone_page_is_checked_when_due():
         inputs, capacity, now=gone_at + timedelta(hours=18), budget=None, config=PlanConfig()
     )
     assert dict(zip(before["url"], before["reason"], strict=True))[url] is None  # not yet due
+
+
+def test_a_url_that_keeps_refusing_us_is_tried_again_later_each_time():
+    """A page answering 403 came back every few cycles for ever, the budget full (exploratory
+    run). Once it is an 'error' (three failures) its next check is a day after the last
+    failure, then two, four, ... up to a month: url_state says so, and the plan keeps to it."""
+    url, other = "http://a.example/private", "http://a.example/q"
+    cands = candidates(url, other)
+    capacity = pl.DataFrame(
+        {"host": [HOST], "capacity": [10], "cost_multiplier": [1.0], "crawl_delay": [None]},
+        schema_overrides={"crawl_delay": pl.Float64},
+    )
+    state = step(tables.empty("url_state"), cands, results([]), T0)
+    at = T0
+    for k in range(4):
+        at = T0 + timedelta(hours=6 * k)
+        refused = {"url": url, "outcome": "error", "http_status": 403, "fetched_at": at}
+        state = step(state, cands, results([refused]), at)
+        row = state.filter(pl.col("url") == url).row(0, named=True)
+        if k == 2:
+            assert (row["status"], row["consecutive_errors"]) == ("error", 3)
+            assert row["next_check_at"] == at + timedelta(days=1)
+    assert row["consecutive_errors"] == 4 and row["next_check_at"] == at + timedelta(days=2)
+    inputs = plan_inputs(
+        cands.with_columns(lastmod=pl.lit(None, dtype=tables.UTC_TIME)), state, capacity
+    )
+
+    def planned(hours: float) -> bool:
+        plan = build_plan(
+            inputs, capacity, now=at + timedelta(hours=hours), budget=None, config=PlanConfig()
+        )
+        return dict(zip(plan["url"], plan["selected"], strict=True))[url]
+
+    assert not any(planned(h) for h in (6, 24, 42)) and planned(48)

@@ -75,13 +75,18 @@ from freshness_pipeline.science.gains import posterior_capture_gain, posterior_f
 from freshness_pipeline.science.timecols import as_utc, duration_days, utc_column
 
 __all__ = [
+    "ERRORS_BEFORE_ERROR_STATUS",
     "Objective",
     "PlanConfig",
     "REASONS",
     "REFILL_REASON",
     "build_plan",
+    "error_recheck_wait_days",
     "gone_recheck_wait_days",
 ]
+
+#: failed fetches in a row after which a URL's status is 'error' (url_state)
+ERRORS_BEFORE_ERROR_STATUS = 3
 
 #: what the plan ranks by: the freshness a fetch buys, or the chance it catches a change
 Objective = Literal["freshness", "capture"]
@@ -205,6 +210,18 @@ def gone_recheck_wait_days(gone_for_days: pl.Expr, config: PlanConfig) -> pl.Exp
     )
 
 
+def error_recheck_wait_days(consecutive_errors: pl.Expr, config: PlanConfig) -> pl.Expr:
+    """Days a URL in status 'error' waits after its last failed fetch before it is tried
+    again: ``gone_first_recheck_days`` after the failure that made it an error, doubling with
+    each failure since, up to ``gone_recheck_days``. A page that refuses us (401, 403, 451),
+    a redirect loop or a server that never answers was otherwise tried every few cycles for
+    ever (the reserved shares reach every known page), each time a slot a live page lacked
+    and, for a hanging server, a timeout's worth of a host's time."""
+    beyond = consecutive_errors.fill_null(ERRORS_BEFORE_ERROR_STATUS) - ERRORS_BEFORE_ERROR_STATUS
+    wait = config.gone_first_recheck_days * (2.0 ** beyond.clip(0, 30).cast(pl.Float64))
+    return wait.clip(upper_bound=config.gone_recheck_days)
+
+
 def _by_class(class_col: pl.Expr, table: dict[str, float]) -> pl.Expr:
     return by_class(class_col, table, table[DEFAULT_CLASS])
 
@@ -320,6 +337,9 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
             else pl.lit(None, dtype=pl.Float64),
             config,
         ).alias("_gone_wait"),
+        error_recheck_wait_days(opt("consecutive_errors", pl.lit(None, dtype=pl.Int64)), config)
+        .cast(pl.Float64)
+        .alias("_error_wait"),
     ).with_columns(
         pl.col("_status").fill_null(
             pl.when(pl.col("age_days").is_null()).then(pl.lit("new")).otherwise(pl.lit("active"))
@@ -453,7 +473,10 @@ def build_plan(
 
     age = pl.col("age_days")
     status = pl.col("_status")
-    spaced = age.is_null() | (age >= cfg.min_interval_days)
+    spaced = age.is_null() | (
+        (age >= cfg.min_interval_days)
+        & ((status != "error") | (age >= pl.col("_error_wait"))).fill_null(True)
+    )
     not_gone_or_blocked = ~status.is_in(["gone", "blocked"])
     # fetched before and still there; unknown statuses behave like 'active'
     known = ~status.is_in(["gone", "blocked", "new"])

@@ -29,12 +29,16 @@ from freshness_pipeline.science.prior.table import (
     prior_weights,
     refit_change_prior,
 )
-from freshness_pipeline.science.schedule import PlanConfig, gone_recheck_wait_days
+from freshness_pipeline.science.schedule import (
+    ERRORS_BEFORE_ERROR_STATUS,
+    PlanConfig,
+    error_recheck_wait_days,
+    gone_recheck_wait_days,
+)
 from freshness_pipeline.science.timecols import DAY_US, duration_days
 from freshness_pipeline.warehouse import tables
 
 OBSERVED = ["not_modified", "unchanged", "changed"]
-ERRORS_BEFORE_ERROR_STATUS = 3
 
 
 def plan_threshold(plan: pl.DataFrame) -> float:
@@ -353,6 +357,17 @@ def update_state(
                         duration_days(pl.col("last_fetched_at") - pl.col("gone_at")), config
                     )
                     * DAY_US
+                )
+                .round()
+                .cast(pl.Int64)
+            )
+        )
+        .when(pl.col("status") == "error")
+        .then(
+            pl.col("last_fetched_at")
+            + pl.duration(
+                microseconds=(
+                    error_recheck_wait_days(pl.col("consecutive_errors"), config) * DAY_US
                 )
                 .round()
                 .cast(pl.Int64)
