@@ -21,3 +21,71 @@ def test_undecodable_bytes_never_raise() -> None:
     assert reads_as_utf8(CAFE.encode(), None)
     assert not reads_as_utf8(b"caf\xe9", None)
     assert decode_body(b"caf\xe9", None) == "caf\xe9"  # a stray byte read as windows-1252
+
+
+# -------------------------------------------------- charset labels as the WHATWG table reads them
+
+
+def _declared(label: str, text: str, codec: str) -> list[tuple[bytes, str | None]]:
+    """``text`` in ``codec``, labelled ``label`` in the Content-Type header and in a meta tag."""
+    body = f"<p>{text}</p>".encode(codec)
+    return [
+        (body, f"text/html; charset={label}"),
+        (f'<meta charset="{label}">'.encode() + body, "text/html"),
+    ]
+
+
+def test_labels_python_does_not_know_are_read_by_the_whatwg_table() -> None:
+    """Python's codecs know none of these labels: the pages were read as UTF-8 with their
+    letters as windows-1252 (mojibake)."""
+    pages = [
+        ("windows-874", "ภาษาไทย", "cp874"),
+        ("iso-8859-8-i", "עברית", "iso-8859-8"),
+        ("x-cp1251", "Привет", "cp1251"),
+        ("x-mac-cyrillic", "Привет", "mac-cyrillic"),
+        ("windows-31j", "日本語①", "cp932"),
+        ("windows-949", "똠방각하", "cp949"),
+    ]
+    for label, text, codec in pages:
+        for body, content_type in _declared(label, text, codec):
+            assert decode_body(body, content_type).endswith(f"<p>{text}</p>"), (label, body)
+            assert not reads_as_utf8(body, content_type)
+
+
+def test_latin_and_utf8_labels_of_the_table() -> None:
+    # "Â£" in windows-1252 happens to be valid UTF-8 ("£"): only the label tells them apart
+    body = "<p>Â£5</p>".encode("cp1252")
+    assert decode_body(body, "text/html; charset=iso88591") == "<p>Â£5</p>"
+    # as ISO-8859-1 means windows-1252, ISO-8859-9 means windows-1254: its C1 bytes are quotes
+    body = "<p>“Günaydın”</p>".encode("cp1254")
+    assert decode_body(body, "text/html; charset=iso-8859-9") == "<p>“Günaydın”</p>"
+    # a UTF-8 label in the header wins over a meta tag that says otherwise
+    body = '<meta charset="windows-1251"><p>é</p>'.encode()
+    assert decode_body(body, "text/html; charset=unicode-1-1-utf-8").endswith("<p>é</p>")
+    assert reads_as_utf8(body, "text/html; charset=unicode-1-1-utf-8")
+
+
+def test_shift_jis_and_euc_kr_are_read_as_browsers_read_them() -> None:
+    """Browsers read Shift_JIS as Windows-31J (with the NEC and IBM extensions: ①, Ⅰ, ㈱) and
+    EUC-KR as Windows-949 (every Hangul syllable): the strict codecs made each such character
+    a replacement character, and the byte after it leaked."""
+    for label in ("Shift_JIS", "shift-jis", "sjis", "x-sjis", "ms_kanji"):
+        for body, content_type in _declared(label, "①Ⅰ㈱の会社", "cp932"):
+            assert decode_body(body, content_type).endswith("<p>①Ⅰ㈱の会社</p>"), label
+    # and its punctuation as Windows maps it (the WHATWG index does too): 0x8160 is U+FF5E
+    # FULLWIDTH TILDE, where strict Shift_JIS read U+301C WAVE DASH
+    assert decode_body(b"10\x81\x6018", "text/plain; charset=shift_jis") == "10\uff5e18"
+    for label in ("euc-kr", "EUC-KR", "ks_c_5601-1987", "korean"):
+        for body, content_type in _declared(label, "똠방각하 한국어", "cp949"):
+            assert decode_body(body, content_type).endswith("<p>똠방각하 한국어</p>"), label
+
+
+def test_refused_labels_stay_refused() -> None:
+    """UTF-7 is never honoured, by any of the names Python knows it by (``u7`` and
+    ``unicode-1-1-utf-7`` were), nor x-user-defined, which the WHATWG table knows."""
+    for label in ("x-user-defined", "utf-7", "unicode-1-1-utf-7", "u7", "replacement"):
+        assert decode_body(b"<p>+AGE-</p>", f"text/html; charset={label}") == "<p>+AGE-</p>", label
+    # a meta tag read as ASCII cannot be UTF-16 or UTF-32: it is lying
+    for label in ("utf-16", "utf-16le", "utf-32"):
+        body = f'<meta charset="{label}"><p>é</p>'.encode()
+        assert decode_body(body, "text/html").endswith("<p>é</p>"), label

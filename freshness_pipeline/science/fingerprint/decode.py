@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import codecs
+import functools
 import re
+
+import webencodings  # type: ignore[import-untyped]
 
 __all__ = ["decode_body", "reads_as_utf8"]
 
@@ -11,22 +14,18 @@ _CT_CHARSET = re.compile(r"""charset\s*=\s*["']?\s*([A-Za-z0-9_:.+-]+)""", re.IG
 _META_CHARSET = re.compile(
     rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_:.+-]+)""", re.IGNORECASE
 )
-# WHATWG Encoding: these labels mean windows-1252 on the web, and utf-7 is never honoured.
-_LABEL_ALIASES = {
-    "ascii": "cp1252",
-    "us-ascii": "cp1252",
-    "iso-8859-1": "cp1252",
-    "iso8859-1": "cp1252",
-    "iso_8859-1": "cp1252",
-    "latin1": "cp1252",
-    "latin-1": "cp1252",
-    "l1": "cp1252",
-    "windows-1252": "cp1252",
-    "x-sjis": "shift_jis",
-    "gb2312": "gb18030",
-    "gbk": "gb18030",
-}
-_REFUSED = {"utf-7", "utf7", "x-user-defined", "replacement"}
+#: WHATWG encodings that browsers decode as a superset of the Python codec of the same name:
+#: Shift_JIS is Windows-31J (the NEC and IBM extensions: ①, Ⅰ, ㈱), EUC-KR is Windows-949
+#: (every Hangul syllable, not only KS X 1001's) and GBK is GB18030. The strict codecs made each
+#: such character a replacement character and let the byte after it leak.
+_BROWSER_CODECS = {"shift_jis": "cp932", "euc-kr": "cp949", "gbk": "gb18030"}
+#: Labels read by a codec of their own before the WHATWG table is asked: a Latin-1 label means
+#: windows-1252 on the web however it is spelt, and the table's Big5 (read by Python's big5,
+#: which lacks the HKSCS characters) would lose characters of a page that says big5-hkscs.
+_OWN_CODECS = {"latin-1": "cp1252", "big5-hkscs": "big5hkscs"}
+#: Never honoured: UTF-7 (by any of the names Python knows it by) hides markup from filters,
+#: x-user-defined is no charset, and the WHATWG "replacement" is not one either.
+_REFUSED = {"utf-7", "x-user-defined", "replacement"}
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8"),
     (codecs.BOM_UTF32_LE, "utf-32-le"),
@@ -53,25 +52,43 @@ def _utf8_with_stray_bytes(data: bytes) -> str:
     return data.decode("utf-8", errors="surrogateescape").translate(_STRAY_AS_CP1252)
 
 
-def _usable_encoding(label: str | None, *, from_meta: bool = False) -> str | None:
-    """Python codec for a charset label, or None when it is unknown, unsafe or not a text codec."""
-    if not label:
-        return None
+@functools.lru_cache(maxsize=1024)
+def _codec(label: str) -> str | None:
+    """The Python codec a browser's reading of a charset label needs, None when it is unknown,
+    unsafe or not a text codec. A label the WHATWG Encoding table knows is read by that table
+    (``windows-874``, ``x-cp1251``, ``iso-8859-8-i``, ``windows-31j`` are no Python codec
+    names, and ``iso-8859-1`` or ``ascii`` mean windows-1252 there); any other one by Python's
+    codecs, as before the table (``cp932``, ``utf-32``). Cached: a crawl meets few labels, each
+    on many pages."""
     label = label.strip().strip("\"'").lower()
-    if label in _REFUSED:
-        return None
-    label = _LABEL_ALIASES.get(label, label)
+    whatwg = None if label in _OWN_CODECS else webencodings.lookup(label)
+    if whatwg is not None:
+        if whatwg.name in _REFUSED:
+            return None
+        name: str = _BROWSER_CODECS.get(whatwg.name, whatwg.codec_info.name)
+    else:
+        name = _OWN_CODECS.get(label, label)
     try:
-        info = codecs.lookup(label)
+        info = codecs.lookup(name)
     except (LookupError, ValueError):
         return None
     # bytes-to-bytes codecs (base64, zlib, rot13...) are not charsets
-    if not getattr(info, "_is_text_encoding", True):
+    if not getattr(info, "_is_text_encoding", True) or info.name in _REFUSED:
         return None
-    # A meta tag that declares UTF-16/32 was necessarily read as ASCII: it is lying (HTML spec).
-    if from_meta and info.name.startswith(("utf-16", "utf-32")):
-        return "utf-8"
     return info.name
+
+
+def _usable_encoding(label: str | None, *, in_document: bool = False) -> str | None:
+    """Python codec for a charset label, or None when it is unknown, unsafe or not a text codec.
+    ``in_document``: the label was read from the bytes themselves (a meta tag), which were
+    necessarily read as ASCII: one that declares UTF-16/32 is lying (HTML spec), and means
+    UTF-8."""
+    if not label:
+        return None
+    encoding = _codec(label)
+    if in_document and encoding is not None and encoding.startswith(("utf-16", "utf-32")):
+        return "utf-8"
+    return encoding
 
 
 def _declared_encoding(body: bytes, content_type: str | None) -> str | None:
@@ -83,7 +100,7 @@ def _declared_encoding(body: bytes, content_type: str | None) -> str | None:
                 return enc
     meta = _META_CHARSET.search(body[:2048])
     if meta:
-        return _usable_encoding(meta.group(1).decode("ascii", "replace"), from_meta=True)
+        return _usable_encoding(meta.group(1).decode("ascii", "replace"), in_document=True)
     return None
 
 
@@ -91,10 +108,11 @@ def decode_body(body: bytes, content_type: str | None) -> str:
     """Bytes to text the way a browser would, never raising.
 
     Order: byte-order mark, the Content-Type charset, ``<meta charset>``/``http-equiv`` in the
-    first 2 KB, else UTF-8. A declaration that does not decode cleanly is tried against strict
-    UTF-8 (a common lie), then decoded with replacement characters in the declared charset. A
-    page read as UTF-8 (declared, undeclared, or an unknown or unsafe label) that is not UTF-8
-    throughout has its stray bytes read as windows-1252, the commonest origin of such bytes.
+    first 2 KB, else UTF-8; labels are read by the WHATWG Encoding table, as browsers read
+    them. A declaration that does not decode cleanly is tried against strict UTF-8 (a common
+    lie), then decoded with replacement characters in the declared charset. A page read as
+    UTF-8 (declared, undeclared, or an unknown or unsafe label) that is not UTF-8 throughout
+    has its stray bytes read as windows-1252, the commonest origin of such bytes.
     """
     try:
         data = bytes(body)
