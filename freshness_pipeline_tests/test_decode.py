@@ -89,3 +89,30 @@ def test_refused_labels_stay_refused() -> None:
     for label in ("utf-16", "utf-16le", "utf-32"):
         body = f'<meta charset="{label}"><p>é</p>'.encode()
         assert decode_body(body, "text/html").endswith("<p>é</p>"), label
+
+
+XML_RU = '<?xml version="1.0" encoding="windows-1251"?><doc>Привет</doc>'
+
+
+def test_an_xml_declaration_names_the_charset_of_xml() -> None:
+    body = XML_RU.encode("cp1251")
+    for content_type in ("application/xml", "text/xml", "application/rss+xml", "image/svg+xml"):
+        assert decode_body(body, content_type) == XML_RU, content_type
+        assert not reads_as_utf8(body, content_type)
+    xhtml = (
+        "<?xml version='1.0' encoding='x-cp1251'?>\n"
+        '<html xmlns="http://www.w3.org/1999/xhtml"><p>Привет</p></html>'
+    )
+    assert decode_body(xhtml.encode("cp1251"), "application/xhtml+xml") == xhtml
+    # the XML parser reads the declaration, not a meta tag
+    body = '<?xml version="1.0" encoding="windows-1251"?><meta charset="koi8-r"><p>Привет</p>'
+    assert decode_body(body.encode("cp1251"), "application/xhtml+xml") == body
+    # the header still wins, and a byte-order mark wins over both
+    as_utf8 = XML_RU.encode()
+    assert decode_body(as_utf8, "application/xml; charset=utf-8") == XML_RU
+    assert decode_body(b"\xef\xbb\xbf" + as_utf8, "application/xml") == XML_RU
+    # an HTML parser does not read XML declarations
+    assert decode_body(as_utf8, "text/html") == XML_RU
+    # a declaration read as ASCII that says UTF-16 is lying, as a meta tag would be
+    utf16 = '<?xml version="1.0" encoding="UTF-16"?><doc>é</doc>'
+    assert decode_body(utf16.encode(), "application/xml") == utf16

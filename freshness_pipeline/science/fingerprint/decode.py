@@ -14,6 +14,10 @@ _CT_CHARSET = re.compile(r"""charset\s*=\s*["']?\s*([A-Za-z0-9_:.+-]+)""", re.IG
 _META_CHARSET = re.compile(
     rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_:.+-]+)""", re.IGNORECASE
 )
+#: An XML parser reads the charset from the declaration that opens the document, never from a
+#: meta tag; an HTML parser ignores the declaration.
+_XML_DECLARATION = re.compile(rb"""<\?xml\s[^>]*?encoding\s*=\s*["']\s*([A-Za-z0-9_:.+-]+)""")
+_XML_TYPES = {"application/xml", "text/xml"}
 #: WHATWG encodings that browsers decode as a superset of the Python codec of the same name:
 #: Shift_JIS is Windows-31J (the NEC and IBM extensions: ①, Ⅰ, ㈱), EUC-KR is Windows-949
 #: (every Hangul syllable, not only KS X 1001's) and GBK is GB18030. The strict codecs made each
@@ -80,15 +84,20 @@ def _codec(label: str) -> str | None:
 
 def _usable_encoding(label: str | None, *, in_document: bool = False) -> str | None:
     """Python codec for a charset label, or None when it is unknown, unsafe or not a text codec.
-    ``in_document``: the label was read from the bytes themselves (a meta tag), which were
-    necessarily read as ASCII: one that declares UTF-16/32 is lying (HTML spec), and means
-    UTF-8."""
+    ``in_document``: the label was read from the bytes themselves (a meta tag, an XML
+    declaration), which were necessarily read as ASCII: one that declares UTF-16/32 is lying
+    (HTML spec, and XML's: UTF-16 begins with a byte-order mark), and means UTF-8."""
     if not label:
         return None
     encoding = _codec(label)
     if in_document and encoding is not None and encoding.startswith(("utf-16", "utf-32")):
         return "utf-8"
     return encoding
+
+
+def _is_xml(content_type: str) -> bool:
+    mime = content_type.split(";", 1)[0].strip().lower()
+    return mime in _XML_TYPES or mime.endswith("+xml")
 
 
 def _declared_encoding(body: bytes, content_type: str | None) -> str | None:
@@ -98,6 +107,12 @@ def _declared_encoding(body: bytes, content_type: str | None) -> str | None:
             enc = _usable_encoding(match.group(1))
             if enc:
                 return enc
+        if _is_xml(content_type):
+            declaration = _XML_DECLARATION.match(body, 0, 1024)
+            if declaration:
+                enc = _usable_encoding(declaration.group(1).decode("ascii"), in_document=True)
+                if enc:
+                    return enc
     meta = _META_CHARSET.search(body[:2048])
     if meta:
         return _usable_encoding(meta.group(1).decode("ascii", "replace"), in_document=True)
@@ -107,12 +122,13 @@ def _declared_encoding(body: bytes, content_type: str | None) -> str | None:
 def decode_body(body: bytes, content_type: str | None) -> str:
     """Bytes to text the way a browser would, never raising.
 
-    Order: byte-order mark, the Content-Type charset, ``<meta charset>``/``http-equiv`` in the
-    first 2 KB, else UTF-8; labels are read by the WHATWG Encoding table, as browsers read
-    them. A declaration that does not decode cleanly is tried against strict UTF-8 (a common
-    lie), then decoded with replacement characters in the declared charset. A page read as
-    UTF-8 (declared, undeclared, or an unknown or unsafe label) that is not UTF-8 throughout
-    has its stray bytes read as windows-1252, the commonest origin of such bytes.
+    Order: byte-order mark, the Content-Type charset, for XML and XHTML the XML declaration's
+    encoding, ``<meta charset>``/``http-equiv`` in the first 2 KB, else UTF-8; labels are read
+    by the WHATWG Encoding table, as browsers read them. A declaration that does not decode
+    cleanly is tried against strict UTF-8 (a common lie), then decoded with replacement
+    characters in the declared charset. A page read as UTF-8 (declared, undeclared, or an
+    unknown or unsafe label) that is not UTF-8 throughout has its stray bytes read as
+    windows-1252, the commonest origin of such bytes.
     """
     try:
         data = bytes(body)
