@@ -190,6 +190,36 @@ def test_quoted_cells_line_endings_and_comments_keep_their_line_numbers():
     assert parsed.errors == [(8, "no url in this row")]
 
 
+def test_a_url_only_header_keeps_each_line_whole():
+    """Under a header naming only ``url``, a line is one URL: a comma in it was taken for a
+    separator, and ``/wiki/Paris,_Texas`` was seeded as ``/wiki/Paris`` with only a note about
+    extra cells."""
+    data = (
+        b"\xef\xbb\xbfURL\r\n"
+        b"http://127.0.5.9/wiki/Paris,_Texas\r\n"
+        b"  https://a.example/list?ids=1,2,3  \r\n"
+        b"# a comment\r\n"
+        b'"https://a.example/quoted,cell"\r\n'
+        b'https://a.example/"a",b\r\n'
+        b'""\r\n'
+        b"https://a.example/p;v=1,2\r\n"
+    )
+    parsed = parse_seeds(data)
+    rows = dict(parsed.rows.select("line", "url").iter_rows())
+    assert rows == {
+        2: "http://127.0.5.9/wiki/Paris,_Texas",
+        3: normalize_url("https://a.example/list?ids=1,2,3"),
+        5: "https://a.example/quoted,cell",
+        6: normalize_url('https://a.example/"a",b'),
+        8: normalize_url("https://a.example/p;v=1,2"),
+    }
+    assert parsed.notes == []
+    assert parsed.errors == [(7, "no url in this row")]
+    # a header with other columns still splits at its separator
+    two = parse_seeds(b"url,value\nhttp://127.0.5.9/wiki/Paris,2\n")
+    assert two.rows.select("url", "value").row(0) == ("http://127.0.5.9/wiki/Paris", 2.0)
+
+
 label = st.from_regex(r"[a-z0-9_]([a-z0-9_-]{0,70}[a-z0-9_])?", fullmatch=True)
 hosts = st.lists(label, min_size=1, max_size=4).map(".".join)
 ports = st.one_of(st.none(), st.integers(0, 70_000).map(str), st.sampled_from(["080", "443", "80"]))

@@ -1,6 +1,7 @@
 """Reading a user's seed file: a CSV with a ``url`` header (comma-separated; tab- and
 semicolon-separated tables, as spreadsheets export them, are read too), or plain text with one
-URL per line.
+URL per line. Under a header of ``url`` alone there is nothing to separate: each line is one
+URL, commas and all.
 
 Bad rows never cost the good ones: each rejected line is reported with its number and reason
 and skipped. Only a file with nothing usable in it is an error.
@@ -126,6 +127,20 @@ def _cells(lines: pl.DataFrame, errors: list[tuple[int, str]], delimiter: str) -
     return pl.concat([plain.select("line", "cells"), special]).sort("line")
 
 
+def _whole_lines(lines: pl.DataFrame) -> pl.DataFrame:
+    """``line`` and ``raw_url`` of a file whose header names only the ``url`` column: each line
+    is one URL, commas and all (``/wiki/Paris,_Texas``), and only a line that is one quoted
+    cell goes through Python's csv to be unquoted."""
+    stripped = lines.select("line", raw_url=pl.col("text").str.strip_chars())
+    quoted = pl.col("raw_url").str.starts_with('"')
+    rows: list[tuple[int, str]] = []
+    for number, text in stripped.filter(quoted).iter_rows():
+        cells = next(csv.reader([text]), [])
+        rows.append((number, cells[0].strip() if len(cells) == 1 else text))
+    unquoted = pl.DataFrame(rows, schema={"line": pl.Int64, "raw_url": pl.String}, orient="row")
+    return pl.concat([stripped.filter(~quoted), unquoted]).sort("line")
+
+
 def _values(texts: pl.Series) -> tuple[pl.Series, pl.Series]:
     """(value, problem) per cell text: empty is 1.0; a number must be finite and >= 0."""
     stripped = texts.str.strip_chars()
@@ -212,21 +227,27 @@ def parse_seeds(data: bytes) -> SeedParse:
                 errors=errors,
                 fatal=f"line {header_number}: the CSV header {header.strip()!r} has no 'url' column",
             )
-        cells = _cells(lines.slice(1), errors, delimiter)
-        notes = _unused_cells(header_number, names, cells)
+        if names == ["url"]:
+            notes = []
+            table = _whole_lines(lines.slice(1)).with_columns(
+                value_text=pl.lit(None, dtype=pl.String), url_class=pl.lit(None, dtype=pl.String)
+            )
+        else:
+            cells = _cells(lines.slice(1), errors, delimiter)
+            notes = _unused_cells(header_number, names, cells)
 
-        def cell(name: str) -> pl.Expr:
-            at = names.index(name) if name in names else None
-            if at is None:
-                return pl.lit(None, dtype=pl.String)
-            return pl.col("cells").list.get(at, null_on_oob=True)
+            def cell(name: str) -> pl.Expr:
+                at = names.index(name) if name in names else None
+                if at is None:
+                    return pl.lit(None, dtype=pl.String)
+                return pl.col("cells").list.get(at, null_on_oob=True)
 
-        table = cells.select(
-            "line",
-            raw_url=cell("url").str.strip_chars(),
-            value_text=cell("value"),
-            url_class=cell("url_class").str.strip_chars(),
-        )
+            table = cells.select(
+                "line",
+                raw_url=cell("url").str.strip_chars(),
+                value_text=cell("value"),
+                url_class=cell("url_class").str.strip_chars(),
+            )
         no_url = table.filter(pl.col("raw_url").is_null() | (pl.col("raw_url") == ""))
         errors += [(n, "no url in this row") for n in no_url["line"].to_list()]
         table = table.filter(pl.col("raw_url").is_not_null() & (pl.col("raw_url") != ""))
