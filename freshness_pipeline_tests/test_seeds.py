@@ -110,6 +110,50 @@ def test_merge_is_idempotent_and_keeps_first_added():
     assert row["value"] == 9.0 and row["added_at"] == T0
 
 
+def test_an_empty_value_or_class_keeps_what_was_given_before():
+    """An empty ``value`` or ``url_class`` cell gives nothing: it overrode an explicit value
+    with the default 1.0 (and a class with none), within a file and when seeding again."""
+    parsed = parse_seeds(
+        b"url,value,url_class\n"
+        b"http://127.0.5.9/v?b=1&a=2,1000,product\n"
+        b"http://127.0.5.9/v?a=2&b=1,,\n"
+    )
+    assert parsed.duplicates == 1
+    assert parsed.rows.select("url", "value", "url_class").rows() == [
+        ("http://127.0.5.9/v?a=2&b=1", 1000.0, "product")
+    ]
+
+    def seeded(seeds: pl.DataFrame) -> dict[str, tuple[float, str | None]]:
+        return {r["url"]: (r["value"], r["url_class"]) for r in seeds.iter_rows(named=True)}
+
+    table = b"url,value,url_class\n"
+    first = merge_seeds(
+        tables.empty("seeds"),
+        parse_seeds(table + b"https://a.example/1,7,news\nhttps://a.example/2,,\n").rows,
+        added_at=T0,
+    )
+    assert seeded(first) == {
+        "https://a.example/1": (7.0, "news"),
+        "https://a.example/2": (1.0, None),
+    }
+    for again in (
+        table + b"https://a.example/1,,\nhttps://a.example/2,,\n",
+        b"url\nhttps://a.example/1\nhttps://a.example/2\n",
+        b"https://a.example/1\nhttps://a.example/2\n",
+    ):
+        merged = merge_seeds(first, parse_seeds(again).rows, added_at=T0.replace(day=5))
+        assert merged.equals(first), again
+    # a value or class given again still replaces the one before, 0 included
+    later = merge_seeds(
+        first, parse_seeds(table + b"https://a.example/1,0,\n").rows, added_at=T0.replace(day=9)
+    )
+    assert seeded(later)["https://a.example/1"] == (0.0, "news")
+    later = merge_seeds(
+        later, parse_seeds(table + b"https://a.example/1,,listing\n").rows, added_at=T0
+    )
+    assert seeded(later)["https://a.example/1"] == (0.0, "listing")
+
+
 def test_seed_command_exit_codes_and_messages(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
@@ -186,7 +230,8 @@ def test_quoted_cells_line_endings_and_comments_keep_their_line_numbers():
     assert rows["https://a.example/plain"]["line"] == 4
     assert rows["https://a.example/plain"]["value"] == 1000.0  # what Python's float() reads
     assert rows["https://b.example/q"]["url_class"] == "listing"
-    assert rows["https://b.example/only-url"]["value"] == 1.0
+    # not given: merge_seeds makes it 1.0 unless the URL has a value already
+    assert rows["https://b.example/only-url"]["value"] is None
     assert parsed.errors == [(8, "no url in this row")]
 
 

@@ -46,7 +46,8 @@ _DEFAULT_PORT = {"http": 80, "https": 443}
 
 @dataclass
 class SeedParse:
-    rows: pl.DataFrame  # url (normalized), host, value, url_class, line
+    #: url (normalized), host, value, url_class, line; a null value or class was not given
+    rows: pl.DataFrame
     errors: list[tuple[int, str]] = field(default_factory=list)
     duplicates: int = 0
     fatal: str | None = None
@@ -142,7 +143,8 @@ def _whole_lines(lines: pl.DataFrame) -> pl.DataFrame:
 
 
 def _values(texts: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """(value, problem) per cell text: empty is 1.0; a number must be finite and >= 0."""
+    """(value, problem) per cell text: empty is null (not given, so that it keeps a value given
+    before); a number must be finite and >= 0."""
     stripped = texts.str.strip_chars()
     parsed = stripped.cast(pl.Float64, strict=False)
     # What polars does not read, Python's float() may (underscores, odd spellings): ask it.
@@ -158,7 +160,7 @@ def _values(texts: pl.Series) -> tuple[pl.Series, pl.Series]:
     frame = pl.DataFrame({"text": stripped, "value": parsed})
     out = frame.select(
         value=pl.when(pl.col("text").is_null() | (pl.col("text") == ""))
-        .then(pl.lit(1.0))
+        .then(None)
         .otherwise(pl.col("value")),
         problem=pl.when(pl.col("text").is_null() | (pl.col("text") == ""))
         .then(None)
@@ -266,7 +268,7 @@ def parse_seeds(data: bytes) -> SeedParse:
         raw = lines.select(
             "line",
             raw_url=pl.col("text").str.strip_chars(),
-            value=pl.lit(1.0),
+            value=pl.lit(None, dtype=pl.Float64),
             url_class=pl.lit(None, dtype=pl.String),
         )
     normalized = normalize_seed_urls(raw["raw_url"])
@@ -278,6 +280,18 @@ def parse_seeds(data: bytes) -> SeedParse:
     ]
     good = rows.filter(pl.col("error").is_null())
     unique = good.unique(subset="url", keep="last", maintain_order=True)
+    if unique.height < good.height:
+        # a URL given twice keeps the last value and class given for it: an empty cell is none
+        unique = (
+            good.group_by("url", maintain_order=True)
+            .agg(
+                pl.col("host").last(),
+                pl.col("value").drop_nulls().last(),
+                pl.col("url_class").drop_nulls().last(),
+                pl.col("line").last(),
+            )
+            .sort("line")
+        )
     errors.sort()
     return SeedParse(
         rows=unique.select("url", "host", "value", "url_class", "line"),
@@ -325,7 +339,8 @@ def _empty_rows() -> pl.DataFrame:
 def merge_seeds(
     existing: pl.DataFrame, new_rows: pl.DataFrame, *, added_at: datetime, source: str = "seed"
 ) -> pl.DataFrame:
-    """Union of known and new seeds (of one host or many): the newest value and class win, the
+    """Union of known and new seeds (of one host or many): the newest value and class given win
+    (a null one was not given, and keeps the one before; a value never given is 1.0), the
     first ``added_at`` is kept, so seeding the same file twice changes nothing."""
     incoming = new_rows.select(
         "url",
@@ -336,6 +351,16 @@ def merge_seeds(
         pl.lit(added_at).cast(pl.Datetime("us", "UTC")).alias("added_at"),
     )
     combined = pl.concat([existing.select(incoming.columns), incoming], how="vertical_relaxed")
-    first_added = combined.group_by("url").agg(pl.col("added_at").min())
-    latest = combined.unique(subset="url", keep="last", maintain_order=True).drop("added_at")
-    return latest.join(first_added, on="url").select(incoming.columns).sort("url")
+    return (
+        combined.group_by("url")
+        .agg(
+            pl.col("host").last(),
+            pl.col("value").drop_nulls().last(),
+            pl.col("url_class").drop_nulls().last(),
+            pl.col("source").last(),
+            pl.col("added_at").min(),
+        )
+        .with_columns(pl.col("value").fill_null(1.0))
+        .select(incoming.columns)
+        .sort("url")
+    )
