@@ -560,6 +560,10 @@ def test_redirect_is_recorded_not_followed() -> None:
                 "/elsewhere": status(302, Location="https://other.example/page"),
                 "/nolocation": status(302),
                 "/evil": status(302, Location="file:///etc/passwd"),
+                # targets no crawl can hold: each the redirecting URL's failure, not a move
+                "/port": status(301, Location="http://example.com:99999/x"),
+                "/bracket": status(301, Location="http://[::1/x"),
+                "/long": status(301, Location="/" + "a" * 3000),
                 "/new": text("new"),
             }
         ) as srv:
@@ -569,10 +573,16 @@ def test_redirect_is_recorded_not_followed() -> None:
                     req(srv, "/elsewhere"),
                     req(srv, "/nolocation"),
                     req(srv, "/evil"),
+                    req(srv, "/port"),
+                    req(srv, "/bracket"),
+                    req(srv, "/long"),
                 ]
             )
             paths = srv.paths()
-        old, elsewhere, nolocation, evil = results
+        old, elsewhere, nolocation, evil, *uncrawlable = results
+        for bad, why in zip(uncrawlable, ("out of range", "IPv6", "longer than"), strict=True):
+            assert bad.outcome == "error" and bad.http_status == 301, bad
+            assert (bad.error or "").startswith("redirect refused:") and why in bad.error, bad
         assert (old.outcome, old.http_status) == ("redirect", 301)
         assert old.location == srv.url("/new?x=1")
         assert elsewhere.location == "https://other.example/page"

@@ -292,9 +292,14 @@ async def _classify(
         if not loc:
             result.outcome, result.error = "error", f"HTTP {status} without Location"
             return
-        target = urljoin(req.url, loc.strip())
+        target = loc.strip()
         try:
+            target = urljoin(req.url, target)
             check_url_scheme(target)
+            # a target no crawl can hold (a bad port, an unclosed IPv6 bracket, too long) is
+            # a failure of this URL: taken as a move, the URL was fetched again every cycle
+            # and its target never
+            normalize_url(target)
         except ValueError as exc:
             result.outcome, result.error = "error", f"redirect refused: {exc}"
             result.location = target
