@@ -116,3 +116,19 @@ def test_an_xml_declaration_names_the_charset_of_xml() -> None:
     # a declaration read as ASCII that says UTF-16 is lying, as a meta tag would be
     utf16 = '<?xml version="1.0" encoding="UTF-16"?><doc>é</doc>'
     assert decode_body(utf16.encode(), "application/xml") == utf16
+
+
+def test_a_meta_charset_late_in_the_head_is_honoured_and_one_in_the_body_is_not() -> None:
+    """A <meta charset> after a 3 KB comment in the head was never read (only the first 2 KB
+    were searched): a windows-1251 page was stored as mojibake (exploratory run). A browser
+    decodes again by a meta it meets later in the head; one in the body names nothing."""
+    text = "Привет мир"
+    late = f"<html><head><!-- {'x' * 3000} --><meta charset=windows-1251><title>{text}</title>"
+    page = (late + f"</head><body><p>{text}</p></body></html>").encode("cp1251")
+    assert decode_body(page, "text/html").endswith(f"<p>{text}</p></body></html>")
+    straddling = "<html><head><!--" + "x" * 2020 + "--><meta charset='windows-1251'></head>"
+    assert decode_body((straddling + f"<p>{text}</p>").encode("cp1251"), "text/html").endswith(
+        text + "</p>"
+    )
+    in_body = f"<html><head></head><body>{'y' * 3000}<meta charset=windows-1251>é</body>"
+    assert decode_body(in_body.encode("cp1252"), "text/html").endswith("é</body>")

@@ -18,6 +18,8 @@ _META_CHARSET = re.compile(
 #: meta tag; an HTML parser ignores the declaration.
 _XML_DECLARATION = re.compile(rb"""<\?xml\s[^>]*?encoding\s*=\s*["']\s*([A-Za-z0-9_:.+-]+)""")
 _XML_TYPES = {"application/xml", "text/xml"}
+#: how far into a page a <meta charset> past the first 2 KB is still looked for (in the head)
+_LATE_META_BYTES = 64 * 1024
 #: WHATWG encodings that browsers decode as a superset of the Python codec of the same name:
 #: Shift_JIS is Windows-31J (the NEC and IBM extensions: ①, Ⅰ, ㈱), EUC-KR is Windows-949
 #: (every Hangul syllable, not only KS X 1001's) and GBK is GB18030. The strict codecs made each
@@ -113,18 +115,30 @@ def _declared_encoding(body: bytes, content_type: str | None) -> str | None:
                 enc = _usable_encoding(declaration.group(1).decode("ascii"), in_document=True)
                 if enc:
                     return enc
-    meta = _META_CHARSET.search(body[:2048])
+    meta = _META_CHARSET.search(body, 0, 2048)
     if meta:
         return _usable_encoding(meta.group(1).decode("ascii", "replace"), in_document=True)
     return None
+
+
+def _late_meta_encoding(body: bytes) -> str | None:
+    """A ``<meta charset>`` past the first 2 KB but still in the head (after a long comment,
+    scripts or styles): a browser that meets it decodes the page again by it. Asked only of a
+    page that is not UTF-8 and declared nothing earlier, the only one it can change."""
+    end = body.find(b"</head", 0, _LATE_META_BYTES)
+    meta = _META_CHARSET.search(body, 2048 - 64, _LATE_META_BYTES if end < 0 else end)
+    if meta is None:
+        return None
+    return _usable_encoding(meta.group(1).decode("ascii", "replace"), in_document=True)
 
 
 def decode_body(body: bytes, content_type: str | None) -> str:
     """Bytes to text the way a browser would, never raising.
 
     Order: byte-order mark, the Content-Type charset, for XML and XHTML the XML declaration's
-    encoding, ``<meta charset>``/``http-equiv`` in the first 2 KB, else UTF-8; labels are read
-    by the WHATWG Encoding table, as browsers read them. A declaration that does not decode
+    encoding, ``<meta charset>``/``http-equiv`` in the first 2 KB, else UTF-8, else (a page
+    that is not UTF-8) a meta later in the head; labels are read by the WHATWG Encoding table,
+    as browsers read them. A declaration that does not decode
     cleanly is tried against strict UTF-8 (a common lie), then decoded with replacement
     characters in the declared charset. A page read as UTF-8 (declared, undeclared, or an
     unknown or unsafe label) that is not UTF-8 throughout has its stray bytes read as
@@ -150,6 +164,13 @@ def decode_body(body: bytes, content_type: str | None) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         pass
+    if not declared and len(data) > 2048:
+        declared = _late_meta_encoding(data)
+        if declared:
+            try:
+                return data.decode(declared)
+            except (UnicodeDecodeError, ValueError, LookupError):
+                pass
     if declared and declared != "utf-8":
         try:
             return data.decode(declared, errors="replace")
