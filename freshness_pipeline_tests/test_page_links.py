@@ -12,6 +12,7 @@ import pytest
 from aiohttp import web
 from selectolax.lexbor import LexborHTMLParser
 
+from freshness_pipeline.app.crawled_copy import CopyError, version_diff
 from freshness_pipeline.app.runner import load_seeds, run_cycle
 from freshness_pipeline.science.fingerprint import PageLinks, content_fingerprint, content_record
 from freshness_pipeline.science.fingerprint.links import page_links, refresh_target
@@ -150,6 +151,9 @@ def test_a_meta_refresh_moves_a_page_and_a_canonical_names_the_copy_kept(
     assert rows["/print"]["canonical"] == f"{base}/story"  # normalized: no utm_source
     versioned = wh.read("page_versions")["url"].to_list()
     assert sorted(versioned) == [f"{base}/deep/dir/print", f"{base}/print"]  # no empty version
+    # a diff of the moved page says where it went, not only that it kept no version
+    with pytest.raises(CopyError, match=rf"it redirects to {base}/new \(try that URL\)"):
+        version_diff(wh, f"{base}/old")
     # relative to the page's <base href>, not to its own address
     assert rows["/deep/dir/old"]["location"] == f"{base}/new"
     assert rows["/deep/dir/print"]["canonical"] == f"{base}/story"

@@ -214,14 +214,17 @@ def _why_no_version(wh: Warehouse, url: str, host: str) -> str:
     if files:
         with _duckdb() as con:
             row = con.execute(
-                "SELECT status, last_outcome FROM read_parquet($files, union_by_name = true)"
-                " WHERE url = $url LIMIT 1",
+                "SELECT status, last_outcome, redirect_to"
+                " FROM read_parquet($files, union_by_name = true) WHERE url = $url LIMIT 1",
                 {"files": files, "url": url},
             ).fetchone()
         if row is not None:
-            status, outcome = row
+            status, outcome, moved_to = row
             last = f", last fetch {outcome!r}" if outcome else ", never fetched"
-            return f"the crawl knows it (status {status!r}{last}) but kept no version of it"
+            why = f"the crawl knows it (status {status!r}{last}) but kept no version of it"
+            if outcome == "redirect" and moved_to:
+                why += f": it redirects to {moved_to} (try that URL)"
+            return why
     return "it is not a URL this home crawls (see url_state for the URLs it does)"
 
 
