@@ -387,16 +387,34 @@ def test_a_redirect_to_another_spelling_of_the_page_is_followed_within_the_fetch
         n = int(request.query.get("utm_id", "0")) + 1
         return web.Response(status=302, headers={"Location": f"/endless?utm_id={n}"})
 
-    async def scenario() -> tuple[list[FetchResult], Server]:
-        routes = {"/tracked": tracked, "/ordered": ordered, "/endless": endless}
-        async with serve(routes) as srv:
-            requests = [
-                req(srv, path, crawl_delay=0.15)
-                for path in ("/tracked", "/ordered?a=1&b=2", "/endless")
-            ]
-            return await run(requests, settings(host_concurrency=1)), srv
+    async def private(request: web.Request) -> web.Response:
+        return web.Response(status=302, headers={"Location": "/private?utm_source=x"})
 
-    (tracked_result, ordered_result, endless_result), srv = asyncio.run(scenario())
+    def robots_allow(url: str) -> bool:  # robots.txt: Disallow: /private?
+        return "/private?" not in url
+
+    async def scenario() -> tuple[list[FetchResult], Server, FetchResult]:
+        routes = {"/tracked": tracked, "/ordered": ordered, "/endless": endless}
+        async with serve({**routes, "/private": private}) as srv:
+            paths = ("/tracked", "/ordered?a=1&b=2", "/endless", "/private")
+            requests = [req(srv, path, crawl_delay=0.15) for path in paths]
+            results = await run(requests, settings(host_concurrency=1), robots_allow=robots_allow)
+            # without robots.txt's word no URL the plan did not name is fetched
+            (unchecked,) = await run([req(srv, "/tracked")])
+            return results, srv, unchecked
+
+    (tracked_result, ordered_result, endless_result, refused), srv, unchecked = asyncio.run(
+        scenario()
+    )
+    assert (refused.outcome, refused.http_status) == ("error", 302)
+    assert (
+        refused.error
+        == f"redirect to {srv.url('/private?utm_source=x')}, which robots.txt disallows"
+    )
+    assert (unchecked.outcome, unchecked.location) == (
+        "redirect",
+        srv.url("/tracked?utm_source=feed"),
+    )
     for result, key in ((tracked_result, "/tracked"), (ordered_result, "/ordered?a=1&b=2")):
         assert result.url == srv.url(key)  # the key stays the key
         assert (result.outcome, result.http_status) == ("new", 200)
@@ -411,7 +429,8 @@ def test_a_redirect_to_another_spelling_of_the_page_is_followed_within_the_fetch
         "/ordered?b=2&a=1",
     ]
     assert len([p for p in paths if p.startswith("/endless")]) == 5
-    starts = [at for at, _, _ in srv.log]
+    assert "/private?utm_source=x" not in paths
+    starts = [at for at, _, _ in srv.log[:-1]]  # the unchecked run's request aside
     assert min(b - a for a, b in itertools.pairwise(starts)) >= 0.15
 
 

@@ -174,3 +174,32 @@ def test_a_meta_refresh_moves_a_page_and_a_canonical_names_the_copy_kept(
     assert by_url["/print"]["duplicate_of"] == f"{base}/story"
     assert by_url["/story"]["duplicate_of"] is None
     assert pl.Series(site.requests).is_in(["/robots.txt", "/sitemap.xml"]).sum() >= 2
+
+
+def test_a_redirect_to_a_spelling_robots_txt_disallows_is_not_followed(
+    tmp_path, monkeypatch
+) -> None:
+    """The fetcher follows a redirect to another spelling of the planned page; robots.txt was
+    not asked, so a spelling it disallows was fetched, once per cycle (exploratory run)."""
+    monkeypatch.setenv("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    seen: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        seen.append(request.path_qs)
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nDisallow: /*utm_\n")
+        if request.path_qs == "/spell":
+            return web.Response(status=302, headers={"Location": "/spell?utm_source=x"})
+        return web.Response(text=f"<html><title>t</title><p>{ARTICLE.format('A page')}</p>")
+
+    home = tmp_path / "home"
+    with serve_on_loopback(handle) as base:
+        load_seeds(home, f"url\n{base}/spell\n".encode(), added_at=T0)
+        for k in range(2):
+            run_cycle(home, T0 + timedelta(hours=6 * k))
+    assert not [p for p in seen if "utm_" in p]
+    log = Warehouse(home).read("fetch_log").sort("fetched_at")
+    spell = log.filter(pl.col("url") == f"{base}/spell")
+    assert spell["outcome"].to_list() == ["error", "error"]
+    assert spell["error"][0] == f"redirect to {base}/spell?utm_source=x, which robots.txt disallows"

@@ -57,8 +57,11 @@ from freshness_pipeline.web.client import (
     FetchSettings,
     fetch_all_sync,
     header_text,
+    host_key,
 )
+from freshness_pipeline.web.discovery import record_from_row
 from freshness_pipeline.web.netguard import ALLOW_ENV, IPNetwork
+from freshness_pipeline.web.robots import RobotsPolicy, robots_policy
 from freshness_pipeline.web.throttle import Throttles
 
 _PACE = {"host_gap_s": pl.Float64, "host_concurrency": pl.Int64}
@@ -134,6 +137,24 @@ def fetch_requests(plan: pl.DataFrame, config: PipelineConfig) -> list[FetchRequ
         )
         .iter_rows(named=True)
     ]
+
+
+def robots_checker(wh: Warehouse) -> Callable[[str], bool]:
+    """robots.txt's word on a URL the plan did not name (a redirect's other spelling of a
+    planned page), from the host's robots row read when first asked: only the rare hosts
+    with such redirects pay for it. No row: not allowed (a cycle fetches no host without)."""
+    policies: dict[str, RobotsPolicy | None] = {}
+
+    def allows(url: str) -> bool:
+        host = host_key(url)
+        if host not in policies:
+            rows = wh.read("robots", [host])
+            record = record_from_row(rows.row(0, named=True)) if rows.height else None
+            policies[host] = robots_policy(record) if record is not None else None
+        policy = policies[host]
+        return policy is not None and policy.can_fetch(url)
+
+    return allows
 
 
 def host_deferred(results: list[FetchResult]) -> dict[str, int]:
@@ -354,6 +375,7 @@ def _fetch_hosts(
         config,
     )
     throttles = Throttles(settings.throttle)
+    robots_allow = robots_checker(wh)
     started = time.monotonic()
     # Every answer goes to the cycle's archive file, which is complete (fsynced and renamed)
     # when the block ends, before any row that points into it is written; a failure leaves
@@ -365,6 +387,7 @@ def _fetch_hosts(
             allow=allow,
             throttles=throttles,
             archive=writer,
+            robots_allow=robots_allow,
         )
         # Budget a host left for its own reasons goes to the next best buys of the other
         # hosts, while the cycle has time for them.
@@ -383,6 +406,7 @@ def _fetch_hosts(
                 allow=allow,
                 throttles=throttles,
                 archive=writer,
+                robots_allow=robots_allow,
             )
             plan = pl.concat([plan, refill], how="diagonal_relaxed")
     as_reextractions(results, rereads)

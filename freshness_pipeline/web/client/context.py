@@ -67,6 +67,9 @@ class CycleContext:
     pause_deadline: float
     default_fp: Callable[[bytes, str | None, FetchRequest], ContentRecord] | None = None
     archive: ArchiveWriter | None = None
+    # whether robots.txt lets a URL the plan did not name be fetched (a redirect's other
+    # spelling of a planned page); None: no such URL is
+    robots_allow: Callable[[str], bool] | None = None
 
 
 # The attempt a page fetch is making, set by fetch_one in its own task, so the connector can

@@ -43,12 +43,15 @@ async def fetch_all(
     resolver: AbstractResolver | None = None,
     throttles: Throttles | None = None,
     archive: ArchiveWriter | None = None,
+    robots_allow: Callable[[str], bool] | None = None,
 ) -> list[FetchResult]:
     """Fetch a cycle's planned pages politely; one result per request, in request order.
 
     ``allow`` defaults to ``FRESHNESS_ALLOW_NETWORKS``; ``fingerprint(body, content_type)``
     defaults to the science module's extractor with each request's selectors; ``resolver``
-    replaces DNS (tests). Robots rules are the caller's job: only planned URLs arrive here.
+    replaces DNS (tests). Robots rules are the caller's job: only planned URLs arrive here,
+    and a redirect to another spelling of a page is followed only to a URL ``robots_allow``
+    says robots.txt allows (without it, never).
     ``throttles`` (default: fresh, built from ``settings``) holds what the per-host throttles
     learn; pass one to read host health afterwards or to carry it across calls. ``archive``:
     where every answer is recorded (the fetch stage's writer for the cycle); the results say
@@ -81,6 +84,7 @@ async def fetch_all(
                 throttles=throttles if throttles is not None else Throttles(policy),
                 default_fp=None if fingerprint is not None else default_fingerprinter(),
                 archive=archive,
+                robots_allow=robots_allow,
             )
             runs = [HostRun(key, idx, requests, results, ctx) for key, idx in groups.items()]
             await asyncio.gather(*(run.run() for run in runs))

@@ -100,7 +100,11 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
                 attempt.signal = classify_status(resp.status)
                 await _classify(ctx, attempt, sent_as, resp, result)
             spelling = _same_page_spelling(result, req.url)
-            if spelling is None:
+            if spelling is None or ctx.robots_allow is None:
+                break
+            if not ctx.robots_allow(spelling):
+                result.outcome = "error"
+                result.error = f"redirect to {spelling}, which robots.txt disallows"
                 break
             # The server's own spelling of the page the key names (another parameter order,
             # a session or tracking parameter, another case): the page is there, asked for
