@@ -108,6 +108,31 @@ def test_parsed_policy_uses_our_group() -> None:
     assert allowed_mask(policy, urls) == [True, False]
 
 
+@pytest.mark.parametrize(
+    ("line", "ours"),
+    [
+        ("User-agent: freshness-pipeline", True),
+        ("user-agent: Freshness-Pipeline", True),
+        # a site that pastes the whole user agent names us (RFC 9309's product token)
+        ("User-agent: freshness-pipeline/0.1", True),
+        ("User-Agent: freshness-pipeline/2.0 (+https://example.com/bot)", True),
+        # another crawler whose name begins like ours does not
+        ("User-agent: freshness", False),
+        ("User-agent: fresh", False),
+        ("User-agent: freshness-pipeline-next", False),
+        ("User-agent: googlebot", False),
+    ],
+)
+def test_a_group_is_ours_when_its_product_token_is_ours(line: str, ours: bool) -> None:
+    """Protego found a group's name inside the crawler's from a word boundary: a group for
+    'freshness-pipeline/0.1' was ignored (its Disallow: / with it) and one for 'freshness'
+    taken as ours (the fifth exploratory run)."""
+    body = f"{line}\nDisallow: /\nCrawl-delay: 2\n\nUser-agent: *\nAllow: /\n"
+    policy = robots_policy(record(200, body))
+    assert policy.can_fetch("https://example.com/page") is not ours
+    assert policy.crawl_delay == (2.0 if ours else None)
+
+
 def test_star_group_applies_when_ours_is_absent_and_request_rate_implies_delay() -> None:
     policy = robots_policy(record(200, "User-agent: *\nDisallow: /tmp\nRequest-rate: 1/2s\n"))
     assert not policy.can_fetch("https://example.com/tmp/x")

@@ -9,6 +9,7 @@ unreachable host means "assume complete disallow" (a struggling site must not ge
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -238,7 +239,7 @@ def robots_policy(record: RobotsRecord) -> RobotsPolicy:
         return RobotsPolicy("disallow_all", record)
     if 200 <= status < 300:
         try:
-            parser = Protego.parse(record.body)
+            parser = Protego.parse(_by_product_token(record.body))
         except Exception:  # RFC 9309: unparseable lines are ignored, so garbage allows all
             parser = Protego.parse("")
         return RobotsPolicy("parsed", record, parser)
@@ -247,6 +248,34 @@ def robots_policy(record: RobotsRecord) -> RobotsPolicy:
     if 300 <= status < 500:
         return RobotsPolicy("allow_all", record)
     return RobotsPolicy("disallow_all", record)
+
+
+#: a group's User-agent line; its value up to the end of the line or a comment
+_USER_AGENT_LINE = re.compile(r"(?im)^([ \t]*user-?agent[ \t]*:[ \t]*)([^\r\n#]*)")
+#: the product token a User-agent value starts with (RFC 9309 2.2.1: letters, "_" and "-")
+_PRODUCT = re.compile(r"[A-Za-z_-]+")
+
+
+def _by_product_token(body: str) -> str:
+    """``body`` with each User-agent line's value cut to its product token, as RFC 9309 and
+    Google's parser match groups: a site that pastes the whole user agent
+    (``freshness-pipeline/0.1``) names this crawler, and one that names another crawler whose
+    token begins like ours (``freshness``) does not. Protego looks for the line's value inside
+    the crawler's name from a word boundary, which got both wrong."""
+
+    def token(match: re.Match[str]) -> str:
+        value = match[2].strip()
+        product = _PRODUCT.match(value)
+        if value == "*" or product is None:
+            return match[0]
+        name = product.group()
+        if name.lower() == PRODUCT_TOKEN:
+            name = PRODUCT_TOKEN
+        elif PRODUCT_TOKEN.startswith(name.lower()):
+            name = f"-{name}"  # another crawler: a name ours does not start with
+        return match[1] + name
+
+    return _USER_AGENT_LINE.sub(token, body)
 
 
 def refusal_reason(policy: RobotsPolicy) -> str:
