@@ -577,3 +577,30 @@ def test_a_flaky_host_is_paused_and_probed_not_deferred() -> None:
     assert not [r for r in results if r.outcome == "deferred"]
     times = starts(srv)
     assert times[5] - times[4] >= 0.3  # the pause before the probe
+
+
+def test_an_outage_teaches_no_minute_long_gap() -> None:
+    """A host answering 503 for two cycles came out of them with a learned gap of a minute,
+    recovered 10 % a cycle (the fifth exploratory run): every 503 after the first came after
+    our own back-off, and each probe through the open breaker after its cool-down, and those
+    waits were taken for gaps the host had refused. Only an answer to a request sent at our
+    own pace teaches the pace."""
+    t = throttle()
+    for i in range(3):
+        t.observe("ok", now=float(i), latency_s=0.01)
+    now = 10.0
+    t.observe("throttled", now=now, latency_s=0.01, gap_s=0.3)  # at our pace: too fast?
+    learned = t.min_gap
+    assert learned == pytest.approx(0.6)
+    while not t.tripped:  # the outage goes on, each request after a longer back-off
+        now += 5.0
+        t.observe("throttled", now=now, latency_s=0.01, gap_s=5.0)
+    assert t.min_gap < 5.0
+    after_backoff = t.min_gap
+    for _ in range(4):  # probes after each cool-down, the host still down
+        reopens = t.reopens_at()
+        assert reopens is not None
+        now = reopens + 0.1
+        t.started(now)
+        t.observe("throttled", now=now, latency_s=0.01, gap_s=60.0)
+    assert t.min_gap == after_backoff

@@ -247,7 +247,13 @@ class HostThrottle:
         else:
             if signal == "throttled":
                 self.n_throttled += 1
-                self.min_gap = throttled_gap(self.min_gap, gap_s)
+                # What the host says of our pace, when we kept to it. A probe through an open
+                # breaker says the host is still down, not how fast to go, and a request that
+                # came after this throttle's own back-off came after a wait we imposed: taken
+                # as the gap the host refused, a two-cycle outage taught a minute between
+                # requests, recovered 10 % a cycle (the fifth exploratory run).
+                if not self.probing:
+                    self.min_gap = throttled_gap(self.min_gap, gap_s if not self.failures else None)
             self._failed(now, latency_s, detail, retry_after_s)
 
     def _served(self, signal: Signal, latency_s: float | None) -> None:
