@@ -10,11 +10,12 @@ import subprocess
 from datetime import timedelta
 from pathlib import Path
 
+import dagster as dg
 import duckdb
 import polars as pl
 import pytest
 
-from freshness_pipeline.app.runner import load_seeds, run_cycle
+from freshness_pipeline.app.runner import load_seeds, open_instance, run_cycle
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.archive import index_name_for, list_warcs, read_record
@@ -118,6 +119,11 @@ def test_kill_9_then_resume_equals_a_clean_cycle(world, crash):
     resumed = freshness_cycle(home, None)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert not list(wh.root.glob("*/host=*/*.tmp-*")), "temp files left behind"
+    # the next cycle says what happened, and leaves no run 'started' for ever in the UI
+    said = " ".join(resumed.stderr.split())
+    assert f"the last cycle {T1.isoformat()} (pid " in said and "did not finish" in said, said
+    with open_instance(home) as instance:
+        assert not instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
     # the archive: the killed run's unfinished file gone, every complete file indexed and
     # whole, and every archive location a table holds is a record that exists
     archive = home / "archive"

@@ -25,6 +25,7 @@ from freshness_pipeline.defs.instance import dagster_home, open_instance
 from freshness_pipeline.defs.instance_upkeep import prune_instance
 from freshness_pipeline.defs.jobs import CYCLE_TAG
 from freshness_pipeline.defs.partitions import (
+    HOST_BUCKET_TAG,
     HOSTS_PARTITIONS_NAME,
     Partitioning,
     bucket_index,
@@ -106,6 +107,7 @@ def run_cycle(
         with contextlib.ExitStack() as opened:
             if instance is None:  # ours to close: its open databases and their WAL files
                 instance = opened.enter_context(open_instance(warehouse.home))
+            interrupted = interrupted_note(warehouse, instance)
             try:
                 config = load_config(warehouse.home)
                 pruned_runs = prune_instance(instance, config.keep_runs_days)
@@ -130,7 +132,28 @@ def run_cycle(
                 )
         if pruned_runs:
             outcome.notes.append(pruned_runs)
+        if interrupted:
+            outcome.notes.insert(0, interrupted)
         return outcome
+
+
+def interrupted_note(warehouse: Warehouse, instance: dg.DagsterInstance) -> str | None:
+    """What to tell of work that died holding the home (a cycle killed mid-fetch): its fetches
+    were never recorded, so this cycle makes them again, and the runs it started from the CLI,
+    which would say 'started' for ever, are marked failed (under the writer lock no other CLI
+    run of this home is alive; runs the UI or a schedule launched are left alone)."""
+    if warehouse.interrupted is None:
+        return None
+    cli_runs = dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED], tags={HOST_BUCKET_TAG: "cli"})
+    dead = instance.get_runs(cli_runs)
+    for run in dead:
+        instance.report_run_failed(run, "interrupted: its process died holding the home")
+    said = f"the last {warehouse.interrupted} did not finish (killed?)"
+    if "cycle" in warehouse.interrupted:
+        said += ": nothing it fetched was recorded, and this cycle fetches again what is due"
+    if dead:
+        said += f"; {len(dead)} Dagster run(s) it left 'started' marked failed"
+    return said
 
 
 def cycle_ranges(

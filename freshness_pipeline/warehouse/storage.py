@@ -192,6 +192,9 @@ class Warehouse:
         self.home = resolve_home(home)
         self.root = self.home / "warehouse"
         self.duckdb_path = self.home / "freshness.duckdb"
+        #: what the last holder of the writer lock was doing when it died without letting go
+        #: (set by :meth:`exclusive`; None when it ended cleanly)
+        self.interrupted: str | None = None
 
     # ---- one writer at a time --------------------------------------------------------------
     @contextlib.contextmanager
@@ -213,6 +216,10 @@ class Warehouse:
                 raise HomeBusy(
                     f"{self.home} is busy: {holder} holds it; wait for it to finish"
                 ) from None
+            # a holder that ends cleanly empties the file: what is still in it is the work of
+            # one that died (kill -9, a power cut), for the caller to say so
+            left = os.pread(fd, 200, 0).decode(errors="replace").strip()
+            self.interrupted = left or None
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{what} (pid {os.getpid()})".encode(), 0)
             try:
