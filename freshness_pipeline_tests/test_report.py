@@ -147,3 +147,18 @@ def test_every_column_of_the_report_is_explained_under_it(home):
     out = io.StringIO()
     print_report(Warehouse(home), T0, Console(file=out, width=200, color_system=None))
     assert "Columns:\n  urls: URLs in the state\n" in out.getvalue()
+
+
+def test_a_report_before_any_fetch_says_why_its_figures_are_zeros(tmp_path, home):
+    """Right after seeding (or dry runs) the report was all zeros with no word of why (the
+    fifth exploratory run); a home with fetches gets no such note."""
+    seeded = Warehouse(tmp_path / "seeded")
+    seeds = _state_rows("a.example").select("url", "host", "value", "url_class")
+    seeded.write_partition("seeds", "a.example", seeds.with_columns(added_at=pl.lit(T0)))
+    assert seeded.ensure_views() is None
+    runner = CliRunner()
+    fresh = runner.invoke(app, ["report", "--home", str(seeded.home)])
+    assert fresh.exit_code == 0, fresh.output
+    assert "no cycle has fetched anything yet" in " ".join(fresh.output.split())
+    fetched = runner.invoke(app, ["report", "--home", str(home)])
+    assert fetched.exit_code == 0 and "no cycle has fetched" not in fetched.output

@@ -362,7 +362,7 @@ ReportNowOption = Annotated[
 def report(home: HomeOption = None, now: ReportNowOption = None) -> None:
     """Metrics per host and per URL class: 304 share, unchanged-body share, requests per
     detected change, expected age (freshness lag), errors."""
-    from freshness_pipeline.app.report import open_views, print_report
+    from freshness_pipeline.app.report import nothing_fetched_yet, open_views, print_report
 
     chosen = _now(now) if now else None  # validated like `cycle --now`, before any work
     warehouse = _existing_warehouse(home, "run `freshness seed` and `freshness cycle`")
@@ -371,6 +371,11 @@ def report(home: HomeOption = None, now: ReportNowOption = None) -> None:
         if note or stale:
             errors.print(f"[yellow]note:[/] {escape(str(note or stale))}")
         print_report(views, chosen or _latest(views), wide)
+        if nothing_fetched_yet(views):
+            errors.print(
+                "[yellow]note:[/] no cycle has fetched anything yet (a dry run fetches nothing):"
+                " the figures are zeros until `freshness cycle` runs"
+            )
     wide.print(
         f"SQL: open {warehouse.duckdb_path} read-only (views host_metrics, class_metrics, ...)"
     )

@@ -102,6 +102,13 @@ def latest_cycle_time(views: Views) -> datetime:
     return latest
 
 
+def nothing_fetched_yet(views: Views) -> bool:
+    """No cycle has fetched anything: every figure of the report is a zero, for want of data
+    (after a seed load or dry runs), which a user should be told rather than left to read."""
+    frame = views.query(f"SELECT {LATEST_CYCLE} AS t")  # noqa: S608 (fixed SQL)
+    return not frame.height or frame["t"][0] is None
+
+
 def render_table(frame: pl.DataFrame, title: str) -> Table:
     """Text columns never wrap: a host or class name cut in two is harder to read than a wide
     table."""
