@@ -21,6 +21,14 @@ T1 = T0 + timedelta(hours=6)
 HOST = "a.example"
 
 
+def room_for_ten() -> pl.DataFrame:
+    """host_capacity for the one host: ten fetches a cycle, no Crawl-delay."""
+    return pl.DataFrame(
+        {"host": [HOST], "capacity": [10], "cost_multiplier": [1.0], "crawl_delay": [None]},
+        schema_overrides={"crawl_delay": pl.Float64},
+    )
+
+
 def candidates(*urls: str, blocked: tuple[str, ...] = ()) -> pl.DataFrame:
     return tables.conform(
         "url_candidates",
@@ -149,10 +157,7 @@ def test_a_404_blip_costs_the_copy_a_day_and_a_confirmed_gone_page_a_check_a_mon
     Now a first gone answer is checked again a day later; a second one confirms it."""
     url = "http://a.example/p"
     cands = candidates(url)
-    capacity = pl.DataFrame(
-        {"host": [HOST], "capacity": [10], "cost_multiplier": [1.0], "crawl_delay": [None]},
-        schema_overrides={"crawl_delay": pl.Float64},
-    )
+    capacity = room_for_ten()
 
     def planned(state, now):
         inputs = plan_inputs(
@@ -198,10 +203,7 @@ def test_after_a_304_that_validated_nothing_the_page_is_asked_for_itself():
     page = {"url": url, "http_status": 200, "fingerprint": "f1", "etag": '"n8"'}
     state = step(tables.empty("url_state"), cands, results([]), T0)
     state = step(state, cands, results([{**page, "fetched_at": T0, "outcome": "new"}]), T0)
-    capacity = pl.DataFrame(
-        {"host": [HOST], "capacity": [10], "cost_multiplier": [1.0], "crawl_delay": [None]},
-        schema_overrides={"crawl_delay": pl.Float64},
-    )
+    capacity = room_for_ten()
 
     def sent_etag(state):
         inputs = plan_inputs(
@@ -234,10 +236,7 @@ def test_a_url_that_redirects_is_known_and_planned_by_priority_not_as_new():
         target,
     )
     assert row["n_obs"] == 0 and row["last_seen_at"] is None  # it answered, but with no page
-    capacity = pl.DataFrame(
-        {"host": [HOST], "capacity": [10], "cost_multiplier": [1.0], "crawl_delay": [None]},
-        schema_overrides={"crawl_delay": pl.Float64},
-    )
+    capacity = room_for_ten()
     inputs = plan_inputs(
         cands.with_columns(lastmod=pl.lit(None, dtype=tables.UTC_TIME)), s1, capacity
     )
@@ -421,10 +420,7 @@ def test_a_host_robots_txt_allows_again_is_planned_in_that_cycle():
     still blocked, nothing was fetched, and they waited a cycle more (found by an exploratory
     run). They are planned as what they were before: a fetched page active, the rest new."""
     fetched, never = "http://a.example/p", "http://a.example/q"
-    capacity = pl.DataFrame(
-        {"host": [HOST], "capacity": [10], "cost_multiplier": [1.0], "crawl_delay": [None]},
-        schema_overrides={"crawl_delay": pl.Float64},
-    )
+    capacity = room_for_ten()
     state = step(tables.empty("url_state"), candidates(fetched, never), results([]), T0)
     page = {"url": fetched, "http_status": 200, "fingerprint": "f1", "outcome": "new"}
     state = step(state, candidates(fetched, never), results([{**page, "fetched_at": T0}]), T0)
@@ -491,10 +487,7 @@ def test_without_a_budget_a_gone_page_is_checked_when_due():
     host goes."""
     url, other = "http://a.example/p", "http://a.example/q"
     cands = candidates(url, other)
-    capacity = pl.DataFrame(
-        {"host": [HOST], "capacity": [10], "cost_multiplier": [1.0], "crawl_delay": [None]},
-        schema_overrides={"crawl_delay": pl.Float64},
-    )
+    capacity = room_for_ten()
     state = step(tables.empty("url_state"), cands, results([]), T0)
     pages = [
         {"url": u, "http_status": 200, "fingerprint": u, "outcome": "new"} for u in (url, other)
@@ -523,10 +516,7 @@ def test_a_url_that_keeps_refusing_us_is_tried_again_later_each_time():
     failure, then two, four, ... up to a month: url_state says so, and the plan keeps to it."""
     url, other = "http://a.example/private", "http://a.example/q"
     cands = candidates(url, other)
-    capacity = pl.DataFrame(
-        {"host": [HOST], "capacity": [10], "cost_multiplier": [1.0], "crawl_delay": [None]},
-        schema_overrides={"crawl_delay": pl.Float64},
-    )
+    capacity = room_for_ten()
     state = step(tables.empty("url_state"), cands, results([]), T0)
     at = T0
     for k in range(4):

@@ -350,33 +350,25 @@ def update_state(
         .then(pl.lit(now).cast(tables.UTC_TIME))
         .when(pl.col("status") == "gone")
         .then(
-            pl.col("last_fetched_at")
-            + pl.duration(
-                microseconds=(
-                    gone_recheck_wait_days(
-                        duration_days(pl.col("last_fetched_at") - pl.col("gone_at")), config
-                    )
-                    * DAY_US
+            _after_last_fetch(
+                gone_recheck_wait_days(
+                    duration_days(pl.col("last_fetched_at") - pl.col("gone_at")), config
                 )
-                .round()
-                .cast(pl.Int64)
             )
         )
         .when(pl.col("status") == "error")
-        .then(
-            pl.col("last_fetched_at")
-            + pl.duration(
-                microseconds=(
-                    error_recheck_wait_days(pl.col("consecutive_errors"), config) * DAY_US
-                )
-                .round()
-                .cast(pl.Int64)
-            )
-        )
+        .then(_after_last_fetch(error_recheck_wait_days(pl.col("consecutive_errors"), config)))
         .otherwise(due_at)
     )
     state = estimated.with_columns(next_check_at=next_check, duplicate_of=content_duplicates())
     return StateUpdate(tables.conform("url_state", state).sort(["host", "url"]), grades, prior)
+
+
+def _after_last_fetch(days: pl.Expr) -> pl.Expr:
+    """``days`` after the URL's last fetch, to the microsecond."""
+    return pl.col("last_fetched_at") + pl.duration(
+        microseconds=(days * DAY_US).round().cast(pl.Int64)
+    )
 
 
 def with_posterior_rates(
