@@ -98,9 +98,9 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
                 # before this moment, so its own processing time can never shorten the gap.
                 attempt.host.mark_started(time.monotonic())
                 attempt.signal = classify_status(resp.status)
-                await _classify(ctx, attempt, sent_as, resp, result)
-            spelling = _same_page_spelling(result, req.url)
-            if spelling is None or ctx.robots_allow is None:
+                moved_to = await _classify(ctx, attempt, sent_as, resp, result)
+            spelling = result.location
+            if moved_to != req.url or spelling is None or ctx.robots_allow is None:
                 break
             if not ctx.robots_allow(spelling):
                 result.outcome = "error"
@@ -160,7 +160,11 @@ async def _classify(
     req: FetchRequest,
     resp: aiohttp.ClientResponse,
     result: FetchResult,
-) -> None:
+) -> str | None:
+    """Fill ``result`` from the answer; for a redirect (HTTP or a meta refresh), return where
+    it sends the reader, normalized as a key (None otherwise, or when that does not
+    normalize), so that a redirect to another spelling of the page is known without
+    normalizing its target twice."""
     settings = ctx.settings
     status = resp.status
     result.http_status = status
@@ -174,14 +178,14 @@ async def _classify(
         # run); the next fetch of a page whose last answer was this goes without validators.
         result.outcome, result.error = "error", refused
         _archive(ctx, req, resp, result, b"")
-        return
+        return None
     if status == 304:
         result.outcome = "not_modified"
         result.etag = result.etag or req.etag
         result.last_modified = result.last_modified or req.last_modified
         result.fingerprint = req.prev_fingerprint
         _archive(ctx, req, resp, result, b"")
-        return
+        return None
 
     if 200 <= status < 300 and (status != 206 or _whole_range(resp.headers.get("Content-Range"))):
         try:
@@ -193,11 +197,11 @@ async def _classify(
         except BodyTooLarge as exc:
             result.outcome, result.error, result.bytes = "error", str(exc), exc.raw_bytes
             _archive(ctx, req, resp, result, exc.partial, truncated="length")
-            return
+            return None
         except BodyDecodeError as exc:
             result.outcome, result.error, result.bytes = "error", str(exc), exc.raw_bytes
             _archive(ctx, req, resp, result, b"", truncated="length")
-            return
+            return None
         except BodyInterrupted as exc:
             # What arrived is kept, marked as cut (as Heritrix does), so that every request
             # sent has its records; the fetch then fails as the transport did.
@@ -218,14 +222,14 @@ async def _classify(
             # The very bytes archived last time: the same content, nothing to extract.
             result.fingerprint, result.outcome = req.prev_fingerprint, "unchanged"
             _archive(ctx, req, resp, result, read.body)
-            return
+            return None
         try:
             record = await _fingerprint(ctx, req, read.body, result.content_type)
         except Exception as exc:
             result.outcome = "error"
             result.error = f"fingerprint failed: {type(exc).__name__}: {exc}"
             _archive(ctx, req, resp, result, read.body)
-            return
+            return None
         if (
             not read.body.strip()
             and req.prev_fingerprint is not None
@@ -236,7 +240,7 @@ async def _classify(
             # version (no change, no new version, validators untouched) and look again.
             result.outcome, result.error = "error", "empty body where the page had content"
             _archive(ctx, req, resp, result, read.body)
-            return
+            return None
         links = record.links
         moved_to = _page_link(req.url, links.refresh_to, links.base)
         if moved_to is not None:
@@ -244,7 +248,10 @@ async def _classify(
             # page it was a version with no text, and where it went was never found.
             result.outcome, result.location = "redirect", moved_to
             _archive(ctx, req, resp, result, read.body)
-            return
+            try:
+                return normalize_url(moved_to)
+            except InvalidURL:
+                return None
         result.canonical = _page_link(req.url, links.canonical, links.base) or (
             _link_header_canonical(req.url, resp)
         )
@@ -262,7 +269,7 @@ async def _classify(
             result.error = f"error page ({error_page}) with HTTP {status}: {record.title!r}"
             attempt.signal = _ERROR_PAGE_SIGNALS[error_page]
             _archive(ctx, req, resp, result, read.body)
-            return
+            return None
         result.fingerprint = record.fingerprint
         if req.prev_fingerprint is None:
             result.outcome = "new"
@@ -273,7 +280,7 @@ async def _classify(
         if result.outcome != "unchanged":
             result.keep_version(record)
         _archive(ctx, req, resp, result, read.body)
-        return
+        return None
 
     # Anything else: read a small body of known length so the connection can be reused;
     # anything bigger or open-ended is dropped with the connection.
@@ -295,7 +302,7 @@ async def _classify(
         loc = header_url(resp.headers.get("Location"))
         if not loc:
             result.outcome, result.error = "error", f"HTTP {status} without Location"
-            return
+            return None
         target = loc.strip()
         try:
             target = urljoin(req.url, target)
@@ -303,22 +310,22 @@ async def _classify(
             # a target no crawl can hold (a bad port, an unclosed IPv6 bracket, too long) is
             # a failure of this URL: taken as a move, the URL was fetched again every cycle
             # and its target never
-            normalize_url(target)
+            moved_key = normalize_url(target)
         except ValueError as exc:
             result.outcome, result.error = "error", f"redirect refused: {exc}"
             result.location = target
-            return
+            return None
         if urldefrag(target).url == urldefrag(req.url).url:
             # A page that sends us back to itself (most often setting a cookie we do not
             # keep: a cookie wall) can never be fetched: an error, not a page that moved.
             result.outcome, result.location = "error", target
             result.error = f"HTTP {status} redirect to itself (a cookie wall or a loop)"
-            return
+            return None
         result.outcome, result.location = "redirect", target
-        return
+        return moved_key
     if status in _GONE_STATUSES:
         result.outcome = "gone"
-        return
+        return None
     result.outcome = "error"
     reason = f" {header_text(resp.reason)}" if resp.reason else ""
     result.error = f"HTTP {status}{reason}"
@@ -334,6 +341,7 @@ async def _classify(
             cap=settings.max_retry_after_s,
             now=settings.cycle_now,
         )
+    return None
 
 
 async def _fingerprint(
@@ -407,18 +415,6 @@ def _whole_range(content_range: str | None) -> bool:
     caches send, is the page."""
     match = _CONTENT_RANGE.fullmatch(content_range or "")
     return match is not None and int(match[1]) + 1 == int(match[2])
-
-
-def _same_page_spelling(result: FetchResult, key: str) -> str | None:
-    """Where a redirect sends the reader when that is the page ``key`` names (the target
-    normalizes to it under the default rules), else None."""
-    if result.outcome != "redirect" or not result.location:
-        return None
-    try:
-        same = normalize_url(result.location) == key
-    except InvalidURL:
-        return None
-    return result.location if same else None
 
 
 def _page_link(page_url: str, href: str | None, base: str | None = None) -> str | None:
