@@ -29,6 +29,7 @@ from freshness_pipeline.defs.io_manager import WarehouseIOManager
 from freshness_pipeline.defs.partitions import hosts_partitions, range_tags
 from freshness_pipeline.defs.resources import CycleResource, HttpClientResource, WarehouseResource
 from freshness_pipeline.stages.inventory import cycle_inventory
+from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline.web.client import FetchSettings
 from freshness_pipeline.web.discovery import (
@@ -706,3 +707,37 @@ def test_discovery_lines_are_capped_per_cycle_and_the_rest_counted():
     sink = few
     log_discovery(Log(), found[:3])  # type: ignore[arg-type]
     assert len(few.info) == 3 and not few.warning
+
+
+def test_the_robots_row_remembers_which_index_children_were_read(sites: list[Site]) -> None:
+    """A walk capped at 50 files reads an index's next children the next cycle, through the
+    robots row as the warehouse stores it (a Parquet row of the robots schema)."""
+    site = sites[0]
+    children = "".join(f"<sitemap><loc>{site.base}/c{i}.xml</loc></sitemap>" for i in range(70))
+    site.serve("/robots.txt", f"Sitemap: {site.base}/index.xml\n".encode())
+    site.serve(
+        "/index.xml",
+        f'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{children}'
+        "</sitemapindex>".encode(),
+    )
+    for i in range(70):
+        site.serve(f"/c{i}.xml", f"{site.base}/p{i}\n".encode())
+
+    def stored(row: dict) -> dict:
+        return pl.DataFrame([row], schema=tables.empty("robots").schema).row(0, named=True)
+
+    first = discover(site, T0)
+    read_first = {p for p in site.take() if p.startswith("/c")}
+    assert len(read_first) == 49 and len(first.entries) == 49
+    row = stored(first.robots_row)
+    # the files asked for: the index and 49 children
+    assert {r["url"] for r in row["sitemap_reads"] if r["read_at"] == T0} == {
+        f"{site.base}/index.xml",
+        *(f"{site.base}{p}" for p in read_first),
+    }
+    assert len(row["sitemap_reads"]) == 50
+    second = discover(site, T0 + timedelta(hours=6), cached=row)
+    read_second = {p for p in site.take() if p.startswith("/c")}
+    # the 21 never read first, then 28 of the first cycle's
+    assert read_second >= {f"/c{i}.xml" for i in range(70)} - read_first
+    assert len(read_second) == 49 and len(second.entries) == 49

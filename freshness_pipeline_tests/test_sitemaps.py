@@ -20,7 +20,13 @@ from freshness_pipeline.web.sitemaps.entries import (
     SitemapEntry,
     parse_w3c_datetime,
 )
-from freshness_pipeline.web.sitemaps.read import parse_sitemap
+from freshness_pipeline.web.sitemaps.read import parse_sitemap, read_sitemap
+from freshness_pipeline.web.sitemaps.reads import (
+    SitemapRead,
+    reading_order,
+    reads_from_row,
+    reads_to_row,
+)
 from freshness_pipeline.web.sitemaps.walk import fetch_sitemap_entries
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
@@ -350,10 +356,9 @@ def test_a_sitemap_the_network_cuts_keeps_the_records_before_the_cut() -> None:
     asyncio.run(scenario())
 
 
-def test_a_walk_stops_at_its_deadline_and_each_cycle_starts_its_children_elsewhere() -> None:
+def test_a_walk_stops_at_its_deadline() -> None:
     """A host with Crawl-delay 20 and an index of 8 sitemaps held every host's page fetches
-    for 180 s each cycle (found by an exploratory run): discovery ends at a deadline now, and
-    the index's children are read from a place that moves with the cycle."""
+    for 180 s each cycle (found by an exploratory run): discovery ends at a deadline now."""
     from freshness_pipeline.web.client.fetches import host_key
 
     async def scenario() -> None:
@@ -378,20 +383,124 @@ def test_a_walk_stops_at_its_deadline_and_each_cycle_starts_its_children_elsewhe
                 assert 2 <= len(seen) <= 4 and took < 1.3, (seen, took)
                 assert [p.kind for p in walk.problems] == ["time_cap"]
                 assert not walk.complete
-                # two cycles an hour apart start the children at two different places
-                firsts = []
-                for hour in (0, 1):
+
+    asyncio.run(scenario())
+
+
+def index_dated(*children: tuple[str, str | None]) -> bytes:
+    return (
+        '<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        + "".join(
+            f"<sitemap><loc>{loc}</loc>{f'<lastmod>{lm}</lastmod>' if lm else ''}</sitemap>"
+            for loc, lm in children
+        )
+        + "</sitemapindex>"
+    ).encode()
+
+
+def test_an_index_gives_its_childrens_lastmod() -> None:
+    body = index_dated(
+        ("https://example.com/a.xml", "2024-05-01"),
+        ("https://example.com/b.xml", None),
+        ("https://example.com/a.xml", "2024-06-01T12:00:00+02:00"),  # listed twice: newest
+    )
+    parsed = read_sitemap(body, SRC)
+    assert parsed.children == ["https://example.com/a.xml", "https://example.com/b.xml"] + [
+        "https://example.com/a.xml"
+    ]
+    assert parsed.child_lastmods == {"https://example.com/a.xml": utc(2024, 6, 1, 10)}
+
+
+def test_reading_order_reads_the_new_and_the_changed_first_then_the_least_recently_read() -> None:
+    t0 = utc(2026, 3, 1)
+    urls = [f"s{i}" for i in range(6)]
+    reads = {
+        "s0": SitemapRead("s0", t0 + timedelta(hours=12), utc(2026, 2, 1)),
+        "s1": SitemapRead("s1", t0 + timedelta(hours=6), utc(2026, 2, 1)),
+        "s2": SitemapRead("s2", t0, None),
+        "s3": SitemapRead("s3", t0 + timedelta(hours=18), utc(2026, 2, 1)),
+    }
+    lastmods = {"s0": utc(2026, 2, 1), "s1": utc(2026, 2, 1), "s3": utc(2026, 3, 2)}
+    # s3 changed since it was read, s4 and s5 were never read: those first (a never-read
+    # file before one read at any time; s5 and s4 in the order listed); then s2, s1, s0 by
+    # when they were last read.
+    assert reading_order(urls, lastmods, reads) == ["s4", "s5", "s3", "s2", "s1", "s0"]
+    # Never read, with dates: the newest first.
+    dated = {"s0": utc(2026, 1, 1), "s1": utc(2026, 3, 1), "s2": utc(2026, 2, 1)}
+    assert reading_order(["s0", "s1", "s2", "s3"], dated, {}) == ["s1", "s2", "s0", "s3"]
+    # An index whose dates are always "now": every file "changed"; the least recently read
+    # goes first, so all are read once before any is read again.
+    now = {u: t0 + timedelta(days=1) for u in urls}
+    assert reading_order(urls[:4], now, reads) == ["s2", "s1", "s0", "s3"]
+
+
+def test_the_memory_keeps_what_is_listed_and_forgets_old_files() -> None:
+    now = utc(2026, 3, 1)
+    reads = {
+        "listed": SitemapRead("listed", now - timedelta(days=90), None),
+        "recent": SitemapRead("recent", now - timedelta(days=2), utc(2026, 2, 1)),
+        "old": SitemapRead("old", now - timedelta(days=31), None),
+    }
+    row = reads_to_row(reads, ["listed"], now)
+    assert [r["url"] for r in row] == ["listed", "recent"]
+    assert reads_from_row(row) == {k: reads[k] for k in ("listed", "recent")}
+    assert reads_from_row(None) == {} and reads_from_row([{"url": "x", "read_at": None}]) == {}
+
+
+def test_walks_cut_by_the_file_cap_read_every_child_once_before_any_twice() -> None:
+    """A 500-child index read 49 children a cycle from an offset that moved one child per hour
+    took 19 days to read every child at 6-hour cycles, re-reading the same ones each cycle
+    (found by an exploratory run). With the walk's memory, a few cycles read every child
+    once, and a child whose index date moves is read the next cycle."""
+
+    async def scenario() -> None:
+        routes: dict[str, Handler] = {}
+        async with serve(routes) as (base, seen):
+            children = [(f"{base}/s{i}.xml", "2026-01-01") for i in range(12)]
+            routes["/index.xml"] = reply(index_dated(*children))
+            for i in range(12):
+                routes[f"/s{i}.xml"] = reply(urlset((f"{base}/p{i}", None)))
+            reads: dict[str, SitemapRead] = {}
+            read_per_cycle = []
+            async with open_session(FetchSettings(), allow=LOOPBACK) as session:
+
+                async def cycle(k: int) -> list[str]:
+                    nonlocal reads
                     seen.clear()
-                    await fetch_sitemap_entries(
+                    walk = await fetch_sitemap_entries(
                         session,
                         [f"{base}/index.xml"],
                         user_agent=UA,
                         timeout=5,
-                        fetched_at=datetime(2026, 3, 1, hour, tzinfo=UTC),
+                        max_sitemaps=5,
+                        fetched_at=utc(2026, 3, 1) + timedelta(hours=6 * k),
+                        reads=reads,
                     )
-                    assert sorted(seen[1:]) == [f"/s{i}.xml" for i in range(5)]
-                    firsts.append(seen[1])
-                assert firsts[0] != firsts[1]
+                    assert {f"{base}/index.xml", *(c for c, _ in children)} <= walk.listed
+                    reads = walk.reads
+                    assert seen[0] == "/index.xml"
+                    return seen[1:]
+
+                for k in range(3):
+                    read_per_cycle.append(await cycle(k))
+                assert all(len(r) == 4 for r in read_per_cycle)
+                every = [p for r in read_per_cycle for p in r]
+                assert sorted(every) == sorted(f"/s{i}.xml" for i in range(12))
+                # the fourth cycle starts the round again with the first cycle's children
+                assert sorted(await cycle(3)) == sorted(read_per_cycle[0])
+                # s7 announces a change: the next walk reads it first
+                children[7] = (f"{base}/s7.xml", "2026-03-02T00:00:00Z")
+                routes["/index.xml"] = reply(index_dated(*children))
+                got = await cycle(4)
+                assert got[0] == "/s7.xml" and len(got) == 4
+                assert (await cycle(5))[0] != "/s7.xml"  # once read, it waits its turn
+                # a child that fails keeps its turn in the round, not the head of every walk
+                routes.pop("/s0.xml")
+                routes["/index.xml"] = reply(index_dated(*children, (f"{base}/new.xml", None)))
+                first = await cycle(6)
+                assert first[0] == "/new.xml"
+                failing = [("/s0.xml" in await cycle(k)) for k in range(7, 10)]
+                assert sum(failing) <= 1, failing
 
     asyncio.run(scenario())
 

@@ -52,6 +52,12 @@ ROBOTS: Schema = {
     # now only if that cycle's walk was complete: only then is a URL it no longer lists news.
     "sitemaps_read_at": UTC_TIME,
     "sitemaps_read_entries": pl.Int64,
+    # Per sitemap file asked for (robots.txt's and index children): when it was last asked for
+    # and the <lastmod> its index gave it then, so the next walk reads first what it has not
+    # read or what changed (web.sitemaps.reads). Files unlisted for 30 days are dropped.
+    "sitemap_reads": pl.List(
+        pl.Struct({"url": pl.String, "read_at": UTC_TIME, "listed_lastmod": UTC_TIME})
+    ),
 }
 
 URL_INVENTORY: Schema = {

@@ -4,6 +4,10 @@ names, for many hosts at once over one guarded session.
 Sitemap and robots fetches do not count against the page budget, but they are bounded: a few
 hosts at a time, a cap on sitemap files and URLs per host.
 
+Each host's robots row also remembers when each of its sitemap files was last read
+(:mod:`~freshness_pipeline.web.sitemaps.reads`), so that a walk cut by its caps reads next
+time what it has not read, or what changed, first.
+
 A host whose robots.txt names no sitemap is asked for ``/sitemap.xml`` at most once per
 :func:`~freshness_pipeline.web.robots.record_ttl` of the last answer (a day for an answer, an
 hour for a failure), and every cycle while that answer is a sitemap, so it is then read like a
@@ -38,6 +42,7 @@ from freshness_pipeline.web.robots import (
     robots_policy,
 )
 from freshness_pipeline.web.sitemaps.entries import PROBLEM_KINDS, SitemapEntry, SitemapProblem
+from freshness_pipeline.web.sitemaps.reads import reads_from_row, reads_to_row
 from freshness_pipeline.web.sitemaps.walk import SitemapWalk, fetch_sitemap_entries
 
 HOSTS_AT_ONCE = 8
@@ -52,6 +57,7 @@ SITEMAP_STATE_COLUMNS = (
     "sitemap_probe_found",
     "sitemaps_read_at",
     "sitemaps_read_entries",
+    "sitemap_reads",
 )
 
 # What discovery counts per host (HostDiscovery.counts); a run's metadata sums them.
@@ -216,7 +222,9 @@ async def _discover_one(
         archive=archive,
         fetched_at=now,
         deadline=deadline,
+        reads=reads_from_row(row.get("sitemap_reads")),
     )
+    row["sitemap_reads"] = reads_to_row(walk.reads, walk.listed, now)
     result.walk = walk
     result.entries = walk.entries
     for problem in walk.problems:

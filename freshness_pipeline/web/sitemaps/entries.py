@@ -123,6 +123,8 @@ class ParsedSitemap:
     format: SitemapFormat | None  # None: not a sitemap, or refused
     entries: list[SitemapEntry] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
+    #: the ``<lastmod>`` an index gave a child, for the children it gave one (UTC)
+    child_lastmods: dict[str, datetime] = field(default_factory=dict)
     problems: list[SitemapProblem] = field(default_factory=list)
     recovered: bool = False
     complete: bool = False

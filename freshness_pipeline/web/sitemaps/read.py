@@ -323,7 +323,15 @@ def _parse_xml(
     if records.capped:
         problems.append(_url_cap_problem(max_urls, source_url))
     complete = not (cut or truncated or lossy or records.capped)
-    return ParsedSitemap(fmt, records.entries, records.children, problems, recovered, complete)
+    return ParsedSitemap(
+        fmt,
+        entries=records.entries,
+        children=records.children,
+        child_lastmods=records.child_lastmods,
+        problems=problems,
+        recovered=recovered,
+        complete=complete,
+    )
 
 
 def read_sitemap(

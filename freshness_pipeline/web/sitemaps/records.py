@@ -4,6 +4,7 @@ cap: the step the XML reader and the feed reader share."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from urllib.parse import urljoin
 
@@ -61,6 +62,7 @@ class RecordCollector:
         self.max_urls = max_urls
         self.entries: list[SitemapEntry] = []
         self.children: list[str] = []
+        self.child_lastmods: dict[str, datetime] = {}
         self.capped = False
 
     def take(self, elem: Any) -> bool:
@@ -72,11 +74,15 @@ class RecordCollector:
             return False
         url = absolute_url(_child_text(elem, "loc"), self.source_url)
         if url is not None:
-            if self.fmt == "sitemapindex":
-                self.children.append(url)
-            else:
-                lastmod = parse_w3c_datetime(_child_text(elem, "lastmod"))
+            lastmod = parse_w3c_datetime(_child_text(elem, "lastmod"))
+            if self.fmt != "sitemapindex":
                 self.entries.append(SitemapEntry(url, lastmod, self.source_url))
+            else:
+                self.children.append(url)
+                if lastmod is not None:
+                    # a child listed twice keeps its newest date, as an entry does in a walk
+                    known = self.child_lastmods.get(url)
+                    self.child_lastmods[url] = lastmod if known is None else max(known, lastmod)
         # Keep memory flat on 50,000-record files: drop the record and what came before it,
         # unless a recovery nested it in a record not yet finished (whose <loc> that would be).
         elem.clear()

@@ -28,6 +28,7 @@ from freshness_pipeline.web.sitemaps.entries import (
     SitemapProblem,
 )
 from freshness_pipeline.web.sitemaps.read import read_sitemap
+from freshness_pipeline.web.sitemaps.reads import SitemapRead, reading_order
 
 __all__ = [
     "SitemapFile",
@@ -58,6 +59,11 @@ class SitemapWalk:
     entries: list[SitemapEntry] = field(default_factory=list)
     files: list[SitemapFile] = field(default_factory=list)
     problems: list[SitemapProblem] = field(default_factory=list)
+    #: what the next walk is to remember of each file (the ``reads`` it was given, updated
+    #: with every file asked for this time)
+    reads: dict[str, SitemapRead] = field(default_factory=dict)
+    #: every sitemap URL this walk saw listed (by robots.txt or by an index it read)
+    listed: set[str] = field(default_factory=set)
 
     @property
     def complete(self) -> bool:
@@ -179,13 +185,22 @@ async def _fetch_body(
         return _Fetched(None, status, ("http", f"{type(exc).__name__}: {exc}"), made)
 
 
-def _rotated(children: list[str], fetched_at: datetime | None) -> list[str]:
-    """An index's children from a place that moves with the cycle (by the hour of
-    ``fetched_at``): the same each time a cycle is re-run, another in the next cycle."""
-    if fetched_at is None or len(children) < 2:
-        return children
-    at = int(fetched_at.timestamp() // 3600) % len(children)
-    return children[at:] + children[:at]
+def _remember(
+    walk: SitemapWalk,
+    url: str,
+    at: datetime | None,
+    lastmod: datetime | None,
+    *,
+    read: bool,
+) -> None:
+    """Note that ``url`` was asked for at ``at``. A file that gave no sitemap keeps the date
+    it was last read at, so a change its index announced is still news next time; it goes
+    behind the other such files, and a file that always fails is asked for once a round."""
+    if at is None:
+        return
+    before = walk.reads.get(url)
+    listed = lastmod if read else (before.listed_lastmod if before is not None else None)
+    walk.reads[url] = SitemapRead(url, at, listed)
 
 
 async def fetch_sitemap_entries(
@@ -200,6 +215,7 @@ async def fetch_sitemap_entries(
     archive: ArchiveWriter | None = None,
     fetched_at: datetime | None = None,
     deadline: float | None = None,
+    reads: Mapping[str, SitemapRead] | None = None,
 ) -> SitemapWalk:
     """Walk sitemaps and sitemap indexes breadth-first (every answer to ``archive`` when
     given, dated ``fetched_at``, the cycle's now).
@@ -207,8 +223,13 @@ async def fetch_sitemap_entries(
     ``deadline`` (``time.monotonic()``): no request is started that its host's Crawl-delay
     would begin after it (the first file is always read). Page fetches wait for discovery,
     so a host with a long Crawl-delay and many sitemap files would otherwise hold up every
-    host's fetches. With ``fetched_at`` the children of an index are read from a place that
-    moves each cycle, so that walks cut by a limit read every child over a few cycles.
+    host's fetches.
+
+    ``reads``: what the host's earlier walks remember of each file (:mod:`.reads`). The files
+    robots.txt names, and the children of each index, are read in :func:`reading_order`, so
+    that walks cut by a limit read the files that changed first and every file over a few
+    cycles; ``walk.reads`` is that memory with this walk's files in it (dated ``fetched_at``,
+    required with ``reads``).
 
     ``crawl_delays`` (host key to seconds) keeps each host's Crawl-delay between these
     requests and the cycle's other requests to it.
@@ -218,9 +239,13 @@ async def fetch_sitemap_entries(
     ``files`` and every problem in ``problems``; hitting a limit is a problem too, so a cut
     walk is never mistaken for a complete one.
     """
-    walk = SitemapWalk()
+    walk = SitemapWalk(reads=dict(reads or {}))
+    if reads is not None and fetched_at is None:
+        raise ValueError("a walk that remembers its reads needs fetched_at")
     queue: deque[str] = deque()
     seen: set[str] = set()
+    lastmods: dict[str, datetime] = {}  # what an index said of each child queued
+    top: list[str] = []
     for raw in sitemap_urls:
         url = raw.strip()
         try:
@@ -231,7 +256,9 @@ async def fetch_sitemap_entries(
             continue
         if url not in seen:
             seen.add(url)
-            queue.append(url)
+            top.append(url)
+    queue.extend(reading_order(top, {}, walk.reads))
+    walk.listed.update(top)
 
     index: dict[str, int] = {}
     requests_made = 0
@@ -263,8 +290,10 @@ async def fetch_sitemap_entries(
             walk.problems.append(SitemapProblem(*got.problem, url, got.status))
         if got.body is None:
             walk.files.append(SitemapFile(url, got.status, None))
+            _remember(walk, url, fetched_at, lastmods.get(url), read=False)
             continue
         parsed = read_sitemap(got.body, url, cut=got.problem is not None)
+        _remember(walk, url, fetched_at, lastmods.get(url), read=parsed.format is not None)
         walk.problems.extend(parsed.problems)
         walk.files.append(
             SitemapFile(
@@ -293,10 +322,11 @@ async def fetch_sitemap_entries(
                     entries[at] = entry
                 # listed by a sitemap as well as a feed: the sitemap's listing counts
                 entries[at].from_feed = old.from_feed and entry.from_feed
-        for child in _rotated(parsed.children, fetched_at):
-            if child not in seen:
-                seen.add(child)
-                queue.append(child)
+        walk.listed.update(parsed.children)
+        fresh = [child for child in parsed.children if child not in seen]
+        seen.update(fresh)
+        lastmods.update(parsed.child_lastmods)
+        queue.extend(reading_order(fresh, parsed.child_lastmods, walk.reads))
     if timed_out:
         walk.problems.append(
             SitemapProblem("time_cap", f"{len(queue)} sitemap(s) not read in the time allowed")
