@@ -19,6 +19,7 @@ from freshness_pipeline.science.capacity import (
 )
 from freshness_pipeline.stages.plan import host_capacity
 from freshness_pipeline.warehouse import tables
+from freshness_pipeline.web.throttle import ThrottlePolicy
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 
@@ -129,12 +130,35 @@ def test_capacity_is_what_fits_the_window_at_the_hosts_pace() -> None:
     assert caps == [2400, 300, 1200, 2400, 600, 6]
     slow = frame.with_columns(latency_s=pl.lit(2.0)).select(paced_capacity(600.0).alias("c"))
     assert slow["c"][0] == 300  # one request in flight at 2 s each
+    # Two allowed in flight at 2 s each is 600, unless the fetcher keeps one in flight: its
+    # latency-driven gap (latency / target concurrency 1) starts one request per latency.
+    both = frame.with_columns(latency_s=pl.lit(2.0), concurrency=pl.lit(2))
+    assert both.select(paced_capacity(600.0).alias("c"))["c"][3] == 600
+    assert both.select(paced_capacity(600.0, 1.0).alias("c"))["c"][3] == 300
+    assert ThrottlePolicy().latency_in_flight == 1.0
+    assert ThrottlePolicy(autothrottle=False).latency_in_flight is None
+
+
+def test_the_plan_sizes_a_slow_host_by_what_the_fetcher_keeps_in_flight() -> None:
+    """A host answering in 7.8 s, allowed two requests in flight, was planned 153 fetches of a
+    600-s window while the fetcher's gap (one latency) sent about 77: the cycle ran past its
+    window (found by an exploratory run)."""
+    robots = pl.DataFrame({"host": ["slow"], "crawl_delay": [None]}, schema=ROBOTS_SCHEMA)
+    health = pl.DataFrame({"host": ["slow"], "error_share": [0.0]})
+    learned = tables.conform(
+        "host_capacity",
+        pl.DataFrame({"host": ["slow"], "concurrency": [2], "latency_s": [7.8]}),
+    )
+    assert host_capacity(robots, health, 600.0, None, learned)["capacity"][0] == 76
+    assert host_capacity(robots, health, 600.0, None, learned, in_flight=None)["capacity"][0] == 153
+
+
+ROBOTS_SCHEMA = {"host": pl.String, "crawl_delay": pl.Float64}
 
 
 def test_the_plan_caps_a_host_at_its_learned_pace_and_holds_win() -> None:
     robots = pl.DataFrame(
-        {"host": ["a", "b", "c"], "crawl_delay": [None, 1.0, None]},
-        schema={"host": pl.String, "crawl_delay": pl.Float64},
+        {"host": ["a", "b", "c"], "crawl_delay": [None, 1.0, None]}, schema=ROBOTS_SCHEMA
     )
     health = pl.DataFrame({"host": ["a", "b", "c"], "error_share": [0.0, 0.0, 0.0]})
     learned = tables.conform(

@@ -82,18 +82,22 @@ def polite_capacity(window_s: float) -> pl.Expr:
     )
 
 
-def paced_capacity(window_s: float) -> pl.Expr:
+def paced_capacity(window_s: float, in_flight: float | None = None) -> pl.Expr:
     """Fetches that fit one fetch window at the host's pace (columns ``crawl_delay``, ``gap_s``,
     ``concurrency``, ``latency_s``, ``accepted_cap``; nulls mean nothing learned): never more
-    than :func:`polite_capacity`."""
+    than :func:`polite_capacity`.
+
+    ``in_flight``: the requests the fetcher keeps in flight to a host on average when latency
+    paces it (a latency-driven gap of latency / target concurrency keeps that many, whatever
+    the host's concurrency allows); None: as many as the concurrency. A slow host planned at
+    twice what the fetcher sends it held a cycle far past its window."""
     gap = pl.max_horizontal(pl.col("crawl_delay").fill_null(0.0), pl.col("gap_s").fill_null(0.0))
     by_gap = pl.when(gap > 0).then(window_s / gap).otherwise(window_s * DEFAULT_HOST_RATE_PER_S)
     latency = pl.col("latency_s")
-    by_latency = (
-        pl.when(latency > 0)
-        .then(window_s * pl.col("concurrency").fill_null(START_CONCURRENCY) / latency)
-        .otherwise(None)
-    )
+    concurrency = pl.col("concurrency").fill_null(START_CONCURRENCY).cast(pl.Float64)
+    if in_flight is not None:
+        concurrency = pl.min_horizontal(concurrency, pl.lit(float(in_flight)))
+    by_latency = pl.when(latency > 0).then(window_s * concurrency / latency).otherwise(None)
     paced = pl.min_horizontal(polite_capacity(window_s), by_gap, by_latency, pl.col("accepted_cap"))
     return paced.floor().cast(pl.Int64)
 

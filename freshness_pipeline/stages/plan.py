@@ -23,11 +23,16 @@ from freshness_pipeline.science.schedule import Objective, PlanConfig, build_pla
 from freshness_pipeline.stages.running_totals import fetch_memory
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.storage import Warehouse
+from freshness_pipeline.web.client.settings import FetchSettings
 
 ERROR_COST_WEIGHT = 3.0
 # A URL that moved for good, or whose content another URL of its host duplicates, is only a
 # second copy: it is re-checked now and then (in case it diverges), not kept fresh.
 SECOND_COPY_COST = 8.0
+
+
+#: What the product's fetcher (its default throttle) keeps in flight to a latency-paced host.
+_FETCHER_IN_FLIGHT = FetchSettings().throttle.latency_in_flight
 
 
 def host_health(results: pl.DataFrame, hosts: list[str]) -> pl.DataFrame:
@@ -49,13 +54,16 @@ def host_capacity(
     window_s: float,
     holds: pl.DataFrame | None = None,
     learned: pl.DataFrame | None = None,
+    in_flight: float | None = _FETCHER_IN_FLIGHT,
 ) -> pl.DataFrame:
     """How many fetches a host can take in one cycle's fetch window, and at what pace: the
     window at the host's learned pace (``learned``: the host_capacity table; science.capacity),
     never more than its Crawl-delay allows, halved when most of its requests failed last cycle,
     and none while a Retry-After holds it (``holds``: host, retry_until;
     science.retry_after.held_hosts): the server asked for the pause, and capacity is what no
-    priority can buy past. ``gap_s`` and ``concurrency`` are the pace the fetch starts from."""
+    priority can buy past. ``gap_s`` and ``concurrency`` are the pace the fetch starts from.
+    ``in_flight``: what the fetcher keeps in flight to a latency-paced host
+    (``ThrottlePolicy.latency_in_flight``; the default is the product's fetcher's)."""
     delays = robots.select("host", "crawl_delay")
     held = pl.col("host").is_in([] if holds is None else holds["host"].to_list())
     pace = (learned if learned is not None else tables.empty("host_capacity")).select(
@@ -65,7 +73,7 @@ def host_capacity(
         health.join(delays, on="host", how="left")
         .join(pace, on="host", how="left")
         .with_columns(
-            paced_capacity(window_s).alias("raw_capacity"),
+            paced_capacity(window_s, in_flight).alias("raw_capacity"),
             pl.col("concurrency").fill_null(START_CONCURRENCY),
         )
         .with_columns(

@@ -99,6 +99,13 @@ class ThrottlePolicy:
     breaker_retry_s: float = 5.0
     breaker_retries: int = 3
 
+    @property
+    def latency_in_flight(self) -> float | None:
+        """About how many requests a host has in flight while latency paces it (None: as many
+        as its concurrency lets start back to back): what a plan sizing a slow host's share of
+        the window must assume."""
+        return self.target_concurrency if self.autothrottle else None
+
     def __post_init__(self) -> None:
         if self.target_concurrency <= 0:
             raise ValueError("target_concurrency must be positive")
