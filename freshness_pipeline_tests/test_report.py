@@ -162,3 +162,37 @@ def test_a_report_before_any_fetch_says_why_its_figures_are_zeros(tmp_path, home
     assert "no cycle has fetched anything yet" in " ".join(fresh.output.split())
     fetched = runner.invoke(app, ["report", "--home", str(home)])
     assert fetched.exit_code == 0 and "no cycle has fetched" not in fetched.output
+
+
+def test_the_by_host_table_lists_the_biggest_hosts_and_names_the_rest(tmp_path):
+    """A crawl of 10,000 hosts printed 10,000 by-host rows and `report --host` did not exist
+    (the sixth exploratory run): the report lists the hosts with the most URLs, says how many
+    it left out, and `--host` / `--all-hosts` choose."""
+    warehouse = Warehouse(tmp_path)
+    names = [f"h{i:02d}.example" for i in range(33)]
+    for n, host in enumerate(names):
+        rows = pl.concat([_state_rows(host)] * (1 + n % 3)).with_columns(
+            url=pl.format("https://{}/{}", pl.lit(host), pl.int_range(pl.len()))
+        )
+        warehouse.write_partition("url_state", host, rows)
+        seeds = rows.select("url", "host", "value", "url_class")
+        warehouse.write_partition("seeds", host, seeds.with_columns(added_at=pl.lit(T0)))
+    assert warehouse.ensure_views() is None
+    runner = CliRunner()
+
+    def hosts_shown(*args: str) -> tuple[set[str], str]:
+        done = runner.invoke(app, ["report", "--home", str(tmp_path), *args])
+        assert done.exit_code == 0, done.output
+        return {h for h in names if h in done.output}, " ".join(done.output.split())
+
+    shown, text = hosts_shown()
+    # 11 hosts have 6 URLs, 11 have 4 and 11 have 2: the 30 listed leave out 3 of the smallest
+    assert len(shown) == 30 and {names[i] for i in range(0, 33, 3)} - shown
+    assert {names[i] for i in range(2, 33, 3)} | {names[i] for i in range(1, 33, 3)} <= shown
+    assert "3 more hosts not shown" in text and "--host" in text
+    assert hosts_shown("--all-hosts")[0] == set(names)
+    one, text = hosts_shown("--host", "h00.example", "--host", "h05.example")
+    assert one == {"h00.example", "h05.example"} and "not shown" not in text
+    bad = runner.invoke(app, ["report", "--home", str(tmp_path), "--host", "nope.example"])
+    assert bad.exit_code == 2
+    assert "no such host in this home: nope.example" in " ".join(bad.output.split())

@@ -359,10 +359,29 @@ ReportNowOption = Annotated[
 
 
 @app.command()
-def report(home: HomeOption = None, now: ReportNowOption = None) -> None:
+def report(
+    home: HomeOption = None,
+    now: ReportNowOption = None,
+    host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--host", help="Only this host in the by-host table (repeatable; host or host:port)."
+        ),
+    ] = None,
+    all_hosts: Annotated[
+        bool,
+        typer.Option("--all-hosts", help="Every host in the by-host table, however many."),
+    ] = False,
+) -> None:
     """Metrics per host and per URL class: 304 share, unchanged-body share, requests per
-    detected change, expected age (freshness lag), errors."""
-    from freshness_pipeline.app.report import nothing_fetched_yet, open_views, print_report
+    detected change, expected age (freshness lag), errors. The by-host table lists the hosts
+    with the most URLs (30) unless --host or --all-hosts says otherwise."""
+    from freshness_pipeline.app.report import (
+        DEFAULT_HOST_ROWS,
+        nothing_fetched_yet,
+        open_views,
+        print_report,
+    )
 
     chosen = _now(now) if now else None  # validated like `cycle --now`, before any work
     warehouse = _existing_warehouse(home, "run `freshness seed` and `freshness cycle`")
@@ -370,7 +389,17 @@ def report(home: HomeOption = None, now: ReportNowOption = None) -> None:
     with open_views(warehouse) as (views, note):
         if note or stale:
             errors.print(f"[yellow]note:[/] {escape(str(note or stale))}")
-        print_report(views, chosen or _latest(views), wide)
+        try:
+            print_report(
+                views,
+                chosen or _latest(views),
+                wide,
+                hosts=host,
+                host_rows=None if all_hosts else DEFAULT_HOST_ROWS,
+            )
+        except ValueError as exc:
+            errors.print(f"[red]error:[/] {escape(str(exc))}")
+            raise typer.Exit(2) from exc
         if nothing_fetched_yet(views):
             errors.print(
                 "[yellow]note:[/] no cycle has fetched anything yet (a dry run fetches nothing):"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
@@ -192,17 +192,67 @@ VERIFY_NOTE = (
 )
 
 
-def print_report(views: Views, moment: datetime, console: Console) -> None:
+#: Hosts the report lists by default: a crawl of 10,000 hosts printed 10,000 rows, and the
+#: rest are a ``--host`` or a SQL query away.
+DEFAULT_HOST_ROWS = 30
+
+
+def chosen_hosts(
+    by_host: pl.DataFrame, hosts: Sequence[str] | None, host_rows: int | None
+) -> tuple[pl.DataFrame, str | None]:
+    """The by-host rows to print and a line on those left out: the named ``hosts`` (an unknown
+    one is a ValueError naming it), else the ``host_rows`` hosts with the most URLs, in host
+    order (None: all)."""
+    if hosts:
+        known = set(by_host["host"].to_list())
+        unknown = [h for h in dict.fromkeys(hosts) if h not in known]
+        if unknown:
+            sample = ", ".join(sorted(known)[:5]) or "none yet"
+            raise ValueError(
+                f"no such host in this home: {', '.join(unknown)} (hosts are spelt host or "
+                f"host:port as `freshness hosts` lists them; for example {sample})"
+            )
+        return by_host.filter(pl.col("host").is_in(list(hosts))), None
+    if host_rows is None or by_host.height <= host_rows:
+        return by_host, None
+    shown = (
+        by_host.sort(["urls", "host"], descending=[True, False], nulls_last=True)
+        .head(host_rows)
+        .sort("host")
+    )
+    rest = by_host.height - shown.height
+    return shown, (
+        f"{rest:,} more hosts not shown (the {host_rows} with the most URLs are): "
+        "`freshness report --host H` for one, `--all-hosts` for every one, or SQL on the "
+        "host_metrics view"
+    )
+
+
+def print_report(
+    views: Views,
+    moment: datetime,
+    console: Console,
+    *,
+    hosts: Sequence[str] | None = None,
+    host_rows: int | None = DEFAULT_HOST_ROWS,
+) -> None:
     """The tables of `freshness report`, in one place so that the demo ends with exactly what
-    `freshness report` will show afterwards."""
+    `freshness report` will show afterwards. ``hosts`` and ``host_rows``: see
+    :func:`chosen_hosts` (the totals stay over every host)."""
+    by_host, left_out = chosen_hosts(report_by(views, "host", moment), hosts, host_rows)
     totals = report_totals(views, moment).row(0, named=True)
     listed = pl.DataFrame(
         {"metric": list(totals), "value": ["" if v is None else str(v) for v in totals.values()]}
     )
     console.print(render_table(listed, f"All hosts (as of {moment:%Y-%m-%d %H:%M} UTC)"))
-    for key, title in (("host", "By host"), ("url_class", "By URL class")):
-        for table in fitted_tables(report_by(views, key, moment), title, console.width):
-            console.print(table)
+    for table in fitted_tables(by_host, "By host", console.width):
+        console.print(table)
+    if left_out:
+        console.print(left_out, highlight=False)
+    for table in fitted_tables(
+        report_by(views, "url_class", moment), "By URL class", console.width
+    ):
+        console.print(table)
     console.print(VERIFY_NOTE)
     console.print("Columns:")
     for key, meaning in COLUMN_LEGEND.items():
