@@ -278,6 +278,46 @@ def test_tied_pages_are_taken_host_by_host_not_in_url_order() -> None:
     assert _selected(plan) == ["http://a.example/1", "http://a.example/2"]
 
 
+def test_of_tied_pages_the_most_recently_announced_go_first() -> None:
+    """A feed of 1,000 old items and a new one a cycle: at 20 fetches a cycle the new items,
+    whose URLs sorted after the backlog's, waited for the whole backlog (found by an
+    exploratory run). Ties go newest first: an entry's lastmod or pubDate, else when the crawl
+    first saw it; a lastmod in the future says nothing."""
+    old = [{"url": f"http://h.example/news/a-old-{i:04d}", "status": "new"} for i in range(1000)]
+    new = [{"url": f"http://h.example/news/z-new-{k}", "status": "new"} for k in range(3)]
+    undated = {"url": "http://h.example/news/z-undated", "status": "new"}
+    future = {"url": "http://h.example/news/b-future", "status": "new"}
+    frame = _cands([*old, *new, undated, future])
+    n_old = len(old)
+    lastmod = (
+        [NOW - timedelta(days=400 - i % 300) for i in range(n_old)]
+        + [NOW - timedelta(hours=18 - 6 * k) for k in range(3)]
+        + [None, datetime(2099, 12, 31, tzinfo=UTC)]
+    )
+    first_seen = [NOW - timedelta(days=30)] * n_old + [NOW] * 3 + [NOW - timedelta(hours=1)]
+    first_seen += [NOW - timedelta(days=30)]
+    frame = frame.with_columns(
+        pl.Series("lastmod", lastmod, dtype=pl.Datetime("us", "UTC")),
+        pl.Series("first_seen_at", first_seen, dtype=pl.Datetime("us", "UTC")),
+    )
+    plan = build_plan(frame, BIG, now=NOW, budget=6)
+    assert _selected(plan) == [
+        "http://h.example/news/z-undated",  # first seen an hour ago
+        "http://h.example/news/z-new-2",  # 6 hours old
+        "http://h.example/news/z-new-1",
+        "http://h.example/news/z-new-0",  # 18 hours old
+        "http://h.example/news/b-future",  # its 2099 says nothing: first seen 30 days ago
+        # then the backlog, newest first: 101 days old, the first of them by URL
+        "http://h.example/news/a-old-0299",
+    ]
+    # without dates, URL order as before
+    plain = build_plan(frame.drop("lastmod", "first_seen_at"), BIG, now=NOW, budget=2)
+    assert _selected(plain) == [
+        "http://h.example/news/a-old-0000",
+        "http://h.example/news/a-old-0001",
+    ]
+
+
 def test_min_interval_is_respected_even_by_the_floor() -> None:
     cands = _cands(
         [

@@ -234,6 +234,28 @@ def _prior_alpha_expr(class_col: pl.Expr) -> pl.Expr:
     return _by_class(class_col, {k: a for k, (a, _) in PRIORS_BY_CLASS.items()})
 
 
+def _host_turn(candidates: pl.DataFrame, now_lit: pl.Expr) -> pl.Expr:
+    """A row's place among its host's rows, the tie-break that takes hosts in turn (``_fill``):
+    the most recently announced first, then by URL. Announced: the date a sitemap or feed gave
+    the entry (``lastmod``; one in the future says nothing), else when the crawl first saw it
+    (``first_seen_at``). Never-fetched pages tie on everything else, and in URL order a feed
+    or sitemap with a backlog of a thousand old entries kept every new article waiting until
+    the backlog was fetched, two weeks at 20 fetches a cycle (found by an exploratory run)."""
+    cols = set(candidates.columns)
+    none = pl.lit(None, dtype=pl.Datetime("us", "UTC"))
+    lastmod = utc_column(candidates, "lastmod") if "lastmod" in cols else none
+    first_seen = utc_column(candidates, "first_seen_at") if "first_seen_at" in cols else none
+    announced = pl.coalesce(pl.when(lastmod <= now_lit).then(lastmod), first_seen)
+    newest_first = announced.rank("dense", descending=True).cast(pl.Int64).fill_null(pl.len() + 1)
+    by_url = pl.col("url").cast(pl.String).rank("ordinal").cast(pl.Int64)
+    return (
+        (newest_first * (pl.len() + 1) + by_url)
+        .rank("ordinal")
+        .over(pl.col("host").cast(pl.String))
+        .cast(pl.Int64)
+    )
+
+
 def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.DataFrame:
     """Typed working frame: one row per candidate with the columns the fill needs."""
     cols = set(candidates.columns)
@@ -324,13 +346,7 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
         opt("expected_gain_override", pl.lit(None, dtype=pl.Float64))
         .cast(pl.Float64)
         .alias("_gain_override"),
-        # a row's place among its host's rows, the tie-break that takes hosts in turn (_fill)
-        pl.col("url")
-        .cast(pl.String)
-        .rank("ordinal")
-        .over(pl.col("host").cast(pl.String))
-        .cast(pl.Int64)
-        .alias("_turn"),
+        _host_turn(candidates, now_lit).alias("_turn"),
         gone_recheck_wait_days(
             duration_days(last - utc_column(candidates, "gone_at"))
             if "gone_at" in cols
@@ -395,8 +411,8 @@ def _fill(
     """Greedy pass over ``pool`` in ``order``: take a row if its host has room, stop at quota.
 
     Rows that tie on every key of ``order`` are taken host by host in turn (by ``_turn``,
-    each row's place among its host's rows by URL: every host's first before any host's
-    second), not in URL order: never-fetched pages all tie at the index's cap, and in URL order
+    each row's place among its host's rows, the most recently announced first, then by URL:
+    every host's first before any host's second), not in URL order: never-fetched pages all tie at the index's cap, and in URL order
     one host's thousands of sitemap URLs would take every slot before another host's seeds got
     one. (The place is among all of the host's candidates, computed once in ``_prepare``:
     ranking within each group of ties instead is a group-by per pass over every candidate.)
