@@ -34,6 +34,7 @@ from freshness_pipeline.web.client import (
     parse_retry_after,
     run_sync,
 )
+from freshness_pipeline.web.client.headers import usable_last_modified
 from freshness_pipeline.web.throttle import ThrottlePolicy
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
@@ -157,6 +158,34 @@ def test_a_body_reports_its_content_age_and_a_304_does_not() -> None:
     assert a.outcome == "new" and a.content_age_days == 0.25
     assert b.outcome == "not_modified" and b.content_age_days is None
     assert c.content_age_days is None
+
+
+def test_a_last_modified_later_than_its_date_is_no_validator() -> None:
+    """A server stamped Last-Modified 2100 and answered 304 to If-Modified-Since with it
+    whatever the page had become: the change was seen 6-18 hours late, by a verification
+    fetch (found by an exploratory run). RFC 9110 8.8.2.1: such a date is not kept."""
+    future = "Fri, 31 Dec 2100 00:00:00 GMT"
+    served = "Tue, 01 Dec 2026 06:00:00 GMT"
+    assert usable_last_modified(future, served) is None
+    assert usable_last_modified("Tue, 01 Dec 2026 06:00:30 GMT", served) is not None  # skew
+    assert usable_last_modified(future, None) == future  # no Date: nothing to judge by
+    assert usable_last_modified("yesterday", served) == "yesterday"  # compared as text
+
+    async def go() -> list[FetchResult]:
+        dated = {"Last-Modified": future, "Date": served}
+        routes = {"/body": text("a", **dated), "/revalidated": status(304, **dated)}
+        async with serve(routes) as server:
+            return await run(
+                [
+                    req(server, "/body"),
+                    # stored before this rule: a 304 repeating the lie drops it too
+                    req(server, "/revalidated", last_modified=future, prev_fingerprint="f"),
+                ]
+            )
+
+    body, revalidated = run_sync(go())
+    assert body.outcome == "new" and body.last_modified is None
+    assert revalidated.outcome == "not_modified" and revalidated.last_modified is None
 
 
 def test_parse_retry_after() -> None:

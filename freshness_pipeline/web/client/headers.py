@@ -85,6 +85,26 @@ def parse_retry_after(
 MIN_CONTENT_AGE_S = 2.0
 
 
+#: How far a Last-Modified may run ahead of its response's Date (two clocks of one server,
+#: or of a server and the proxy that stamped the Date) before it is taken for a lie.
+LAST_MODIFIED_SKEW_S = 60.0
+
+
+def usable_last_modified(last_modified: str | None, date: str | None) -> str | None:
+    """``last_modified``, or None when it is later than the response's own ``Date``: RFC 9110
+    8.8.2.1 forbids that, and such a date (a placeholder 2100, a clock in the future) sent back
+    as If-Modified-Since gets a 304 whatever the page has become, hiding its changes (found by
+    an exploratory run). Without a parsable Date nothing is judged: the cycle's time may be a
+    simulated one."""
+    modified = _http_date(last_modified)
+    served = _http_date(date) if date else None
+    if modified is None or served is None:
+        return last_modified
+    if (modified - served).total_seconds() > LAST_MODIFIED_SKEW_S:
+        return None
+    return last_modified
+
+
 def content_age_days(
     last_modified: str | None, date: str | None, *, now: datetime | None = None
 ) -> float | None:

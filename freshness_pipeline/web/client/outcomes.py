@@ -34,6 +34,7 @@ from freshness_pipeline.web.client.headers import (
     header_text,
     header_url,
     parse_retry_after,
+    usable_last_modified,
 )
 from freshness_pipeline.web.client.settings import FetchSettings
 from freshness_pipeline.web.netguard import BLOCKED_PREFIX, check_url_scheme, find_blocked_error
@@ -169,7 +170,8 @@ async def _classify(
     status = resp.status
     result.http_status = status
     result.etag = header_text(resp.headers.get("ETag"))
-    result.last_modified = header_text(resp.headers.get("Last-Modified"))
+    said_last_modified = header_text(resp.headers.get("Last-Modified"))
+    result.last_modified = usable_last_modified(said_last_modified, resp.headers.get("Date"))
     result.content_type = header_text(resp.headers.get("Content-Type"))
 
     refused = _not_a_revalidation(result, req) if status == 304 else None
@@ -182,7 +184,8 @@ async def _classify(
     if status == 304:
         result.outcome = "not_modified"
         result.etag = result.etag or req.etag
-        result.last_modified = result.last_modified or req.last_modified
+        if said_last_modified is None:  # a 304 need not repeat it; one it refused is gone
+            result.last_modified = req.last_modified
         result.fingerprint = req.prev_fingerprint
         _archive(ctx, req, resp, result, b"")
         return None
