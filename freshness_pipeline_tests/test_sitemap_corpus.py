@@ -339,7 +339,14 @@ def test_a_text_sitemap_keeps_its_url_lines() -> None:
         "https://text.example/b?x=1&y=2",
         "https://text.example/d",
     ]
-    assert (parsed.format, parsed.problems, parsed.complete) == ("text", [], True)
+    assert (parsed.format, parsed.complete) == ("text", True)
+    # the lines that are no http(s) URL are said, not silently dropped
+    assert [(p.kind, p.detail) for p in parsed.problems] == [
+        (
+            "malformed",
+            "URLs kept: 3; 2 line(s) not a full http(s) URL, skipped (the first: 'not a url')",
+        )
+    ]
 
 
 def test_a_feed_is_read_up_to_its_own_cap(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -169,6 +169,20 @@ def test_plain_text_sitemap() -> None:
     assert [e.loc for e in entries] == ["https://example.com/1", "https://example.com/2"]
 
 
+def test_a_text_sitemap_takes_any_case_of_scheme_and_says_what_it_skipped() -> None:
+    """``HTTP://`` and ``Https://`` lines were dropped, and relative ones with no word (found
+    by an exploratory run). The scheme's case is the inventory's normalizing to undo."""
+    body = b"# comment\nHTTP://example.com/1\nHttps://example.com/2\n/relative\n\n"
+    parsed = read_sitemap(body, SRC)
+    assert [e.loc for e in parsed.entries] == ["HTTP://example.com/1", "Https://example.com/2"]
+    assert parsed.complete and parsed.recovered
+    (problem,) = parsed.problems
+    assert problem.kind == "malformed"
+    assert "1 line(s) not a full http(s) URL" in problem.detail and "/relative" in problem.detail
+    clean = read_sitemap(b"https://example.com/1\n# the end\n", SRC)
+    assert clean.complete and not clean.problems
+
+
 @pytest.mark.parametrize(
     "body",
     [
@@ -610,3 +624,26 @@ def test_fetch_walks_indexes_breadth_first() -> None:
 def test_sitemap_entry_is_plain_data() -> None:
     entry = SitemapEntry("https://example.com/", None, SRC)
     assert entry == SitemapEntry(loc="https://example.com/", lastmod=None, source_url=SRC)
+
+
+def test_a_news_sitemap_dates_its_entries_by_publication_date() -> None:
+    """Google News sitemaps give <news:publication_date> and seldom <lastmod>: the entries
+    came without a date (found by an exploratory run)."""
+    body = b"""<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"
+        xmlns:news="http://www.google.com/schemas/sitemap-news/0.9">
+  <url><loc>https://example.com/news/1</loc>
+    <news:news><news:publication><news:name>X</news:name><news:language>en</news:language>
+      </news:publication>
+      <news:publication_date>2026-12-05T09:00:00+01:00</news:publication_date>
+      <news:title>One</news:title></news:news></url>
+  <url><loc>https://example.com/news/2</loc><lastmod>2026-12-04</lastmod>
+    <news:news><news:publication_date>2026-12-01</news:publication_date></news:news></url>
+  <url><loc>https://example.com/news/3</loc></url>
+</urlset>"""
+    entries, _ = parse_sitemap(body, SRC)
+    assert [(e.loc, e.lastmod) for e in entries] == [
+        ("https://example.com/news/1", utc(2026, 12, 5, 8)),
+        ("https://example.com/news/2", utc(2026, 12, 4)),  # a lastmod wins
+        ("https://example.com/news/3", None),
+    ]

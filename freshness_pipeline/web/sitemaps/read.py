@@ -226,24 +226,43 @@ def _parse_urlset(data: bytes, records: RecordCollector, tag: str | None) -> lis
 
 
 def _parse_text(data: bytes, source_url: str, max_urls: int) -> ParsedSitemap:
-    # sitemaps.org allows a plain list of URLs, one per line.
+    # sitemaps.org allows a plain list of URLs, one per line, each fully qualified: a line that
+    # is not one is skipped and said (the file is still read whole: no crawlable URL was in it).
     entries: list[SitemapEntry] = []
     capped = False
+    skipped: list[str] = []
     for raw in data.decode("utf-8", errors="replace").splitlines():
         line = raw.strip()
-        if line.startswith(("http://", "https://")) and not any(c.isspace() for c in line):
+        if not line or line.startswith("#"):
+            continue
+        url = None
+        if line[:8].lower().startswith(("http://", "https://")) and not any(
+            c.isspace() for c in line
+        ):
             if len(entries) >= max_urls:
                 capped = True
                 break
             url = absolute_url(line, source_url)
-            if url is not None:
-                entries.append(SitemapEntry(url, None, source_url))
+        if url is None:
+            skipped.append(line)
+        else:
+            entries.append(SitemapEntry(url, None, source_url))
     if not entries:
         return ParsedSitemap(
             None,
             problems=[SitemapProblem("not_sitemap", "no XML and no URL lines", source_url)],
         )
     parsed = ParsedSitemap("text", entries=entries, complete=not capped)
+    if skipped:
+        parsed.recovered = True
+        parsed.problems.append(
+            SitemapProblem(
+                "malformed",
+                f"URLs kept: {len(entries)}; {len(skipped)} line(s) not a full http(s) URL, "
+                f"skipped (the first: {skipped[0][:80]!r})",
+                source_url,
+            )
+        )
     if capped:
         parsed.problems.append(_url_cap_problem(max_urls, source_url))
     return parsed

@@ -38,6 +38,16 @@ def _child_text(elem: Any, name: str) -> str | None:
     return None
 
 
+def _publication_date(elem: Any) -> datetime | None:
+    """A Google News sitemap's ``<news:publication_date>``: news sitemaps usually give it and
+    no ``<lastmod>``, and a new article's date is what puts it ahead of older entries."""
+    for found in elem.iter("{*}publication_date"):
+        when = parse_w3c_datetime("".join(found.itertext()).strip())
+        if when is not None:
+            return when
+    return None
+
+
 def absolute_url(loc: str | None, base: str) -> str | None:
     """``loc`` resolved against ``base``; None when empty or not an http(s) URL with a host."""
     if not loc:
@@ -75,6 +85,8 @@ class RecordCollector:
         url = absolute_url(_child_text(elem, "loc"), self.source_url)
         if url is not None:
             lastmod = parse_w3c_datetime(_child_text(elem, "lastmod"))
+            if lastmod is None and self.fmt == "urlset":
+                lastmod = _publication_date(elem)
             if self.fmt != "sitemapindex":
                 self.entries.append(SitemapEntry(url, lastmod, self.source_url))
             else:
