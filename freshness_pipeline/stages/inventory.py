@@ -15,7 +15,7 @@ import logging
 import os
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 import polars as pl
@@ -66,8 +66,16 @@ def host_base_urls(known: pl.DataFrame, hosts: list[str]) -> dict[str, str]:
     return {h: f"{by_host.get(h, 'https')}://{h}" for h in hosts}
 
 
+#: A lastmod further ahead of the cycle's time than this is a placeholder (2099-12-31) or a
+#: broken clock: it says nothing of when the page changed, and as the newest lastmod it would
+#: outlive every correction the sitemap made (found by an exploratory run).
+LASTMOD_AHEAD = timedelta(days=1)
+
+
 def merge_inventory(previous: pl.DataFrame, found: pl.DataFrame, now: datetime) -> pl.DataFrame:
-    """Union by (url, source): the first sighting and the newest lastmod, value and class win."""
+    """Union by (url, source): the first sighting and the newest lastmod (none in the future:
+    :data:`LASTMOD_AHEAD`), value and class win. The newest rather than the latest, so that a
+    URL two sitemaps list with different dates, read in different cycles, keeps one date."""
     found = tables.conform("url_inventory", found).with_columns(
         pl.coalesce("first_seen_at", pl.lit(now)).alias("first_seen_at"),
         pl.lit(now).cast(tables.UTC_TIME).alias("last_seen_at"),
@@ -79,7 +87,7 @@ def merge_inventory(previous: pl.DataFrame, found: pl.DataFrame, now: datetime) 
             pl.col("host").last(),
             pl.col("value").drop_nulls().last(),
             pl.col("url_class").drop_nulls().last(),
-            pl.col("lastmod").max(),
+            pl.col("lastmod").filter(pl.col("lastmod") <= now + LASTMOD_AHEAD).max(),
             pl.col("first_seen_at").min(),
             pl.col("last_seen_at").max(),
         )
