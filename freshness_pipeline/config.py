@@ -120,6 +120,7 @@ import polars as pl
 
 from freshness_pipeline.science.cost import COST_BASES
 from freshness_pipeline.science.fingerprint import (
+    FIELD_RULES_VERSION,
     FINGERPRINT_VERSION,
     JSON_LD_FIELDS,
     css_selector_error,
@@ -181,12 +182,18 @@ def extractor_version(
     """FINGERPRINT_VERSION for the default extractor; a distinct number per combination of
     selectors, fields and json_ld, since each hashes other parts of a page. A selectors-only
     combination keeps the number it had before fields existed, so upgrading re-extracts
-    nothing; field order is ignored because the fingerprint hashes fields sorted by name."""
+    nothing; field order is ignored because the fingerprint hashes fields sorted by name.
+    FIELD_RULES_VERSION is in the key of the combinations with fields: a change to how fields
+    are hashed re-extracts those classes alone."""
     if not selectors and not fields and not json_ld:
         return FINGERPRINT_VERSION
     key = "\n".join(selectors)
     if fields or json_ld:
-        extra = {"fields": dict(sorted((fields or {}).items())), "json_ld": json_ld}
+        extra = {
+            "fields": dict(sorted((fields or {}).items())),
+            "json_ld": json_ld,
+            "rules": FIELD_RULES_VERSION,
+        }
         key += "\0" + json.dumps(extra, sort_keys=True)
     digest = zlib.crc32(key.encode()) % 1_000_000
     return FINGERPRINT_VERSION + 1000 * (digest + 1)

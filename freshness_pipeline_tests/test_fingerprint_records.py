@@ -28,3 +28,52 @@ def test_markup_and_spacing_do_not_change_the_fingerprint_and_text_does() -> Non
     record = content_record(PAGE, content_type="text/html")
     assert record.fingerprint == fp and record.title == "Lamp"
     assert record.text is not None and "Warm light." in record.text
+
+
+def test_a_configured_field_is_compared_as_it_reads_dates_and_all() -> None:
+    """An event page's configured field `when` went from "Saturday 7 March 2026, 7:30 pm" to
+    "Saturday 14 March 2026, 9:00 pm" and the fetch said unchanged: fields went through the
+    text's rules, which drop dates and times (found by an exploratory run). The text keeps
+    those rules: a page printing today's date is not a new page every day."""
+
+    def event(when: str, stamp: str) -> bytes:
+        return (
+            "<html><head><title>Concert</title></head><body><main><h1>Concert</h1>"
+            f'<p class="when">{when}</p><p>Doors open early. Printed {stamp}.</p>'
+            "</main></body></html>"
+        ).encode()
+
+    fields = {"when": ".when"}
+    first = content_record(
+        event("Saturday 7 March 2026, 7:30 pm", "1 March 2026"),
+        content_type="text/html",
+        fields=fields,
+    )
+    moved = content_record(
+        event("Saturday 14 March 2026, 9:00 pm", "1 March 2026"),
+        content_type="text/html",
+        fields=fields,
+    )
+    assert first.fields is not None and first.fields["when"] == "Saturday 7 March 2026, 7:30 pm"
+    assert moved.fingerprint != first.fingerprint
+    # the text's dates stay volatile, fields or not
+    restamped = content_record(
+        event("Saturday 7 March 2026, 7:30 pm", "2 March 2026"),
+        content_type="text/html",
+        fields=fields,
+    )
+    assert restamped.fingerprint == first.fingerprint
+    # spacing in a field is no change
+    spaced = content_record(
+        event("Saturday  7 March 2026,\n 7:30 pm", "1 March 2026"),
+        content_type="text/html",
+        fields=fields,
+    )
+    assert spaced.fingerprint == first.fingerprint
+    # without fields, the fingerprint is the text's alone, as before
+    plain = content_record(
+        event("Saturday 14 March 2026, 9:00 pm", "2 March 2026"), content_type="text/html"
+    )
+    assert plain.fingerprint == content_fingerprint(
+        event("Saturday 7 March 2026, 7:30 pm", "1 March 2026"), content_type="text/html"
+    )

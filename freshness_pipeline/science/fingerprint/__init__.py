@@ -10,6 +10,8 @@ false change), and then without the tokens that change while the content does no
 times, relative times, view and like counters, hex and base64 identifiers, UUIDs. Other
 numbers are content: a changed price or count is a changed page. A page with no content in
 its HTML (a single-page application's shell) is read from the prose of its JSON data blobs.
+Configured fields (and JSON-LD's) are hashed as they read, dates and all: a class's owner
+configures a field because it matters.
 
 The fingerprint is only comparable to fingerprints made by the same extractor. Bump
 :data:`FINGERPRINT_VERSION` whenever anything here changes the output for some page; the
@@ -33,6 +35,7 @@ from freshness_pipeline.science.fingerprint.fields import JSON_LD_FIELDS
 from freshness_pipeline.science.fingerprint.links import PageLinks
 from freshness_pipeline.science.fingerprint.normalize import normalize_content
 from freshness_pipeline.science.fingerprint.records import (
+    FIELD_RULES_VERSION,
     FINGERPRINT_VERSION,
     ContentRecord,
     class_record,
@@ -42,6 +45,7 @@ from freshness_pipeline.science.fingerprint.records import (
 )
 
 __all__ = [
+    "FIELD_RULES_VERSION",
     "FINGERPRINT_VERSION",
     "JSON_LD_FIELDS",
     "ContentRecord",
