@@ -27,10 +27,13 @@ _KEEP = "data-freshness-fingerprint-keep"
 _OUTERMOST_DROPS = f"[{_DROP}]:not([{_DROP}] *)"
 
 # Markup that is never visible text, or whose text is machine-made: <time> holds a date by
-# definition, buttons and selects are controls, a <dialog> is a pop-up over the page.
+# definition, a <textarea> is what a visitor types, a <dialog> is a pop-up over the page.
+# Buttons and selects stay: a shop says "Sold out" on its cart button and "L - sold out" in
+# its size list, and often nowhere else (found by an exploratory run); their other words
+# ("Share", "Load more", country lists) do not move.
 NOISE_TAGS = [
     "script", "style", "noscript", "template", "svg", "iframe", "frame", "object", "embed",
-    "canvas", "video", "audio", "button", "select", "textarea", "dialog", "marquee", "time",
+    "canvas", "video", "audio", "textarea", "dialog", "marquee", "time",
 ]  # fmt: skip
 _NOISE = ",".join(NOISE_TAGS)
 

@@ -50,7 +50,10 @@ _FOREIGN_UNITS = (
 _COUNTED = (
     r"(?:views?|likes?|comments?|reads?|plays?|listens?|followers?|subscribers?|retweets?"
     r"|reposts?|reactions?|upvotes?|replies|reply|visits|hits|aufrufe|kommentare|vues"
-    r"|visualizaciones|(?:users?|visitors?|guests?|members?|people)\s+online)"
+    r"|visualizaciones|(?:users?|visitors?|guests?|members?|people)\s+online"
+    # "917 shares", "12 people are viewing this", "42 online" (not "3 online courses")
+    r"|shares?|(?:people|users|visitors|others|shoppers)\s+(?:are\s+)?(?:viewing|watching|looking)"
+    r"|online(?![ \t]*[a-z]))"
 )
 
 
@@ -71,7 +74,7 @@ _COUNTER_LABELS = [
                   # alone: "12,000 visitors" is as often what an article reports)
                   "visitor number", "visitor no.", "you are visitor", "visitors online",
                   "users online", "online users", "online now", "visitors today", "hit counter",
-                  "besucher online", "besucherzähler")
+                  "besucher online", "besucherzähler", "read by", "shared", "viewed by")
     for sep in (" ", ": ", ":", " : ")
 ] + ["visitor #", "visitor no"]  # fmt: skip
 _COPYRIGHT_LABELS = ["© ", "©", "(c) ", "copyright ", "copyright © ", "copyright (c) "]
@@ -138,7 +141,10 @@ _SERVED_BY = re.compile(
 )
 _RELATIVE_WORDS = re.compile(
     rf"\b(?:an?|one|a\s+few|few|several)\s+{_UNITS}\s+ago\b|\bjust\s+now\b|\bmoments?\s+ago\b"
+    # "Updated today at 3:56 pm" is "yesterday at 3:56 pm" tomorrow (the time is gone already)
+    r"|\b(?:today|yesterday)(?:\s+at)?\b"
 )
+_RELATIVE_CUES = ("ago", "just now", "today", "yesterday")
 
 # Identifiers: a token (letters, digits and + / = _ -) that mixes character classes. Those
 # with a digit are found by _DIGIT_LED; the rest by an upper-case letter after a lower-case
@@ -311,7 +317,7 @@ def normalize_content(text: str) -> str:
     a sentence is a changed fingerprint.
     """
     text = _drop_volatile(text).casefold()  # case tells random tokens from words
-    if "ago" in text or "just now" in text:
+    if any(cue in text for cue in _RELATIVE_CUES):
         text = _RELATIVE_WORDS.sub(" ", text)
     if any(verb in text for verb in _SERVED_BY_VERBS):
         text = _SERVED_BY.sub(" ", text)
