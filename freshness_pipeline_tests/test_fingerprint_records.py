@@ -77,3 +77,26 @@ def test_a_configured_field_is_compared_as_it_reads_dates_and_all() -> None:
     assert plain.fingerprint == content_fingerprint(
         event("Saturday 7 March 2026, 7:30 pm", "1 March 2026"), content_type="text/html"
     )
+
+
+def test_json_is_compared_as_data_not_as_its_printing() -> None:
+    """An API answering the same data with its keys in random order, or pretty one time and
+    compact the next, was a change on every fetch; JSON with no Content-Type was hashed as
+    bytes (found by an exploratory run)."""
+    shuffled = b'{"status": "open", "seats": [1, 2], "id": 7}'
+    pretty = b'{\n  "id": 7,\n  "seats": [\n    1,\n    2\n  ],\n  "status": "open"\n}'
+    closed = b'{"id": 7, "seats": [1, 2], "status": "closed"}'
+    for content_type in ("application/json", "application/vnd.api+json", None):
+        fps = [
+            content_fingerprint(b, content_type=content_type) for b in (shuffled, pretty, closed)
+        ]
+        assert fps[0] == fps[1] != fps[2], content_type
+    assert content_kind(closed, None) == "text"
+    record = content_record(closed, content_type="application/json")
+    assert record.text is not None and '"status": "closed"' in record.text.splitlines()
+    # not JSON after all: read as the text it is
+    broken = content_record(b'{"status": "open",', content_type="application/json")
+    assert broken.text == '{"status": "open",'
+    # undeclared bytes that are no text stay bytes
+    assert content_kind(b"\x00\x01\x02binary", None) == "binary"
+    assert content_kind("caf\u00e9 au lait".encode("latin-1"), None) == "binary"

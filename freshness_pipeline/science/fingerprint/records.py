@@ -95,9 +95,52 @@ def _kind(body: bytes, content_type: str | None) -> str:
         return "html"
     if mime.startswith("text/") or mime in _TEXT_TYPES or mime.endswith(("+json", "+xml")):
         return "text"
-    if mime in _UNKNOWN_TYPES and _LOOKS_HTML.search(body[:1024]):
-        return "html"
+    if mime in _UNKNOWN_TYPES:
+        if _LOOKS_HTML.search(body[:1024]):
+            return "html"
+        if _is_text(body):
+            return "text"
     return "binary"
+
+
+def _is_text(data: bytes) -> bool:
+    """Undeclared bytes that read as text: UTF-8 without NUL bytes (an API answering JSON
+    with no Content-Type was hashed as bytes, its key order and all). Bytes of a binary format
+    are almost never valid UTF-8 for long."""
+    if not data or b"\x00" in data:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+_JSON_TYPES = {"application/json", "application/ld+json", "text/json"}
+
+
+def _is_json(data: bytes, content_type: str | None) -> bool:
+    mime = (content_type or "").split(";", 1)[0].strip().lower()
+    if mime in _JSON_TYPES or mime.endswith("+json"):
+        return True
+    start = data.lstrip()[:1]
+    return mime in _UNKNOWN_TYPES and start in (b"{", b"[")
+
+
+def _text_of(data: bytes, content_type: str | None) -> str:
+    """A text body's text. JSON is re-written canonically (keys sorted, one item a line), so
+    that the same data with its keys in another order or printed compact is the same content,
+    and a changed value is a changed line of the version's diff (an API answering its keys in
+    random order was a change on every fetch; found by an exploratory run). JSON that does not
+    parse is read as the text it is."""
+    text = decode_body(data, content_type)
+    if _is_json(data, content_type):
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            return text
+        return json.dumps(value, sort_keys=True, indent=1, ensure_ascii=False)
+    return text
 
 
 def _read(body: bytes, content_type: str | None) -> tuple[bytes, str]:
@@ -150,7 +193,7 @@ def content_fingerprint(
         return xxhash.xxh3_64_hexdigest(data)
     if kind == "html":
         return _digest(extract(_html_source(data, content_type), selectors))
-    return _digest(decode_body(data, content_type))
+    return _digest(_text_of(data, content_type))
 
 
 @dataclass(frozen=True)
@@ -195,7 +238,7 @@ def content_record(
         digest = xxhash.xxh3_64_hexdigest(data)
         return ContentRecord(digest, fields={} if digest != previous else None)
     if kind != "html":
-        text = decode_body(data, content_type)
+        text = _text_of(data, content_type)
         digest = _digest(text)
         if digest == previous:
             return ContentRecord(digest)
