@@ -557,3 +557,33 @@ def test_a_pages_control_characters_reach_a_terminal_escaped() -> None:
     pipe = io.StringIO()
     print_diff(diff, Console(file=pipe, force_terminal=False))
     assert pipe.getvalue() == hostile + "\n"
+
+
+def test_a_diff_of_bytes_says_they_changed_and_where_the_archive_holds_them(tmp_path) -> None:
+    """A PDF's two versions were diffed as "no difference in fields or text", although the
+    changes view had the change (found by an exploratory run): content that is not text has
+    no text to compare, and the diff says so and where its bytes are."""
+    from freshness_pipeline.warehouse import tables
+
+    wh = Warehouse(tmp_path)
+    url = "http://files.example/report.pdf"
+    rows = pl.DataFrame(
+        {
+            "url": [url, url],
+            "host": ["files.example"] * 2,
+            "observed_at": [T0, T1],
+            "outcome": ["new", "changed"],
+            "fingerprint": ["aaaa", "bbbb"],
+            "fields": ["{}", "{}"],
+            "warc_filename": ["c1.warc.gz", "c2.warc.gz"],
+            "warc_offset": [0, 512],
+        },
+        schema_overrides={"observed_at": tables.UTC_TIME},
+    )
+    wh.write_partition("page_versions", "files.example", tables.conform("page_versions", rows))
+    result = invoke("diff", url, "--home", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "is not text (its versions are its bytes): they changed between" in said
+    assert "archive/c1.warc.gz at offset 0" in said and "archive/c2.warc.gz at offset 512" in said
+    assert "no difference" not in said

@@ -487,6 +487,13 @@ def diff(
             f"[yellow]note:[/] {escape(result.url)} has only one version{before} (observed "
             f"at {observed}, {result.new.outcome}): shown as all added"
         )
+    elif not result.lines and result.old.is_bytes and result.new.is_bytes:
+        errors.print(
+            f"[yellow]note:[/] {escape(result.url)} is not text (its versions are its bytes): "
+            f"they changed between {iso_utc(result.old.observed_at)} "
+            f"({escape(result.old.where_archived())}) and {observed} "
+            f"({escape(result.new.where_archived())})"
+        )
     elif not result.lines:
         errors.print(
             f"[yellow]note:[/] no difference in fields or text between the versions observed "

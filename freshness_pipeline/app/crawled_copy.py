@@ -131,6 +131,20 @@ class Version:
     text: str | None
     fields: dict[str, object]
     fingerprint: str | None
+    #: where the archive holds the version's body (None: not archived)
+    warc_filename: str | None = None
+    warc_offset: int | None = None
+
+    @property
+    def is_bytes(self) -> bool:
+        """A version of content that is not text (an image, a PDF): no title, text or field
+        to compare, only its bytes."""
+        return self.text is None and self.title is None and not self.fields
+
+    def where_archived(self) -> str:
+        if self.warc_filename is None:
+            return "not archived"
+        return f"archive/{self.warc_filename} at offset {self.warc_offset}"
 
 
 class DiffLine(NamedTuple):
@@ -177,8 +191,8 @@ def page_versions(wh: Warehouse, url: str) -> tuple[str, list[Version]]:
         return stored, []
     with _duckdb() as con:
         rows = con.execute(
-            "SELECT url, observed_at, outcome, title, text, fields, fingerprint"
-            " FROM read_parquet($files, union_by_name = true)"
+            "SELECT url, observed_at, outcome, title, text, fields, fingerprint,"
+            " warc_filename, warc_offset FROM read_parquet($files, union_by_name = true)"
             # a re-extraction after the row it re-read where an older home dated both alike
             " WHERE url IN ($raw, $stored) ORDER BY observed_at, outcome = 'reextracted'",
             {"files": files, "raw": url.strip(), "stored": stored},
@@ -194,6 +208,8 @@ def page_versions(wh: Warehouse, url: str) -> tuple[str, list[Version]]:
             text=r[4],
             fields=_fields(r[5]),
             fingerprint=r[6],
+            warc_filename=r[7],
+            warc_offset=r[8],
         )
         for r in chosen
     ]
