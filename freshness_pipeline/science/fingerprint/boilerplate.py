@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from selectolax.lexbor import LexborHTMLParser, LexborNode, SelectolaxError
 
 from freshness_pipeline.science.fingerprint.dom import css, css_first, drop_nodes, node_text
+from freshness_pipeline.science.fingerprint.whitespace import fold_spaces
 
 __all__ = ["NOISE_TAGS", "remove_boilerplate", "selected"]
 
@@ -124,6 +125,17 @@ _LABEL = re.compile(
     r"|publicit[ée]|sponsoris[ée]e?)\s*(?:$|[:|·•\-–—(\[/]|by\s)",
     re.I,
 )
+# Headings of a recirculation list (links to other pages, picked anew on every request):
+# the heading and the element after it go. "See also" and "Further reading" lists are written
+# by hand and stay.
+_RECIRCULATION_HEADING = re.compile(
+    r"\W*(?:related(?:\s+(?:articles?|stories|posts|content|links|news|coverage|products))?"
+    r"|you\s+(?:may|might)\s+also\s+(?:like|enjoy)|recommended(?:\s+(?:for\s+you|stories|reading))?"
+    r"|more\s+(?:stories|articles|news|to\s+read)|read\s+next|trending(?:\s+now)?"
+    r"|most\s+(?:read|popular|viewed|shared)|popular\s+(?:now|stories|articles))\W*",
+    re.I,
+)
+_RECIRCULATION_MAX_CHARS = 1500
 # A labelled block is the smallest ancestor of the label with other text, within this size;
 # a bare label in the content labels the element after it, if that is this short.
 _LABELLED_BLOCK_MAX_CHARS = 600
@@ -191,9 +203,14 @@ class _Marker:
         return self._holders
 
     def holds_content(self, node: LexborNode) -> bool:
-        if node.tag in _PAGE_ROOTS or node.mem_id in self._content_holders():
+        if self.holds_a_content_root(node):
             return True
         return len(node_text(node)) * 2 > len(self.body_text)
+
+    def holds_a_content_root(self, node: LexborNode) -> bool:
+        """The page itself, a content root or headline, or an ancestor of one (not the size
+        test: for a block its own words name, such as a "Related articles" list)."""
+        return node.tag in _PAGE_ROOTS or node.mem_id in self._content_holders()
 
     @staticmethod
     def mark(node: LexborNode) -> None:
@@ -279,6 +296,43 @@ def _mark_labelled_blocks(tree: LexborHTMLParser, marker: _Marker) -> None:
                 marker.mark(after)
 
 
+def _next_element(node: LexborNode) -> LexborNode | None:
+    """The element after ``node``, past any already marked to go (an ad slipped in between a
+    heading and its list must not decide whether the list goes)."""
+    after = node.next
+    while after is not None and (not after.is_element_node or _DROP in after.attrs):
+        after = after.next
+    return after
+
+
+def _mark_recirculation(tree: LexborHTMLParser, marker: _Marker) -> None:
+    """A "Related articles" heading and the list after it, inside the content as well: four of
+    twenty stories picked per request made an unchanged article a change on every fetch (found
+    by an exploratory run)."""
+    for heading in css(tree, "h2,h3,h4,h5,h6"):
+        label = fold_spaces(node_text(heading))
+        if not _RECIRCULATION_HEADING.fullmatch(label):
+            continue
+        # the heading's wrapper (<div class=hd><h2>Most read</h2></div><ul>...) stands for it
+        for _ in range(_CONTAINER_CLIMB):
+            parent = heading.parent
+            if parent is None or _next_element(heading) is not None:
+                break
+            if fold_spaces(node_text(parent)) != label:
+                break
+            heading = parent
+        if marker.holds_a_content_root(heading):
+            continue
+        after = _next_element(heading)
+        marker.mark(heading)
+        if (
+            after is not None
+            and len(node_text(after)) <= _RECIRCULATION_MAX_CHARS
+            and not marker.holds_a_content_root(after)
+        ):
+            marker.mark(after)
+
+
 def _inside_drop(node: LexborNode | None) -> bool:
     while node is not None and node.is_element_node:
         if _DROP in node.attrs:
@@ -338,6 +392,7 @@ def remove_boilerplate(tree: LexborHTMLParser, *, protect: bool = False) -> list
     marker = _Marker(tree)
     _mark_ads(tree, marker)
     _mark_labelled_blocks(tree, marker)
+    _mark_recirculation(tree, marker)
     headlines = _mark_chrome(tree, marker)
     if protect:
         # Configured selectors win: nothing that is or holds a selected element goes.
