@@ -46,6 +46,7 @@ __all__ = [
     "TrustRules",
     "content_age_trust",
     "drop_untrusted_validators",
+    "etag_fails_here",
     "latest_requests",
     "remember_requests",
     "trust_before",
@@ -429,12 +430,25 @@ def _hosts_where(trust: pl.DataFrame, v: str, *, stuck: bool) -> pl.Series:
     return trust.filter(untrusted & (is_stuck if stuck else ~is_stuck))["host"]
 
 
+def etag_fails_here(latest: pl.DataFrame) -> pl.Series:
+    """URLs whose own last request says their ETag is no use and If-Modified-Since may be:
+    it went out with If-None-Match and a whole body came back unchanged (the server ignored
+    it, or the ETag moved with nothing changed), or it went out with If-Modified-Since and got
+    a 304 (so it stays on the date). ``latest``: one row per URL, as remember_requests keeps
+    it (url, validator, http_status, outcome)."""
+    validator, status = pl.col("validator"), pl.col("http_status")
+    ignored = (validator == "etag") & (pl.col("outcome") == "unchanged")
+    dated = (validator == "last_modified") & (status == 304)
+    return latest.filter((ignored | dated).fill_null(False))["url"]
+
+
 def drop_untrusted_validators(
     requests: pl.DataFrame,
     trust: pl.DataFrame,
     *,
     unconditional_reasons: Collection[str] = ("verify",),
     honoured: pl.Series | None = None,
+    by_date: pl.Series | None = None,
 ) -> pl.DataFrame:
     """``requests`` with the validators a host has not earned set to null, same rows and order.
 
@@ -450,6 +464,11 @@ def drop_untrusted_validators(
     with it was answered 304: their server does compare it. Judged per host alone, a few
     pages with rotating bytes turned a whole host unconditional and its static pages lost
     their 304s for good (found by an exploratory run).
+
+    The URLs in ``by_date`` (:func:`etag_fails_here`) lose their ETag wherever they have a
+    Last-Modified, so that If-Modified-Since goes out instead: a page behind a route that
+    ignores If-None-Match but honours If-Modified-Since got a body every time, its host's other
+    pages honouring ETags (found by an exploratory run).
     """
     _check_columns(requests, ("host", "etag", "last_modified"), "requests")
     _check_columns(trust, ("host", "etag_trusted", "last_modified_trusted"), "trust")
@@ -465,9 +484,15 @@ def drop_untrusted_validators(
         if honoured is not None and "url" in requests.columns
         else pl.lit(False)
     )
+    dated = (
+        pl.col("url").is_in(by_date.implode()) & pl.col("last_modified").is_not_null()
+        if by_date is not None and "url" in requests.columns
+        else pl.lit(False)
+    )
     drop_etag = (
         pl.col("host").is_in(stuck_etag.implode())
         | (pl.col("host").is_in(useless_etag.implode()) & ~proven)
+        | dated
         | force
     )
     return requests.with_columns(

@@ -33,6 +33,7 @@ from freshness_pipeline.science.schedule import REFILL_REASON
 from freshness_pipeline.science.validators import (
     content_age_trust,
     drop_untrusted_validators,
+    etag_fails_here,
     trust_before,
 )
 from freshness_pipeline.stages.rereading import as_reextractions, with_reread_fingerprints
@@ -367,10 +368,14 @@ def _fetch_hosts(
     honoured = latest.filter((pl.col("http_status") == 304) & (pl.col("validator") == "etag"))[
         "url"
     ]
+    # URLs whose ETag does nothing for them: If-Modified-Since goes out instead, where known
+    by_date = etag_fails_here(latest)
     # pages another extractor fingerprinted are compared against their archived body read
     # again now, so a change since their last fetch is a change, not a silent re-extraction
     planned, rereads = with_reread_fingerprints(
-        drop_untrusted_validators(plan.filter(pl.col("selected")), trust, honoured=honoured),
+        drop_untrusted_validators(
+            plan.filter(pl.col("selected")), trust, honoured=honoured, by_date=by_date
+        ),
         home,
         config,
     )
@@ -397,7 +402,9 @@ def _fetch_hosts(
         refill = refill_rows(plan, sum(deferred.values()), set(deferred))
         if refill.height and (left is None or left > 0):
             refill, more = with_reread_fingerprints(
-                drop_untrusted_validators(refill, trust, honoured=honoured), home, config
+                drop_untrusted_validators(refill, trust, honoured=honoured, by_date=by_date),
+                home,
+                config,
             )
             rereads.update(more)
             results += fetch_all_sync(
