@@ -412,9 +412,9 @@ def _fill(
 
     Rows that tie on every key of ``order`` are taken host by host in turn (by ``_turn``,
     each row's place among its host's rows, the most recently announced first, then by URL:
-    every host's first before any host's second), not in URL order: never-fetched pages all tie at the index's cap, and in URL order
-    one host's thousands of sitemap URLs would take every slot before another host's seeds got
-    one. (The place is among all of the host's candidates, computed once in ``_prepare``:
+    every host's first before any host's second), not in URL order: never-fetched pages all
+    tie at the index's cap, and in URL order one host's thousands of sitemap URLs would take
+    every slot before another host's seeds got one. (The place is among all of the host's candidates, computed once in ``_prepare``:
     ranking within each group of ties instead is a group-by per pass over every candidate.)
 
     Vectorized: within the sorted pool a row fits iff its rank among its host's rows is within

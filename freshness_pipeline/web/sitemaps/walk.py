@@ -193,9 +193,10 @@ def _remember(
     *,
     read: bool,
 ) -> None:
-    """Note that ``url`` was asked for at ``at``. A file that gave no sitemap keeps the date
-    it was last read at, so a change its index announced is still news next time; it goes
-    behind the other such files, and a file that always fails is asked for once a round."""
+    """Note that ``url`` was asked for at ``at``. A file that gave no sitemap keeps the
+    ``<lastmod>`` of its last good read, so a change its index announced is still news next
+    time (behind the other such files, being the most recently asked for), and a file that
+    always fails is asked for once a round."""
     if at is None:
         return
     before = walk.reads.get(url)
