@@ -16,7 +16,7 @@ from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.science.normalize import RULES_VERSION, normalize_url_column
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.storage import Warehouse
-from freshness_pipeline.web.discovery import record_from_row
+from freshness_pipeline.web.discovery import RECORD_COLUMNS, record_from_row
 from freshness_pipeline.web.netguard import IPNetwork, refusal_lifted
 from freshness_pipeline.web.robots import refusal_reason, refused_by_allow_list, robots_policy
 
@@ -250,6 +250,7 @@ def cycle_candidates(
     benchmarks call it to build candidates as the product does without Dagster."""
     cached = cached_normalization(wh, hosts, inventory, config)
     candidates, invalid = canonical_candidates(inventory, hosts, now, config, norm=cached.norm)
-    candidates = apply_robots(candidates, wh.read("robots", hosts), allow)
+    robots = wh.read("robots", hosts, columns=list(RECORD_COLUMNS))
+    candidates = apply_robots(candidates, robots, allow)
     frame = tables.conform("url_candidates", candidates).sort(["host", "url"])
     return CycleCandidates(frame, invalid, cached.normalized)

@@ -60,7 +60,7 @@ from freshness_pipeline.web.client import (
     header_text,
     host_key,
 )
-from freshness_pipeline.web.discovery import record_from_row
+from freshness_pipeline.web.discovery import RECORD_COLUMNS, record_from_row
 from freshness_pipeline.web.netguard import ALLOW_ENV, IPNetwork
 from freshness_pipeline.web.robots import RobotsPolicy, robots_policy
 from freshness_pipeline.web.throttle import Throttles
@@ -149,7 +149,7 @@ def robots_checker(wh: Warehouse) -> Callable[[str], bool]:
     def allows(url: str) -> bool:
         host = host_key(url)
         if host not in policies:
-            rows = wh.read("robots", [host])
+            rows = wh.read("robots", [host], columns=list(RECORD_COLUMNS))
             record = record_from_row(rows.row(0, named=True)) if rows.height else None
             policies[host] = robots_policy(record) if record is not None else None
         policy = policies[host]

@@ -272,7 +272,10 @@ def cycle_plan(
     read of the candidates and its write of the plan; benchmarks call it to plan as the
     product does without Dagster."""
     health = host_health(wh.read("fetch_results", hosts, columns=RESULT_COLUMNS), hosts)
-    robots = wh.read("robots", hosts)
+    # what the plan reads of robots: the holds, Crawl-delays and the last complete sitemap walk
+    robots = wh.read(
+        "robots", hosts, columns=["host", "retry_until", "crawl_delay", "sitemaps_read_at"]
+    )
     holds = held_hosts(robots, now)
     pace = wh.read("host_capacity", hosts, columns=PACE_COLUMNS)
     capacity = host_capacity(robots, health, window_s, holds, pace)

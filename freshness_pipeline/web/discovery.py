@@ -122,6 +122,11 @@ class HostDiscovery:
         return counts
 
 
+#: The robots row's columns :func:`record_from_row` reads: readers of robots.txt's rules
+#: read these alone (the sitemap memory beside them can hold thousands of files per host).
+RECORD_COLUMNS = ("host", "robots_url", "http_status", "body", "error", "fetched_at")
+
+
 def record_from_row(row: dict[str, Any]) -> RobotsRecord:
     return RobotsRecord(
         host=row["host"],
