@@ -230,9 +230,17 @@ def test_the_index_made_while_writing_is_the_index_read_back(tmp_path: Path) -> 
     reading the complete file back gives, 304 revisits resolved to their originals included
     (an original described by its row, and one from before rows described it)."""
     url = "http://example.test/p"
+    # the lines' JSON escapes what a URL may hold (a quote, a backslash, non-ASCII)
+    odd = 'http://example.test/caf\u00e9/"q"\\?x=%41'
+    untyped = "http://example.test/untyped"
     with ArchiveWriter(tmp_path, T1) as writer:
         first = writer.write_exchange(ok(url, html(2)))
         other = writer.write_exchange(ok("http://example.test/q?a=1&b=2", html(4)))
+        odd_first = writer.write_exchange(ok(odd, html(6)))
+        robots = writer.write_exchange(ok("http://example.test/robots.txt", b"x"), kind="robots")
+        bare = writer.write_exchange(ok(untyped, html(7), headers=[]))
+        # an original named again in the same file: its line is among the file's own
+        writer.write_exchange(not_modified(untyped), previous=original_of(bare))
     described = original_of(first)
     undescribed = dataclasses.replace(original_of(other), mime=None, status=None, urlkey=None)
     with ArchiveWriter(tmp_path, T1 + HOUR) as writer:
@@ -241,6 +249,14 @@ def test_the_index_made_while_writing_is_the_index_read_back(tmp_path: Path) -> 
         writer.write_exchange(ok(url, html(2)), previous=described)
         writer.write_exchange(ok(url, html(5)), previous=described)
         writer.write_exchange(not_modified("http://example.test/never-archived"))
+        writer.write_exchange(not_modified(odd), previous=original_of(odd_first))
+        writer.write_exchange(not_modified(untyped), previous=original_of(bare))
+        writer.write_exchange(
+            not_modified("http://example.test/robots.txt"),
+            previous=original_of(robots),
+            kind="robots",
+        )
+        writer.write_exchange(ok(odd, html(6)), previous=original_of(odd_first))
         second = writer.close()
     for warc in list_warcs(tmp_path):
         written = (tmp_path / index_name_for(warc)).read_bytes()
@@ -250,8 +266,40 @@ def test_the_index_made_while_writing_is_the_index_read_back(tmp_path: Path) -> 
     first_file = first.warc_filename
     lines = (tmp_path / index_name_for(second[0].warc_filename)).read_text().splitlines()
     resolved = [line for line in lines if "revisit_filename" in line]
+    assert len(resolved) == 5, lines
+    resolved = [
+        line
+        for line in resolved
+        if '"url": "http://example.test/q' in line or ('"url": "http://example.test/p"' in line)
+    ]
     assert len(resolved) == 2, lines
     assert all(f'"filename": "{first_file}"' in line for line in resolved), resolved
+    check_all(tmp_path)
+
+
+def test_what_the_writer_returns_passes_the_dataclasses_own_checks(tmp_path: Path) -> None:
+    """The writer makes its records and originals without their ``__init__`` (records.unchecked):
+    each must equal the one the constructor makes, checks included, from the same fields."""
+    url = "http://example.test/p"
+    with ArchiveWriter(tmp_path, T1) as writer:
+        made = [
+            writer.write_exchange(ok(url, html(2))),
+            writer.write_exchange(ok(url, html(3), truncated="length")),
+            writer.write_exchange(ok("http://example.test/r", b"", headers=[]), kind="robots"),
+        ]
+        made.append(writer.write_exchange(not_modified(url), previous=made[0].original))
+        made.append(writer.write_exchange(ok(url, html(2)), previous=made[0].original))
+        made.append(writer.write_exchange(not_modified("http://example.test/new")))
+    for record in made:
+        values = {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+        assert ArchivedRecord(**values) == record
+        assert repr(ArchivedRecord(**values)) == repr(record)
+        assert hash(ArchivedRecord(**values)) == hash(record)
+        original = record.original
+        if original is not None:
+            fields = {f.name: getattr(original, f.name) for f in dataclasses.fields(original)}
+            assert ArchivedOriginal(**fields) == original
+            assert ArchivedOriginal.from_json(original.to_json()) == original
     check_all(tmp_path)
 
 

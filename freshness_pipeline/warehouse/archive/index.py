@@ -62,6 +62,7 @@ __all__ = [
     "index_warc",
     "url_key",
     "write_index",
+    "write_index_lines",
 ]
 
 log = logging.getLogger(__name__)
@@ -469,9 +470,13 @@ def resolved_not_modified(revisit: IndexEntry, original: IndexEntry) -> IndexEnt
 
 def write_index(archive_dir: Path, warc_filename: str, entries: Iterable[IndexEntry]) -> str:
     """Write ``<warc>.cdxj`` atomically (sorted bytewise, as pywb's binary search needs)."""
-    lines = sorted(e.line() for e in entries)
+    return write_index_lines(archive_dir, warc_filename, (e.line() for e in entries))
+
+
+def write_index_lines(archive_dir: Path, warc_filename: str, lines: Iterable[bytes]) -> str:
+    """:func:`write_index` of lines already formatted (``IndexEntry.line``'s bytes)."""
     name = index_name_for(warc_filename)
-    atomic_write_bytes(Path(archive_dir) / name, b"".join(lines))
+    atomic_write_bytes(Path(archive_dir) / name, b"".join(sorted(lines)))
     return name
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from json.encoder import encode_basestring_ascii
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 __all__ = [
     "ArchiveClosedError",
@@ -36,6 +36,7 @@ __all__ = [
     "TruncatedReason",
     "header_value",
     "parse_warc_date",
+    "unchecked",
     "warc_date",
 ]
 
@@ -114,6 +115,22 @@ def parse_warc_date(text: str) -> datetime:
     if parsed.utcoffset() is None:
         parsed = parsed.replace(tzinfo=UTC)
     return parsed.astimezone(UTC)
+
+
+_T = TypeVar("_T")
+
+
+def unchecked(cls: type[_T], **values: Any) -> _T:
+    """An instance of the frozen dataclass ``cls`` with ``values`` for its fields, every field
+    given, made without its ``__init__``: for values the archive has just made itself (a
+    record id it drew, a digest it formatted, the place it wrote a record at), which the
+    writer returns with every exchange. A frozen dataclass's ``__init__`` sets each field
+    through ``object.__setattr__`` and ``__post_init__`` checks them again, which cost more
+    than formatting the record's index line. Equality, hashing and ``repr`` are the
+    dataclass's own (they read the fields)."""
+    made = object.__new__(cls)
+    made.__dict__.update(values)
+    return made
 
 
 def _check_digest(name: str, value: str) -> None:

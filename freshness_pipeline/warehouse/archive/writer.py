@@ -33,6 +33,7 @@ import platform
 import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from json.encoder import encode_basestring_ascii as _json_str
 from pathlib import Path
 from types import TracebackType
 
@@ -61,7 +62,7 @@ from freshness_pipeline.warehouse.archive.index import (
     mime_type,
     resolved_not_modified,
     url_key,
-    write_index,
+    write_index_lines,
 )
 from freshness_pipeline.warehouse.archive.records import (
     FETCH_KINDS,
@@ -75,8 +76,10 @@ from freshness_pipeline.warehouse.archive.records import (
     HttpExchange,
     header_value,
     parse_warc_date,
+    unchecked,
     warc_date,
 )
+from freshness_pipeline.warehouse.crashpoints import ENV as CRASH_ENV
 from freshness_pipeline.warehouse.crashpoints import crash_point
 
 __all__ = ["ArchiveWriter", "DEFAULT_MAX_FILE_BYTES", "SOFTWARE"]
@@ -110,9 +113,9 @@ class _OpenFile:
         "size",
         "end",
         "records",
-        "hints",
         "warcinfo_id",
-        "entries",
+        "name_json",
+        "lines",
         "unresolved",
     )
 
@@ -123,13 +126,15 @@ class _OpenFile:
         self.size = 0
         self.end = 0  # end of the last whole exchange: where a failed write is cut back to
         self.records: list[ArchivedRecord] = []
-        self.hints: dict[str, str] = {}
         self.warcinfo_id = ""
-        # The file's index lines, made as its records are written (reading the file back to
-        # index it cost more than writing it); and the 304 revisits whose original's line
-        # must still be looked up (entry position, original's URI and WARC date).
-        self.entries: list[IndexEntry] = []
-        self.unresolved: list[tuple[int, str, str]] = []
+        self.name_json = _json_str(name)
+        # The file's index lines, formatted as its records are written (reading the file back
+        # to index it cost more than writing it; a dict and an IndexEntry per record, turned
+        # into a line at the end, cost more than the line); and the 304 revisits whose
+        # original's line must still be looked up (their own line, the original's URI and
+        # WARC date), resolved when the file is complete.
+        self.lines: list[bytes] = []
+        self.unresolved: list[tuple[IndexEntry, str, str]] = []
 
 
 def recover_archive(archive_dir: Path) -> list[str]:
@@ -188,6 +193,9 @@ class ArchiveWriter:
         self._state = "open"  # open | closed | aborted | failed
         self._index = ArchiveIndex(self.archive_dir)
         self._cycle_date = warc_date(self.now)
+        # the crash tests set FRESHNESS_CRASH_AT before the process starts: without it, the
+        # per-record crash point is not even looked up
+        self._crash_armed = bool(os.environ.get(CRASH_ENV))
         self.archive_dir.mkdir(parents=True, exist_ok=True)
 
     # -- context manager ---------------------------------------------------------------------
@@ -304,49 +312,54 @@ class ArchiveWriter:
                 raise self._fail(exc, exchange.url) from exc
             current.size += size
             current.end = current.size
-            crash_point("archive:record_written")
+            if self._crash_armed:
+                crash_point("archive:record_written")
             record_date = parse_warc_date(date)
-            known = previous is not None and previous.target_uri == exchange.url
-            key = (previous.urlkey if known and previous is not None else None) or url_key(
-                exchange.url
-            )
-            mime = mime_type(header_value(exchange.response_pairs, "Content-Type"))
-            if encoded.record_type == "response":
-                original: ArchivedOriginal | None = ArchivedOriginal(
-                    target_uri=exchange.url,
+            url = exchange.url
+            known = previous is not None and previous.target_uri == url
+            key = (previous.urlkey if known and previous is not None else None) or url_key(url)
+            main_length = len(encoded.main)
+            is_response = encoded.record_type == "response"
+            if is_response:
+                mime = mime_type(header_value(exchange.response_pairs, "Content-Type"))
+                # every value made here by the writer (record id, digest, location): the
+                # dataclass's checks of them are skipped
+                original: ArchivedOriginal | None = unchecked(
+                    ArchivedOriginal,
+                    target_uri=url,
                     date=record_date,
                     record_id=encoded.record_id,
                     payload_digest=encoded.payload_digest or "",
                     warc_filename=current.name,
                     warc_offset=offset,
-                    warc_length=len(encoded.main),
+                    warc_length=main_length,
                     mime=mime,
                     status=exchange.status,
                     urlkey=key,
                 )
             else:
+                mime = None
                 original = previous
                 if previous is not None and previous.urlkey is None and known:
                     original = dataclasses.replace(previous, urlkey=key)
-                if previous is not None and previous.warc_filename:
-                    current.hints[f"{previous.target_uri} {warc_date(previous.date)}"] = (
-                        previous.warc_filename
-                    )
-            self._index_line(current, exchange, encoded, key, mime, offset, kind, previous)
-            record = ArchivedRecord(
+            line = self._index_line(current, exchange, encoded, key, mime, offset, kind, previous)
+            if line is not None:
+                current.lines.append(line)
+            record = unchecked(
+                ArchivedRecord,
                 warc_filename=current.name,
                 warc_offset=offset,
-                warc_length=len(encoded.main),
+                warc_length=main_length,
                 payload_digest=encoded.payload_digest,
-                record_type="response" if encoded.record_type == "response" else "revisit",
+                record_type="response" if is_response else "revisit",
                 record_id=encoded.record_id,
                 warc_date=record_date,
-                target_uri=exchange.url,
+                target_uri=url,
                 kind=kind,
-                request_offset=offset + len(encoded.main),
+                request_offset=offset + main_length,
                 request_length=len(encoded.request),
                 profile=encoded.profile,
-                truncated=exchange.truncated is not None and encoded.record_type == "response",
+                truncated=exchange.truncated is not None and is_response,
                 original=original,
             )
             current.records.append(record)
@@ -362,65 +375,79 @@ class ArchiveWriter:
         offset: int,
         kind: FetchKind,
         previous: ArchivedOriginal | None,
-    ) -> None:
-        """The record's CDXJ line, as the index would read it back: a 304 revisit's line
-        points at its original when the original's place and kind are known (see index.py)."""
-        fields: dict[str, str] = {"url": exchange.url}
-        if encoded.record_type == "response":
-            if mime:
-                fields["mime"] = mime
-        else:
-            fields["mime"] = "warc/revisit"
-        fields["status"] = str(exchange.status)
-        if encoded.payload_digest:
-            fields["digest"] = encoded.payload_digest
-        fields["length"] = str(len(encoded.main))
-        fields["offset"] = str(offset)
-        fields["filename"] = current.name
-        if kind != "page":
-            fields["kind"] = kind
-        entry = IndexEntry(key, cdx_timestamp(encoded.date), fields)
+    ) -> bytes | None:
+        """The record's CDXJ line, as the index would read it back (``IndexEntry.line``,
+        formatted directly): a 304 revisit's line points at its original when the original's
+        place and kind are known (see index.py). None when it is not: the revisit's line is
+        then kept in ``current.unresolved``, to be looked up when the file is complete."""
+        j = _json_str
+        stamp = cdx_timestamp(encoded.date)
+        tail = f', "kind": {j(kind)}}}\n' if kind != "page" else "}\n"
+        length = len(encoded.main)
         if encoded.profile == PROFILE_SERVER_NOT_MODIFIED and previous is not None:
             located = previous.location
             if located is not None and previous.status is not None:
-                source = {
-                    "status": str(previous.status),
-                    "digest": previous.payload_digest,
-                    "length": str(located.warc_length),
-                    "offset": str(located.warc_offset),
-                    "filename": located.warc_filename,
-                }
-                if previous.mime:
-                    source["mime"] = previous.mime
-                stamp = cdx_timestamp(warc_date(previous.date))
-                entry = resolved_not_modified(entry, IndexEntry(key, stamp, source))
-            else:
-                current.unresolved.append(
-                    (len(current.entries), previous.target_uri, warc_date(previous.date))
-                )
-        current.entries.append(entry)
+                # resolved_not_modified's line: the original's place, then the revisit's own
+                mime_field = f'"mime": {j(previous.mime)}, ' if previous.mime else ""
+                return (
+                    f'{key} {stamp} {{"url": {j(exchange.url)}, {mime_field}'
+                    f'"status": "{previous.status}", "digest": {j(previous.payload_digest)}, '
+                    f'"length": "{located.warc_length}", "offset": "{located.warc_offset}", '
+                    f'"filename": {j(located.warc_filename)}, '
+                    f'"revisit_filename": {current.name_json}, '
+                    f'"revisit_offset": "{offset}", "revisit_length": "{length}"{tail}'
+                ).encode()
+        if encoded.record_type == "response":
+            mime_field = f', "mime": {j(mime)}' if mime else ""
+        else:
+            mime_field = ', "mime": "warc/revisit"'
+        digest = encoded.payload_digest
+        digest_field = f', "digest": {j(digest)}' if digest else ""
+        line = (
+            f'{key} {stamp} {{"url": {j(exchange.url)}{mime_field}, "status": "{exchange.status}"'
+            f'{digest_field}, "length": "{length}", "offset": "{offset}", '
+            f'"filename": {current.name_json}{tail}'
+        ).encode()
+        if encoded.profile == PROFILE_SERVER_NOT_MODIFIED and previous is not None:
+            current.unresolved.append(
+                (IndexEntry.parse(line), previous.target_uri, warc_date(previous.date))
+            )
+            return None
+        return line
 
-    def _index_entries(self, current: _OpenFile) -> list[IndexEntry]:
+    def _index_entries(self, current: _OpenFile) -> list[bytes]:
         """The file's lines, with the 304 revisits whose original was not described looked up
         in the archive's index (the original may be in any earlier file)."""
-        entries = list(current.entries)
-        for at, uri, date in current.unresolved:
-            hint = current.hints.get(f"{uri} {date}")
+        lines = list(current.lines)
+        if not current.unresolved:
+            return lines
+        # Where the revisits in this file said their originals are: a hint of the index file
+        # to search first.
+        hints = {
+            f"{r.original.target_uri} {warc_date(r.original.date)}": r.original.warc_filename
+            for r in current.records
+            if r.record_type == "revisit" and r.original is not None and r.original.warc_filename
+        }
+        own = [IndexEntry.parse(line) for line in lines]
+        own += [entry for entry, _, _ in current.unresolved]
+        for entry, uri, date in current.unresolved:
+            hint = hints.get(f"{uri} {date}")
             prefer = [index_name_for(hint)] if hint and hint.endswith(WARC_SUFFIX) else []
             candidates = self._index.find_original(
-                uri, date, entries[at].fields.get("digest"), prefer=prefer, extra=entries
+                uri, date, entry.fields.get("digest"), prefer=prefer, extra=own
             )
             exact = [c for c in candidates if c.timestamp == cdx_timestamp(date)]
             if exact:
-                entries[at] = resolved_not_modified(entries[at], exact[0])
+                entry = resolved_not_modified(entry, exact[0])
             else:
                 log.warning(
                     "archive: the original of the 304 revisit of %s at %s is not in the index; "
                     "pywb will replay that time as an empty 304",
                     uri,
-                    entries[at].timestamp,
+                    entry.timestamp,
                 )
-        return entries
+            lines.append(entry.line())
+        return lines
 
     def close(self) -> tuple[CompletedWarc, ...]:
         """Complete the current file (fsync, rename, folder fsync, index) and take no more records.
@@ -525,7 +552,9 @@ class ArchiveWriter:
         crash_point("archive:renamed")
         index_name: str | None = None
         try:
-            index_name = write_index(self.archive_dir, current.name, self._index_entries(current))
+            index_name = write_index_lines(
+                self.archive_dir, current.name, self._index_entries(current)
+            )
         except Exception as exc:
             log.error(
                 "archive: %s is complete but its index could not be written (%s); "
