@@ -16,6 +16,7 @@ from freshness_pipeline.warehouse.archive import (
     HttpExchange,
     TruncatedReason,
 )
+from freshness_pipeline.warehouse.archive.records import unchecked
 
 __all__ = ["archive_answer"]
 
@@ -41,16 +42,22 @@ def archive_answer(
     if writer is None:
         return None
     version = resp.version
-    exchange = HttpExchange(
+    # Every field given and then the constructor's own checks: a frozen dataclass's __init__
+    # sets its twelve fields one object.__setattr__ at a time, on every answer a cycle gets.
+    exchange = unchecked(
+        HttpExchange,
         url=url,
         status=resp.status,
         reason=resp.reason or "",
         request_headers=tuple(resp.request_info.headers.items()),
         response_headers=resp.raw_headers,
         body=body,
+        method="GET",
         http_version=f"{version.major}.{version.minor}" if version else "1.1",
         body_decoded=bool(resp.headers.get("Content-Encoding")),
         truncated=truncated,
         fetched_at=fetched_at,
+        ip_address=None,
     )
+    exchange.__post_init__()
     return writer.write_exchange(exchange, previous=previous, kind=kind)

@@ -220,6 +220,10 @@ def _new_pool() -> None:
 os.register_at_fork(after_in_child=_new_pool)
 
 
+# a hex digit -> the digit whose top two bits are the variant's (10) and low two bits its own
+_VARIANT = {f"{n:x}": "89ab"[n & 3] for n in range(16)}
+
+
 def new_record_id() -> str:
     """``<urn:uuid:...>`` of a random (version 4) UUID, as ``uuid.uuid4()`` makes it (16 bytes
     of ``os.urandom``, version and variant bits set), formatted without building a UUID
@@ -231,8 +235,7 @@ def new_record_id() -> str:
     pool.at = at + 32
     h = pool.hex[at : at + 32]
     # byte 6's high nibble is the version (4); byte 8's top two bits the variant (10)
-    variant = "89ab"[int(h[16], 16) & 3]
-    return f"<urn:uuid:{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-{h[20:]}>"
+    return f"<urn:uuid:{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}>"
 
 
 class EncodedExchange(NamedTuple):
@@ -262,11 +265,6 @@ class RecordEncoder:
 
     # -- low level ---------------------------------------------------------------------------
 
-    def _member(self, data: bytes) -> bytes:
-        # one call, one gzip member (header, deflate stream, CRC-32 and size); it releases the
-        # GIL while it deflates, so threads sharing a writer compress in parallel
-        return isal_zlib.compress(data, self.compress_level, _GZIP_WBITS)
-
     def _block_record(self, fields: str, content_type: str, head: bytes, payload: bytes) -> bytes:
         """A record whose WARC head is ``fields`` (the version line and every field line before
         the digest, each ending in CRLF) and whose block is ``head`` + ``payload``."""
@@ -278,7 +276,11 @@ class RecordEncoder:
             f"Content-Type: {content_type}\r\n"
             f"Content-Length: {len(head) + len(payload)}\r\n\r\n"
         ).encode()
-        return self._member(b"".join((warc_head, head, payload, _END)))
+        # one call, one gzip member (header, deflate stream, CRC-32 and size); it releases the
+        # GIL while it deflates, so threads sharing a writer compress in parallel
+        return isal_zlib.compress(
+            b"".join((warc_head, head, payload, _END)), self.compress_level, _GZIP_WBITS
+        )
 
     def record(
         self,

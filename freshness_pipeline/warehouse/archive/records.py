@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from json.encoder import encode_basestring_ascii
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar
 
 __all__ = [
     "ArchiveClosedError",
@@ -264,12 +264,12 @@ class HttpExchange:
     @property
     def request_pairs(self) -> tuple[tuple[str, str], ...]:
         """The request headers as (str, str) pairs (the constructor normalized them)."""
-        return cast(tuple[tuple[str, str], ...], self.request_headers)
+        return self.request_headers  # type: ignore[return-value]
 
     @property
     def response_pairs(self) -> tuple[tuple[str, str], ...]:
         """The response headers as (str, str) pairs (the constructor normalized them)."""
-        return cast(tuple[tuple[str, str], ...], self.response_headers)
+        return self.response_headers  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
