@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -75,3 +76,29 @@ def test_index_line_is_json_dumps(fields: dict[str, str]) -> None:
     entry = IndexEntry("com,example)/a", "20260302120000", fields)
     expected = f"com,example)/a 20260302120000 {json.dumps(fields)}\n".encode()
     assert entry.line() == expected
+
+
+def test_original_json_that_the_constructor_refuses_is_refused() -> None:
+    """from_json skips the dataclass's __init__ but not its checks: a row's JSON that names a
+    bad record id, digest or half a location is refused as the constructor refuses it."""
+    good = ArchivedOriginal(
+        "http://x/a",
+        datetime(2026, 1, 1, tzinfo=UTC),
+        "<urn:uuid:00000000-0000-4000-8000-000000000001>",
+        "sha1:" + "A" * 32,
+        "f.warc.gz",
+        0,
+        10,
+    )
+    data = json.loads(good.to_json())
+    for change, message in (
+        ({"id": "no brackets"}, "record_id"),
+        ({"digest": "md5:abc"}, "payload_digest"),
+        ({"length": None}, "go together"),
+        ({"length": 0}, "warc_length > 0"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            ArchivedOriginal.from_json(json.dumps({**data, **change}))
+    for text in ("{", "[]", json.dumps({k: v for k, v in data.items() if k != "uri"})):
+        with pytest.raises(ValueError, match="not an ArchivedOriginal JSON string"):
+            ArchivedOriginal.from_json(text)

@@ -339,7 +339,10 @@ class ArchivedOriginal:
     def from_json(cls, text: str) -> ArchivedOriginal:
         try:
             data: dict[str, Any] = json.loads(text)
-            return cls(
+            # every field given, then the constructor's checks (the fetch stage reads one of
+            # these for every planned URL the archive holds)
+            made = unchecked(
+                cls,
                 target_uri=data["uri"],
                 date=parse_warc_date(data["date"]),
                 record_id=data["id"],
@@ -353,6 +356,8 @@ class ArchivedOriginal:
             )
         except (KeyError, TypeError, json.JSONDecodeError, ArchiveFormatError) as exc:
             raise ValueError(f"not an ArchivedOriginal JSON string: {text!r} ({exc})") from exc
+        made.__post_init__()
+        return made
 
     def relocated(self, location: RecordLocation) -> ArchivedOriginal:
         """The same record at another place (after pruning copied it into a kept file)."""
