@@ -288,6 +288,7 @@ def test_a_304_refers_to_the_pages_copy_not_to_an_error_archived_since(server, t
             etag=result.etag or request.etag,
             prev_fingerprint=result.fingerprint or request.prev_fingerprint,
             archived=ArchivedOriginal.from_json(result.archived) if result.archived else None,
+            archived_json=result.archived,
         )
     copy, failed, revalidated = results
     assert [r.outcome for r in results] == ["new", "error", "not_modified"]
@@ -295,6 +296,10 @@ def test_a_304_refers_to_the_pages_copy_not_to_an_error_archived_since(server, t
     assert failed.archived == copy.archived  # ... but the copy stays the URL's original
     assert revalidated.warc_filename is not None
     assert revalidated.warc_offset is not None
+    # the 304 keeps the plan's text of the original, which is what to_json writes of it
+    assert revalidated.archived == copy.archived
+    assert copy.archived is not None
+    assert ArchivedOriginal.from_json(copy.archived).to_json() == copy.archived
     revisit = read_record(tmp_path, revalidated.warc_filename, revalidated.warc_offset)
     assert revisit.record_type == "revisit"
     assert copy.warc_filename is not None and copy.warc_offset is not None

@@ -123,6 +123,7 @@ def fetch_requests(plan: pl.DataFrame, config: PipelineConfig) -> list[FetchRequ
             min_gap_s=row["host_gap_s"],
             concurrency=row["host_concurrency"],
             archived=ArchivedOriginal.from_json(row["archived"]) if row["archived"] else None,
+            archived_json=row["archived"] or None,
         )
         for row in selected.with_columns(filled)
         .select(

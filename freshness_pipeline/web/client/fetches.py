@@ -62,6 +62,9 @@ class FetchRequest:
     # payload digest, is then a revisit record referring to it, and an identical body needs
     # no extraction.
     archived: ArchivedOriginal | None = None
+    # ``archived`` as the plan's text (ArchivedOriginal JSON, which url_state took from
+    # ``to_json``): what a 304 keeps for the URL, without formatting it again.
+    archived_json: str | None = None
     # The URL class's fields (name -> CSS selector) and whether its JSON-LD counts.
     fields: dict[str, str] | None = None
     json_ld: bool = False

@@ -407,7 +407,10 @@ def _archive(
     status = result.http_status
     is_copy = status is not None and 200 <= status < 300 and result.outcome in _COPY_OUTCOMES
     original = (record.original if is_copy else None) or req.archived
-    result.archived = original.to_json() if original is not None else None
+    if original is not None and original is req.archived and req.archived_json is not None:
+        result.archived = req.archived_json  # the plan's own text of it (a 304, most often)
+    else:
+        result.archived = original.to_json() if original is not None else None
 
 
 _CONTENT_RANGE = re.compile(r"\s*bytes\s+0-(\d+)/(\d+)\s*", re.IGNORECASE)
