@@ -3,6 +3,8 @@ back, record ids, stored headers, and the exchange archive_answer makes of a res
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from types import SimpleNamespace
@@ -17,6 +19,7 @@ from freshness_pipeline.warehouse.archive import HttpExchange
 from freshness_pipeline.warehouse.archive.encoding import (
     _rewritten_headers,
     new_record_id,
+    payload_digest,
     stored_response_headers,
 )
 from freshness_pipeline.warehouse.archive.records import (
@@ -136,3 +139,24 @@ def test_archive_answer_makes_the_exchange_the_constructor_makes_and_checks_it()
         archive_answer(_Capture(), "http://example.test/p", _answer(((b"X", b"a\nb"),)), b"")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="absolute URL"):
         archive_answer(_Capture(), "http://example.test/a b", _answer(()), b"")  # type: ignore[arg-type]
+
+
+def test_payload_digest_of_the_same_body_twice_and_of_a_changed_buffer() -> None:
+    """payload_digest remembers the last bytes object it digested (the fetcher and the archive
+    digest the same body): asked again it gives the same digest, and a mutable buffer that
+    changed in between is digested anew."""
+
+    def expected(data: bytes) -> str:
+        return "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode()
+
+    body = b"<html>page</html>" * 100
+    assert payload_digest(body) == payload_digest(body) == expected(body)
+    other = bytes(body[:-1]) + b"!"
+    assert payload_digest(other) == expected(other)
+    assert payload_digest(body) == expected(body)
+    buffer = bytearray(body)
+    assert payload_digest(buffer) == expected(body)  # type: ignore[arg-type]
+    buffer[0:1] = b"X"
+    assert payload_digest(buffer) == expected(bytes(buffer))  # type: ignore[arg-type]
+    large = bytes(2 << 20)
+    assert payload_digest(large) == payload_digest(large) == expected(large)

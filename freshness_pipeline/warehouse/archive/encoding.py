@@ -100,7 +100,23 @@ def _b32(digest: bytes) -> str:
 
 def payload_digest(body: bytes) -> str:
     """``sha1:BASE32`` of the payload, exactly as WARC-Payload-Digest writes it."""
-    return _b32(hashlib.sha1(body).digest())
+    global _LAST_DIGEST
+    last = _LAST_DIGEST
+    if body is last[0]:
+        return last[1]
+    digest = _b32(hashlib.sha1(body).digest())
+    if type(body) is bytes and len(body) <= _MEMO_MAX_BYTES:
+        _LAST_DIGEST = (body, digest)
+    return digest
+
+
+# The last body digested and its digest: the fetcher digests a refetched body to compare it
+# with the archived original's, and the archive then digests the same bytes object again for
+# the record. Only an immutable bytes object, and the very same object (``is``, held here so
+# its identity cannot be reused), is answered from it; a small body, so that holding it
+# keeps little memory alive.
+_LAST_DIGEST: tuple[object, str] = (None, "")
+_MEMO_MAX_BYTES = 1 << 20
 
 
 def stored_response_headers(
