@@ -385,15 +385,21 @@ class ArchiveWriter:
         tail = f', "kind": {j(kind)}}}\n' if kind != "page" else "}\n"
         length = len(encoded.main)
         if encoded.profile == PROFILE_SERVER_NOT_MODIFIED and previous is not None:
-            located = previous.location
-            if located is not None and previous.status is not None:
+            # previous.location's fields, without making the RecordLocation
+            filename, at = previous.warc_filename, previous.warc_offset
+            if (
+                filename is not None
+                and at is not None
+                and previous.warc_length is not None
+                and previous.status is not None
+            ):
                 # resolved_not_modified's line: the original's place, then the revisit's own
                 mime_field = f'"mime": {j(previous.mime)}, ' if previous.mime else ""
                 return (
                     f'{key} {stamp} {{"url": {j(exchange.url)}, {mime_field}'
                     f'"status": "{previous.status}", "digest": {j(previous.payload_digest)}, '
-                    f'"length": "{located.warc_length}", "offset": "{located.warc_offset}", '
-                    f'"filename": {j(located.warc_filename)}, '
+                    f'"length": "{previous.warc_length}", "offset": "{at}", '
+                    f'"filename": {j(filename)}, '
                     f'"revisit_filename": {current.name_json}, '
                     f'"revisit_offset": "{offset}", "revisit_length": "{length}"{tail}'
                 ).encode()
