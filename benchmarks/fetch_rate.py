@@ -399,10 +399,13 @@ def child_stage(spec: dict) -> dict:
         seconds, cpu, t1 = time.perf_counter() - wall0, own_cpu_seconds() - c0, time.monotonic()
         frame = stage.frame
         if k == 0:
-            learned = frame.select("url", "etag", "last_modified", "fingerprint")
-            plan = plan.drop("etag", "last_modified", "fingerprint").join(
-                learned, on="url", how="left"
-            )
+            # what url_state hands the next plan: validators, fingerprint, and the archived
+            # original a 304's revisit record refers to (without it the revisits named no
+            # original, and the archive's cost was measured on a cheaper path than the
+            # product's)
+            carried = ["etag", "last_modified", "fingerprint", "archived"]
+            learned = frame.select("url", *carried)
+            plan = plan.drop(carried, strict=False).join(learned, on="url", how="left")
             plan = tables.conform("revisit_plan", plan)
         passes.append(
             {
