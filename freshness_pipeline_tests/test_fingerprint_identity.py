@@ -170,7 +170,7 @@ REAL_PINNED: dict[str, str] = {
     "spanish_article": "8b50eb898c874db6 aeea09c12ebc6d7c 63ca3f964fabd5e3 c94d902f5cd5e0ea a484fa5659ffce1a",
     "thai_article": "c3514d7fc3cbc91b e9e592ec4e5443e0 b558ee7ee0dd49b9 d1c410facccbb507 7900ebc0c3e87cec",
     "time_001": "1502c6683f0354f6 34375dbdae2dee13 ba0b136746e3a25e bf3bfae639fd009a 602c4827d829d062",
-    "video_article_02": "fa606729abe7ecdf 23cb08efaec87889 37ba25c0dcf59547 519335bd8bddca34 79716c8bf8fa3d0d",
+    "video_article_02": "fa606729abe7ecdf 23cb08efaec87889 37ba25c0dcf59547 a30b5029e07d249f a66bbc01ed84697f",
     "wired_001": "dac2a443ae6f6ec7 d16aa69270f4b1dc 18c83e12f5e5df8b 54bc45438e2fe82d c33a353a67c2127a",
     "wired_main_site": "c9ae526763a1f7f5 f12b44369236f0dd 11eacb8894601362 bc17914be05be3dc 59e8f0db4bd35ac6",
     "yahoo_main_site": "3241efc473953635 c77ba79b7c84f6aa fa7a274e4f7b13f5 f375771f61932e2b e728c0e92154a461",

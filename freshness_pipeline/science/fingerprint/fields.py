@@ -13,12 +13,20 @@ from freshness_pipeline.science.fingerprint.dom import css, css_first, node_text
 __all__ = ["JSON_LD_FIELDS", "read_fields"]
 
 #: The schema.org values read from JSON-LD when a URL class asks for structured data, by the
-#: field name they are stored under.
-JSON_LD_FIELDS = {
-    "name": ("name",),
-    "price": ("offers", "price"),
-    "availability": ("offers", "availability"),
+#: field name they are stored under: the paths tried in turn, in the page's main item. An
+#: AggregateOffer (a marketplace's price range) gives its lowest price and its first offer's
+#: availability.
+JSON_LD_FIELDS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "name": (("name",),),
+    "price": (("offers", "price"), ("offers", "lowPrice")),
+    "availability": (("offers", "availability"), ("offers", "offers", "availability")),
 }
+#: What a page is about when its JSON-LD also describes the site, its publisher or its
+#: breadcrumbs: a thing that is sold (has offers), else one of these types.
+_MAIN_TYPES = frozenset(
+    ("product", "productgroup", "book", "event", "service", "vehicle", "softwareapplication",
+     "course", "hotel", "offer", "individualproduct", "productmodel")
+)  # fmt: skip
 
 
 def read_fields(
@@ -26,7 +34,7 @@ def read_fields(
 ) -> dict[str, str | None]:
     """Each configured field's text (the first match of its CSS selector, whitespace folded;
     None without a match), and with ``json_ld`` the schema.org values of
-    :data:`JSON_LD_FIELDS` from the page's first JSON-LD item that has them."""
+    :data:`JSON_LD_FIELDS` from the page's main JSON-LD item (:func:`_main_item`)."""
     values: dict[str, str | None] = {}
     for name, selector in fields.items():
         try:
@@ -42,11 +50,34 @@ def read_fields(
             for script in css(tree, 'script[type="application/ld+json" i]')
             for item in _json_ld_items(script.text(deep=True))
         ]
-        for name, path in JSON_LD_FIELDS.items():
-            values[name] = next(
-                (v for v in (_json_path(item, path) for item in items) if v is not None), None
+        main = _main_item(items)
+        for name, paths in JSON_LD_FIELDS.items():
+            values[name] = (
+                None
+                if main is None
+                else next((v for v in (_json_path(main, p) for p in paths) if v), None)
             )
     return values
+
+
+def _types(item: dict) -> set[str]:
+    kind = item.get("@type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    return {k.rsplit("/", 1)[-1].lower() for k in kinds if isinstance(k, str)}
+
+
+def _main_item(items: list[dict]) -> dict | None:
+    """The item the page is about: the first with offers, else the first of a main type, else
+    the first. Shops put their WebSite or Organization first (Yoast, WooCommerce, Shopify
+    themes), and a name taken from the first item that had one made every product's name the
+    shop's (found by an exploratory run); all fields come from the one item."""
+    for item in items:
+        if isinstance(item.get("offers"), dict | list):
+            return item
+    for item in items:
+        if _types(item) & _MAIN_TYPES:
+            return item
+    return items[0] if items else None
 
 
 def _json_ld_items(text: str) -> list[dict]:
