@@ -153,20 +153,40 @@ def change_rows(
     differs from the page's version before (fields, old and new values, text lines added and
     removed). Where the version before is no longer kept, only when it was is known.
 
+    A page back after it was gone (its version 'new' again, for whoever was told it went) is a
+    change too when it differs from its version before it went: a product that answered 404
+    for a day and came back at another price was a price change no `changes` row, query or
+    notification told of (found by an exploratory run). Back as it was, it is none.
+
     A class with ``keep_history = false`` has none. A class's excluded fields are already out
     of ``versions``; they are taken out of the version before too, which may have been
     written before the field was excluded, so that no old value of one is written again."""
-    changed = versions.filter(pl.col("outcome") == "changed")
+    back = pl.col("outcome") == "new"
+    changed = versions.filter((pl.col("outcome") == "changed") | back)
     if config is not None:
         unkept = [c for c, r in config.class_retention.items() if not r.keep_history]
         if unkept:
             changed = changed.filter(~pl.col("url_class").is_in(unkept).fill_null(False))
     if changed.is_empty():
         return tables.empty("changes")
-    before = plan.select("url", pl.col("version_observed_at").alias("previous_observed_at")).unique(
-        subset="url", keep="last"
+    was_gone = (
+        (pl.col("status") == "gone").fill_null(False) if "status" in plan.columns else pl.lit(False)
     )
-    changed = changed.join(before, on="url", how="left")
+    before = plan.select(
+        "url",
+        pl.col("version_observed_at").alias("previous_observed_at"),
+        was_gone.alias("_was_gone"),
+    ).unique(subset="url", keep="last")
+    changed = (
+        changed.join(before, on="url", how="left")
+        .filter(
+            ~back
+            | (pl.col("_was_gone").fill_null(False) & pl.col("previous_observed_at").is_not_null())
+        )
+        .drop("_was_gone")
+    )
+    if changed.is_empty():
+        return tables.empty("changes")
     previous = previous_versions(wh, changed.select("url", "host", "previous_observed_at"))
     if config is not None:
         classes = changed.select("url", "url_class").unique(subset="url")
@@ -181,6 +201,8 @@ def change_rows(
     # A loop per changed page: a text comparison per document has no columnar form, and only
     # the pages that changed this cycle pay it.
     for row in paired.iter_rows(named=True):
+        if row["outcome"] == "new" and row["old_fields"] is None and row["old_text"] is None:
+            continue  # back, and the version before it went is no longer kept
         out = {
             "url": row["url"],
             "host": row["host"],
@@ -189,6 +211,10 @@ def change_rows(
         }
         if row["old_fields"] is not None or row["old_text"] is not None:
             change = version_change(row["old_fields"], row["fields"], row["old_text"], row["text"])
+            if row["outcome"] == "new" and not (
+                change.changed_fields or change.text_lines_added or change.text_lines_removed
+            ):
+                continue  # back as it was before it went
             out |= {
                 "changed_fields": change.changed_fields,
                 "old_values": change.old_values,
@@ -197,4 +223,6 @@ def change_rows(
                 "text_lines_removed": change.text_lines_removed,
             }
         rows.append(out)
+    if not rows:
+        return tables.empty("changes")
     return tables.conform("changes", pl.DataFrame(rows, infer_schema_length=None))

@@ -1,0 +1,74 @@
+"""A page that answers 404 for a while and comes back changed: its version is 'new' again (for
+whoever was told it went), and the change is a `changes` row, as the README's price query and
+notifications read it. Driven through the CLI over real HTTP."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+from aiohttp import web
+
+from freshness_pipeline_tests.support import LoopThread, run_freshness
+
+START = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def test_a_price_that_moved_while_the_page_was_gone_is_a_change(tmp_path: Path) -> None:
+    state = {"phase": 0}
+    prices = {0: "19.99", 2: "14.99"}
+
+    async def product(request: web.Request) -> web.Response:
+        phase = state["phase"]
+        if request.path != "/p/1" or phase == 1:
+            return web.Response(status=404)
+        price = prices[phase] if request.path == "/p/1" else "45.00"
+        body = (
+            f"<html><title>Lamp</title><main><h1>Lamp</h1><p>A brass lamp.</p>"
+            f'<span class="price">{price}</span></main></html>'
+        )
+        return web.Response(text=body, content_type="text/html")
+
+    async def steady(request: web.Request) -> web.Response:
+        body = '<html><title>Chair</title><main><p>A chair.</p><span class="price">45.00</span></main></html>'
+        return web.Response(text=body, content_type="text/html")
+
+    loop = LoopThread()
+    app = web.Application()
+    app.router.add_get("/p/2", steady)
+    app.router.add_get("/{tail:.*}", product)
+    runner = web.AppRunner(app)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "freshness.toml").write_text('[url_classes.product.fields]\nprice = ".price"\n')
+    try:
+        loop.run(runner.setup())
+        loop.run(web.TCPSite(runner, "127.0.0.1", 0).start())
+        base = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        seeds = tmp_path / "seeds.csv"
+        seeds.write_text(f"url,url_class\n{base}/p/1,product\n{base}/p/2,product\n")
+        assert run_freshness("seed", str(seeds), home=home).returncode == 0
+        # fetched, then gone (404), then back a day and a half later at another price
+        for phase, hours in ((0, 0), (1, 6), (2, 42)):
+            state["phase"] = phase
+            now = (START + timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
+            done = run_freshness("cycle", "--now", now, "--budget", "100", home=home)
+            assert done.returncode == 0, done.stderr
+    finally:
+        loop.run(runner.cleanup())
+        loop.close()
+    with duckdb.connect(str(home / "freshness.duckdb"), read_only=True) as con:
+        outcomes = con.sql(
+            "SELECT outcome FROM page_versions WHERE url LIKE '%/p/1' ORDER BY observed_at"
+        ).fetchall()
+        changes = con.sql(
+            "SELECT changed_fields, old_values, new_values, previous_observed_at FROM changes"
+        ).fetchall()
+    assert [o for (o,) in outcomes] == ["new", "new"]  # back: new again to its consumers
+    assert len(changes) == 1, changes
+    fields, old, new, previous = changes[0]
+    assert fields == ["price", "text"]  # the price is in the text too
+    assert json.loads(old) == {"price": "19.99"} and json.loads(new) == {"price": "14.99"}
+    assert previous.astimezone(UTC) == START
