@@ -587,3 +587,24 @@ def test_a_diff_of_bytes_says_they_changed_and_where_the_archive_holds_them(tmp_
     assert "is not text (its versions are its bytes): they changed between" in said
     assert "archive/c1.warc.gz at offset 0" in said and "archive/c2.warc.gz at offset 512" in said
     assert "no difference" not in said
+
+
+def test_an_export_past_a_running_cycles_time_is_refused(copy, tmp_path) -> None:
+    """A cycle dates its rows with its now and writes them at its end: a window exported while
+    it ran, ending after its now, missed its versions, and so did the next window (found by an
+    exploratory run). Such an export says so and exits 2; one that ends at the running cycle's
+    time goes ahead."""
+    home = copy["home"]
+    running = T2 + 6 * HOUR
+    with Warehouse(home).exclusive(f"cycle {running.isoformat()}"):
+        refused = invoke("export", "--since", iso(T0), "--home", str(home), "--out", "-")
+        ended = invoke(
+            "export", "--since", iso(T0), "--until", iso(T2 + 7 * HOUR), "--home", str(home)
+        )
+        allowed = invoke("export", "--since", iso(T0), "--until", iso(running), "--home", str(home))
+    said = " ".join(refused.output.split())
+    assert refused.exit_code == 2 and ended.exit_code == 2, refused.output
+    assert f"a cycle as of {iso(running)} is running" in said
+    assert f"--until {iso(running)}" in said
+    assert allowed.exit_code == 0, allowed.output
+    assert invoke("export", "--since", iso(T0), "--home", str(home)).exit_code == 0  # ended

@@ -572,7 +572,8 @@ def export(
 ) -> None:
     """A consumer mirrors the copy by applying each window's export in turn: the newest
     version of a page replaces its copy, a tombstone deletes it, and back-to-back windows
-    (one's --until the next one's --since) neither miss nor repeat a change."""
+    (one's --until the next one's --since) neither miss nor repeat a change. While a cycle
+    runs, a window ending after its time is refused: its rows are written when it ends."""
     start = _moment(since, "--since")
     end = _moment(until, "--until") if until is not None else None
     from freshness_pipeline.app.crawled_copy import CopyError, QueryError, TargetError

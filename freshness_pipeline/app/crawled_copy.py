@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -403,6 +404,31 @@ def _atomic_file(out: Path) -> Iterator[Path]:
             tmp.unlink()
 
 
+_RUNNING_CYCLE = re.compile(r"^cycle (\S+)")
+
+
+def _refuse_a_window_a_cycle_is_writing(wh: Warehouse, until: datetime | None) -> None:
+    """A cycle dates its rows with its ``now`` and writes them when it ends: a window that
+    ends after the ``now`` of a cycle still running would miss that cycle's rows, and the next
+    window (from this one's end) would too, for good (found by an exploratory run). Such an
+    export is refused, naming the time it may run up to."""
+    holder = wh.writer_at_work()
+    found = _RUNNING_CYCLE.match(holder or "")
+    if found is None:
+        return
+    try:
+        running = datetime.fromisoformat(found.group(1)).astimezone(UTC)
+    except ValueError:
+        return
+    if until is not None and until <= running:
+        return
+    raise CopyError(
+        f"a cycle as of {iso_utc(running)} is running ({holder}) and writes its versions when "
+        f"it ends: a window ending after {iso_utc(running)} would miss them for good; export "
+        f"with --until {iso_utc(running)} now, or again once the cycle has ended"
+    )
+
+
 def export(
     wh: Warehouse,
     since: datetime,
@@ -427,6 +453,7 @@ def export(
     elif stream is None:
         raise ValueError("export needs an output file or a stream")
     _require_warehouse(wh)
+    _refuse_a_window_a_cycle_is_writing(wh, until)
     try:
         window = _Window(wh, since, until)
         if out is not None:

@@ -230,6 +230,24 @@ class Warehouse:
         finally:
             os.close(fd)
 
+    def writer_at_work(self) -> str | None:
+        """What the holder of the writer lock says it is doing ("cycle 2026-...+00:00 (pid N)"),
+        or None when no one holds it. A look only: the lock is taken and let go at once when
+        free, never waited for."""
+        path = self.home / "writer.lock"
+        if not path.exists():
+            return None
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
+
     def sweep_temp_files(self) -> int:
         """Remove temp files a killed writer left behind. Only safe under ``exclusive``: with the
         writer lock held, no temp file can belong to a live writer."""
