@@ -9,7 +9,6 @@ and earlier cycle that its changed pages last changed in, never the whole histor
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
 import polars as pl
@@ -17,6 +16,7 @@ import polars as pl
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.science.changes import version_change
 from freshness_pipeline.warehouse import tables
+from freshness_pipeline.warehouse.excluded_fields import drop_excluded_fields
 from freshness_pipeline.warehouse.layout import scan_files
 from freshness_pipeline.warehouse.storage import Warehouse
 
@@ -66,49 +66,6 @@ def version_rows(
             .otherwise("outcome"),
             fingerprint_version=config.version_expr(),
         ),
-    )
-
-
-def drop_excluded_fields(
-    df: pl.DataFrame, config: PipelineConfig, column: str = "fields"
-) -> pl.DataFrame:
-    """``df`` with each row's ``column`` (a JSON object of fields) less the fields its
-    url_class excludes (``exclude_fields``): the one place such values are taken out before
-    anything is written, so they never reach disk. The fingerprint was taken before, so an
-    excluded field still counts in it.
-
-    Polars has no expression that removes a key from a JSON object, so the affected rows'
-    objects are decoded and encoded again, as the fetcher encodes them (sorted keys)."""
-    excluded = {c: list(r.exclude_fields) for c, r in config.class_retention.items()}
-    excluded = {c: names for c, names in excluded.items() if names}
-    if not excluded or df.is_empty() or column not in df.columns:
-        return df
-    affected = pl.col("url_class").is_in(list(excluded)).fill_null(False)
-    rows = df.with_row_index("_row").filter(affected)
-    if rows.is_empty():
-        return df
-
-    def without(text: str | None, names: list[str]) -> str | None:
-        if text is None:
-            return None
-        fields = json.loads(text)
-        for name in names:
-            fields.pop(name, None)
-        return json.dumps(fields, ensure_ascii=False, sort_keys=True)
-
-    # A loop over the affected rows only: the other classes' objects are not decoded.
-    cleaned = [
-        without(text, excluded[url_class])
-        for text, url_class in zip(rows[column], rows["url_class"], strict=True)
-    ]
-    replaced = pl.DataFrame({"_row": rows["_row"], "_clean": pl.Series(cleaned, dtype=pl.String)})
-    return (
-        df.with_row_index("_row")
-        .join(replaced, on="_row", how="left")
-        .with_columns(
-            pl.when(affected).then(pl.col("_clean")).otherwise(pl.col(column)).alias(column)
-        )
-        .drop("_row", "_clean")
     )
 
 

@@ -3,8 +3,9 @@ freshness.toml (config.py) let a home forget, applied by every cycle run as its 
 ``retention`` asset, defs/assets/retention.py), whether the CLI, the schedule or the UI started
 it.
 
-The excluded fields never reach disk (assets.versions drops them when the rows are built);
-this module expires what was written: page_versions and changes rows of a class older than its
+The excluded fields never reach disk (assets.versions drops them when the rows are built),
+and a field excluded after its values were written is taken out of them at the next cycle
+(warehouse.excluded_fields.scrub_history); this module expires what was written: page_versions and changes rows of a class older than its
 ``versions_days`` (but a live URL's newest version: the copy of what the page says now), every
 version but each URL's newest (and every changes row) of a class with
 ``keep_history = false``, and whole WARC files older than ``archive_days``. A row's class is its
@@ -43,6 +44,7 @@ from freshness_pipeline.warehouse.archive import (
     prepare_prune,
 )
 from freshness_pipeline.warehouse.crashpoints import crash_point
+from freshness_pipeline.warehouse.excluded_fields import scrub_history
 from freshness_pipeline.warehouse.layout import read_file, scan_files
 from freshness_pipeline.warehouse.storage import HomeBusy, Warehouse
 
@@ -64,6 +66,8 @@ class RetentionSummary:
     files_removed: int = 0
     warc_files_removed: int = 0
     originals_carried: int = 0
+    #: history rows a field excluded since they were written was taken out of
+    rows_scrubbed: int = 0
     by_host: dict[str, tuple[int, int]] = field(default_factory=dict)
     skipped: str | None = None
 
@@ -75,6 +79,7 @@ class RetentionSummary:
         "files_removed",
         "warc_files_removed",
         "originals_carried",
+        "rows_scrubbed",
     )
 
     def counts(self) -> dict[str, int]:
@@ -115,14 +120,20 @@ class RetentionSummary:
                 else ""
             )
             parts.append(f"{self.warc_files_removed} WARC files{carried}")
+        scrubbed = (
+            f"retention took newly excluded fields out of {self.rows_scrubbed} history rows"
+            if self.rows_scrubbed
+            else None
+        )
         if not parts:
-            return None
+            return scrubbed
         files = ""
         if self.files_rewritten or self.files_removed:
             files = (
                 f"; {self.files_rewritten} history files rewritten, {self.files_removed} removed"
             )
-        return f"retention removed {', '.join(parts)}{files}"
+        removed = f"retention removed {', '.join(parts)}{files}"
+        return removed if scrubbed is None else f"{removed}; {scrubbed.removeprefix('retention ')}"
 
 
 def prune_home(
@@ -160,6 +171,7 @@ def prune_history(wh: Warehouse, config: PipelineConfig, now: datetime) -> Reten
     the home's exclusive lock (:func:`prune_home` takes it): it rewrites files a cycle
     writes."""
     summary = RetentionSummary()
+    summary.rows_scrubbed = scrub_history(wh, config)
     plan = _prepare_archive(wh.home, config, now)
     relocating = plan is not None and bool(plan.expired)
     if relocating:
