@@ -344,3 +344,25 @@ def test_a_notify_section_parses(tmp_path):
         fields=("price",),
     )
     assert load_config(tmp_path / "none").notify == NotifyConfig()
+
+
+def test_a_message_tells_the_text_only_when_it_changed_and_a_reordering_as_one():
+    """A field-only change said "text: +0 / -0 lines", and so did a text whose paragraphs only
+    moved, while `freshness diff` showed them move (found by an exploratory run)."""
+    rows = pl.DataFrame(
+        {
+            "url": ["https://a.example/p", "https://a.example/q", "https://a.example/r"],
+            "host": ["a.example"] * 3,
+            "changed_at": [T1] * 3,
+            "changed_fields": [["availability"], ["text"], ["text"]],
+            "old_values": ['{"availability": "InStock"}', "{}", "{}"],
+            "new_values": ['{"availability": "OutOfStock"}', "{}", "{}"],
+            "text_lines_added": [0, 0, 2],
+            "text_lines_removed": [0, 0, 1],
+        }
+    )
+    _, body = build_message(rows)
+    p, q, r = body.split("https://a.example/")[1:]
+    assert "availability: InStock -> OutOfStock" in p and "text" not in p
+    assert "text: its lines reordered" in q
+    assert "text: +2 / -1 lines" in r

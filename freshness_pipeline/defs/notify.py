@@ -231,8 +231,11 @@ def _describe(row: Mapping[str, object]) -> str:
         if name == "text":
             continue  # the text is told as lines below, not quoted
         lines.append(f"  {name}: {_short(old.get(name))} -> {_short(new.get(name))}")
-    if row["text_lines_added"] is not None:
-        lines.append(f"  text: +{row['text_lines_added']} / -{row['text_lines_removed']} lines")
+    added, removed = row["text_lines_added"], row["text_lines_removed"]
+    if "text" in changed:
+        # lines are counted as a multiset: text whose lines only moved counts none
+        told = f"+{added} / -{removed} lines" if added or removed else "its lines reordered"
+        lines.append(f"  text: {told}")
     return "\n".join(lines)
 
 
