@@ -17,6 +17,11 @@ from freshness_pipeline_tests.support import LoopThread
 _ANSWERS_TO_COPY: list[bytes] = []
 
 
+# This server answers one request per connection: it says so, or a client reusing the
+# connection races the close (a reset, under load).
+_CLOSE = b"Connection: close\r\n\r\n"
+
+
 async def hostile(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     request = await reader.readuntil(b"\r\n\r\n")
     path = request.split(b" ", 2)[1]
@@ -54,17 +59,19 @@ async def hostile(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
                 writer.write(b'HTTP/1.1 304 Not Modified\r\nETag: "v1"\r\n\r\n')
         elif path == b"/latin1-location":
             # old IIS and Apache setups send a Location in Latin-1
-            writer.write(b"HTTP/1.1 301 Moved\r\nLocation: /caf\xe9\r\nContent-Length: 0\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 301 Moved\r\nLocation: /caf\xe9\r\nContent-Length: 0\r\n" + _CLOSE
+            )
         elif path == b"/latin1-heads":
             body = b"<html><body><article>latin-1 heads</article></body></html>"
             writer.write(
                 b'HTTP/1.1 200 OK\r\nETag: "caf\xe9"\r\nLast-Modified: Mon, 01 D\xe9c 2025\r\n'
                 b'Link: <https://cdn.test/a.css>; rel=preload, </caf\xe9>; rel="canonical"\r\n'
-                b"Content-Type: text/html; name=caf\xe9\r\nContent-Length: %d\r\n\r\n%s"
-                % (len(body), body)
+                b"Content-Type: text/html; name=caf\xe9\r\nContent-Length: %d\r\n%s%s"
+                % (len(body), _CLOSE, body)
             )
         elif path == b"/latin1-reason":
-            writer.write(b"HTTP/1.1 403 Acc\xe8s interdit\r\nContent-Length: 0\r\n\r\n")
+            writer.write(b"HTTP/1.1 403 Acc\xe8s interdit\r\nContent-Length: 0\r\n" + _CLOSE)
         elif path == b"/garbage":
             writer.write(b"\x00\xffNOT HTTP AT ALL\r\n\r\n")
         elif path.startswith((b"/cookies", b"/headers-")):
