@@ -19,7 +19,7 @@ import polars as pl
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.archive.files import atomic_write_bytes
-from freshness_pipeline.warehouse.layout import read_file
+from freshness_pipeline.warehouse.layout import read_file, scan_files
 from freshness_pipeline.warehouse.storage import Warehouse
 
 __all__ = ["drop_excluded_fields", "scrub_history"]
@@ -104,11 +104,28 @@ def _without_fields(changes: pl.DataFrame, excluded: dict[str, list[str]]) -> pl
     return pl.DataFrame(out, schema=changes.schema)
 
 
+def _holding(column: str, table: str, new: dict[str, list[str]]) -> pl.Expr:
+    """Rows (with ``_class``) whose JSON ``column`` (and a changes row's new values) names a
+    field its class newly excludes."""
+    named = pl.lit(False)
+    for cls, names in new.items():
+        for name in names:
+            key = f"{json.dumps(name)}:"
+            holds = pl.col(column).str.contains(key, literal=True).fill_null(False)
+            if table == "changes":
+                holds = holds | pl.col("new_values").str.contains(key, literal=True).fill_null(
+                    False
+                )
+            named = named | ((pl.col("_class") == cls) & holds).fill_null(False)
+    return named
+
+
 def scrub_history(wh: Warehouse, config: PipelineConfig) -> int:
     """Rewrite the page_versions and changes files that hold a value of a field its class
     excludes now and did not when the history was last scrubbed; the number of rows
-    rewritten. A row's class is its URL's in url_state, else its own. Each file is replaced
-    whole (a kill leaves it as it was, and the next cycle does it again)."""
+    rewritten. A row's class is its URL's in url_state, else its own. One scan of the columns
+    concerned per host and table finds the files to rewrite; each is replaced whole (a kill
+    leaves it as it was, and the next cycle does it again)."""
     excluded = _excluded(config)
     record = wh.root / APPLIED_FILE
     applied = _applied(record)
@@ -117,45 +134,48 @@ def scrub_history(wh: Warehouse, config: PipelineConfig) -> int:
         return 0
     rewritten = 0
     for host in sorted(set(wh.hosts_in("page_versions")) | set(wh.hosts_in("changes"))):
-        classes = wh.read("url_state", [host], columns=["url", "url_class"]).unique(
-            subset="url", keep="last"
+        classes = (
+            wh.read("url_state", [host], columns=["url", "url_class"])
+            .unique(subset="url", keep="last")
+            .rename({"url_class": "_state_class"})
         )
         for table, column in (("page_versions", "fields"), ("changes", "old_values")):
-            for path in wh.files(table, [host]):
-                rows = tables.conform(table, read_file(path))
-                own = rows["url_class"] if "url_class" in rows.columns else None
-                rows = rows.join(
-                    classes.rename({"url_class": "_class"}), on="url", how="left"
-                ).with_columns(
+            paths = wh.files(table, [host])
+            if not paths:
+                continue
+            own = "url_class" if table == "page_versions" else None
+            found = (
+                scan_files(paths, schema=tables.SCHEMAS[table], include_file_paths="_file")
+                .select(
+                    "_file",
+                    "url",
+                    column,
+                    *(["new_values"] if table == "changes" else []),
+                    *([own] if own else []),
+                )
+                .join(classes.lazy(), on="url", how="left")
+                .with_columns(
                     pl.coalesce(
-                        "_class", own if own is not None else pl.lit(None, pl.String)
+                        "_state_class", pl.col(own) if own else pl.lit(None, pl.String)
                     ).alias("_class")
                 )
-                named = pl.lit(False)
-                for cls, names in new.items():
-                    for name in names:
-                        key = json.dumps(name)
-                        holds = (
-                            pl.col(column).str.contains(f"{key}:", literal=True).fill_null(False)
-                        )
-                        if table == "changes":
-                            holds = holds | pl.col("new_values").str.contains(
-                                f"{key}:", literal=True
-                            ).fill_null(False)
-                        named = named | ((pl.col("_class") == cls) & holds).fill_null(False)
-                hit = rows.filter(named).height
-                if not hit:
-                    continue
+                .filter(_holding(column, table, new))
+                .group_by("_file")
+                .len()
+                .collect()
+            )
+            for path, hit in found.iter_rows():
+                rows = tables.conform(table, read_file(path)).join(classes, on="url", how="left")
                 if table == "page_versions":
-                    swapped = rows.drop("url_class").rename({"_class": "url_class"})
-                    cleaned = drop_excluded_fields(swapped, config).with_columns(
-                        url_class=rows["url_class"]
-                    )
+                    cleaned = drop_excluded_fields(
+                        rows.with_columns(url_class=pl.coalesce("_state_class", "url_class")),
+                        config,
+                    ).with_columns(url_class=rows["url_class"])
                 else:
-                    cleaned = _without_fields(rows.rename({"_class": "url_class"}), excluded).drop(
-                        "url_class"
-                    )
-                wh._atomic_write_many([(tables.conform(table, cleaned), path)])
+                    cleaned = _without_fields(
+                        rows.rename({"_state_class": "url_class"}), excluded
+                    ).drop("url_class")
+                wh._atomic_write_many([(tables.conform(table, cleaned), Path(path))])
                 rewritten += hit
     atomic_write_bytes(record, json.dumps(excluded, sort_keys=True).encode())
     return rewritten
