@@ -421,7 +421,7 @@ def _fetch_hosts(
     raw = raw_results(results)
     frame = dated_by_host(results_frame(plan, raw, now, config), trust)
     versions = version_rows(raw, plan, now, config)
-    changes = change_rows(wh, versions, plan, config)
+    changes = change_rows(wh, versions, plan, config, rereads)
     sent = frame.filter(pl.col("sent"))
     by_host = split_by(sent, "host")
     for host in hosts:

@@ -9,12 +9,14 @@ and earlier cycle that its changed pages last changed in, never the whole histor
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 import polars as pl
 
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.science.changes import version_change
+from freshness_pipeline.science.fingerprint import ContentRecord
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.excluded_fields import drop_excluded_fields
 from freshness_pipeline.warehouse.layout import scan_files
@@ -70,10 +72,11 @@ def version_rows(
 
 
 def previous_versions(wh: Warehouse, wanted: pl.DataFrame) -> pl.DataFrame:
-    """url, title, text, fields of each ``wanted`` page's version as observed then (``wanted``:
+    """url, title, text, fields and fingerprint_version of each ``wanted`` page's version as
+    observed then (``wanted``:
     url, host, previous_observed_at), read from the one history file per host and cycle that
     holds it; pages whose version is no longer kept are missing from the answer."""
-    columns = ["url", "title", "text", "fields"]
+    columns = ["url", "title", "text", "fields", "fingerprint_version"]
     parts = []
     groups = wanted.drop_nulls("previous_observed_at").partition_by(
         ["host", "previous_observed_at"], as_dict=True
@@ -83,13 +86,15 @@ def previous_versions(wh: Warehouse, wanted: pl.DataFrame) -> pl.DataFrame:
         if not path.exists():
             continue
         parts.append(
-            scan_files(path)
+            scan_files(path, schema=tables.SCHEMAS["page_versions"], missing_columns="insert")
             .select(*columns, "outcome")
             .filter(pl.col("url").is_in(pages["url"].implode()))
             .collect()
         )
     if not parts:
-        return pl.DataFrame(schema={c: pl.String for c in columns})
+        return pl.DataFrame(
+            schema={**{c: pl.String for c in columns[:-1]}, "fingerprint_version": pl.Int64}
+        )
     # One row per URL and time: a re-extraction is dated after the body it re-read. A home
     # from before that kept both at one time; the re-extraction is then the one compared.
     return (
@@ -100,11 +105,29 @@ def previous_versions(wh: Warehouse, wanted: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _with_rereads(previous: pl.DataFrame, rereads: Mapping[str, ContentRecord]) -> pl.DataFrame:
+    """The versions before, where the fetch read a page's archived body again under the
+    current settings (stages.rereading), as that reading says: the same extraction as the new
+    version's, so its fields compare (its version: null, comparable)."""
+    read = pl.DataFrame(
+        {
+            "url": list(rereads),
+            "title": [r.title for r in rereads.values()],
+            "text": [r.text for r in rereads.values()],
+            "fields": [r.fields_json for r in rereads.values()],
+            "fingerprint_version": [None] * len(rereads),
+        },
+        schema=previous.schema,
+    )
+    return pl.concat([previous.filter(~pl.col("url").is_in(list(rereads))), read])
+
+
 def change_rows(
     wh: Warehouse,
     versions: pl.DataFrame,
     plan: pl.DataFrame,
     config: PipelineConfig | None = None,
+    rereads: Mapping[str, ContentRecord] | None = None,
 ) -> pl.DataFrame:
     """changes rows: for each changed version of ``versions`` (this cycle's page_versions), what
     differs from the page's version before (fields, old and new values, text lines added and
@@ -114,6 +137,10 @@ def change_rows(
     change too when it differs from its version before it went: a product that answered 404
     for a day and came back at another price was a price change no `changes` row, query or
     notification told of (found by an exploratory run). Back as it was, it is none.
+
+    A version read under other settings than the new one (selectors or fields edited, an
+    upgrade) is compared with ``rereads`` (url to its archived body read again under the current
+    settings by the fetch), else not compared: the row says when, not what.
 
     A class with ``keep_history = false`` has none. A class's excluded fields are already out
     of ``versions``; they are taken out of the version before too, which may have been
@@ -145,12 +172,21 @@ def change_rows(
     if changed.is_empty():
         return tables.empty("changes")
     previous = previous_versions(wh, changed.select("url", "host", "previous_observed_at"))
+    if rereads:
+        previous = _with_rereads(previous, rereads)
     if config is not None:
         classes = changed.select("url", "url_class").unique(subset="url")
         previous = drop_excluded_fields(previous.join(classes, on="url", how="left"), config)
         previous = previous.drop("url_class")
     paired = changed.join(
-        previous.rename({"title": "old_title", "text": "old_text", "fields": "old_fields"}),
+        previous.rename(
+            {
+                "title": "old_title",
+                "text": "old_text",
+                "fields": "old_fields",
+                "fingerprint_version": "old_version",
+            }
+        ),
         on="url",
         how="left",
     )
@@ -166,7 +202,12 @@ def change_rows(
             "changed_at": row["observed_at"],
             "previous_observed_at": row["previous_observed_at"],
         }
-        if row["old_fields"] is not None or row["old_text"] is not None:
+        # a version read under other settings (selectors, fields, an upgrade) cannot be
+        # compared field by field: a field added to the config read as "null -> value", a
+        # selector moved as a changed value (found by an exploratory run). The row says when
+        # the change was seen; what changed is left unsaid, as for a version no longer kept.
+        comparable = row["old_version"] is None or row["old_version"] == row["fingerprint_version"]
+        if comparable and (row["old_fields"] is not None or row["old_text"] is not None):
             change = version_change(row["old_fields"], row["fields"], row["old_text"], row["text"])
             if row["outcome"] == "new" and not (
                 change.changed_fields or change.text_lines_added or change.text_lines_removed
