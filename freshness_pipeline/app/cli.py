@@ -25,6 +25,7 @@ from rich.markup import escape
 from freshness_pipeline.defs.cycle_time import parse_now
 
 if TYPE_CHECKING:
+    from freshness_pipeline.app.crawled_copy import Version
     from freshness_pipeline.app.report import Views
     from freshness_pipeline.warehouse.storage import Warehouse
 
@@ -491,8 +492,8 @@ def diff(
         errors.print(
             f"[yellow]note:[/] {escape(result.url)} is not text (its versions are its bytes): "
             f"they changed between {iso_utc(result.old.observed_at)} "
-            f"({escape(result.old.where_archived())}) and {observed} "
-            f"({escape(result.new.where_archived())})"
+            f"({escape(_archived_at(result.old))}) and {observed} "
+            f"({escape(_archived_at(result.new))})"
         )
     elif not result.lines:
         errors.print(
@@ -500,6 +501,12 @@ def diff(
             f"at {iso_utc(result.old.observed_at)} and {observed}"
         )
     print_diff(result, Console(soft_wrap=True, highlight=False))
+
+
+def _archived_at(version: Version) -> str:
+    if version.warc_filename is None:
+        return "not archived"
+    return f"archive/{version.warc_filename} at offset {version.warc_offset}"
 
 
 def _broken_pipe(exc: OSError) -> bool:

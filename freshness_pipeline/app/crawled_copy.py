@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import tempfile
 import uuid
@@ -39,6 +38,7 @@ from freshness_pipeline.science.line_diff import unified_diff
 from freshness_pipeline.science.normalize import InvalidURL, normalize_url, url_authority
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.layout import scan_files
+from freshness_pipeline.warehouse.running import window_past_running_cycle
 from freshness_pipeline.warehouse.storage import Warehouse
 
 __all__ = [
@@ -138,14 +138,8 @@ class Version:
 
     @property
     def is_bytes(self) -> bool:
-        """A version of content that is not text (an image, a PDF): no title, text or field
-        to compare, only its bytes."""
+        """Content that is not text (an image, a PDF): only its bytes to compare."""
         return self.text is None and self.title is None and not self.fields
-
-    def where_archived(self) -> str:
-        if self.warc_filename is None:
-            return "not archived"
-        return f"archive/{self.warc_filename} at offset {self.warc_offset}"
 
 
 class DiffLine(NamedTuple):
@@ -404,31 +398,6 @@ def _atomic_file(out: Path) -> Iterator[Path]:
             tmp.unlink()
 
 
-_RUNNING_CYCLE = re.compile(r"^cycle (\S+)")
-
-
-def _refuse_a_window_a_cycle_is_writing(wh: Warehouse, until: datetime | None) -> None:
-    """A cycle dates its rows with its ``now`` and writes them when it ends: a window that
-    ends after the ``now`` of a cycle still running would miss that cycle's rows, and the next
-    window (from this one's end) would too, for good (found by an exploratory run). Such an
-    export is refused, naming the time it may run up to."""
-    holder = wh.writer_at_work()
-    found = _RUNNING_CYCLE.match(holder or "")
-    if found is None:
-        return
-    try:
-        running = datetime.fromisoformat(found.group(1)).astimezone(UTC)
-    except ValueError:
-        return
-    if until is not None and until <= running:
-        return
-    raise CopyError(
-        f"a cycle as of {iso_utc(running)} is running ({holder}) and writes its versions when "
-        f"it ends: a window ending after {iso_utc(running)} would miss them for good; export "
-        f"with --until {iso_utc(running)} now, or again once the cycle has ended"
-    )
-
-
 def export(
     wh: Warehouse,
     since: datetime,
@@ -453,7 +422,8 @@ def export(
     elif stream is None:
         raise ValueError("export needs an output file or a stream")
     _require_warehouse(wh)
-    _refuse_a_window_a_cycle_is_writing(wh, until)
+    if (busy := window_past_running_cycle(wh.home, until)) is not None:
+        raise CopyError(busy)
     try:
         window = _Window(wh, since, until)
         if out is not None:

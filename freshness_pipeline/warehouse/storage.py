@@ -63,6 +63,10 @@ def _known_columns(table: str, columns: Sequence[str]) -> None:
         raise KeyError(f"{table} has no column(s) {unknown}")
 
 
+#: The home's writer lock (an OS file lock; its text says what its holder is doing).
+WRITER_LOCK = "writer.lock"
+
+
 class HomeBusy(RuntimeError):
     """Another cycle or seed load holds this home."""
 
@@ -206,7 +210,7 @@ class Warehouse:
         dies, even by kill -9, so a crashed cycle never leaves the home locked.
         """
         self.home.mkdir(parents=True, exist_ok=True)
-        path = self.home / "writer.lock"
+        path = self.home / WRITER_LOCK
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             try:
@@ -227,24 +231,6 @@ class Warehouse:
             finally:
                 os.ftruncate(fd, 0)
                 fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
-
-    def writer_at_work(self) -> str | None:
-        """What the holder of the writer lock says it is doing ("cycle 2026-...+00:00 (pid N)"),
-        or None when no one holds it. A look only: the lock is taken and let go at once when
-        free, never waited for."""
-        path = self.home / "writer.lock"
-        if not path.exists():
-            return None
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            return None
         finally:
             os.close(fd)
 
