@@ -27,6 +27,13 @@ __all__ = ["change_rows", "drop_excluded_fields", "previous_versions", "version_
 _KEPT = ("new", "changed")
 
 
+def _was_gone(plan: pl.DataFrame) -> pl.Expr:
+    """``_was_gone``: the plan fetched the page as gone (it is back if it answered)."""
+    if "status" not in plan.columns:
+        return pl.lit(False).alias("_was_gone")
+    return (pl.col("status") == "gone").fill_null(False).alias("_was_gone")
+
+
 def version_rows(
     raw: pl.DataFrame, plan: pl.DataFrame, now: datetime, config: PipelineConfig
 ) -> pl.DataFrame:
@@ -45,11 +52,7 @@ def version_rows(
             if "version_observed_at" in plan.columns
             else pl.lit(None, tables.UTC_TIME)
         ).alias("_before"),
-        (
-            (pl.col("status") == "gone").fill_null(False)
-            if "status" in plan.columns
-            else pl.lit(False)
-        ).alias("_was_gone"),
+        _was_gone(plan),
     ).unique(subset="url", keep="last", maintain_order=True)
     rows = raw.filter(
         pl.col("sent") & pl.col("outcome").is_in(_KEPT) & pl.col("fingerprint").is_not_null()
@@ -153,13 +156,8 @@ def change_rows(
             changed = changed.filter(~pl.col("url_class").is_in(unkept).fill_null(False))
     if changed.is_empty():
         return tables.empty("changes")
-    was_gone = (
-        (pl.col("status") == "gone").fill_null(False) if "status" in plan.columns else pl.lit(False)
-    )
     before = plan.select(
-        "url",
-        pl.col("version_observed_at").alias("previous_observed_at"),
-        was_gone.alias("_was_gone"),
+        "url", pl.col("version_observed_at").alias("previous_observed_at"), _was_gone(plan)
     ).unique(subset="url", keep="last")
     changed = (
         changed.join(before, on="url", how="left")

@@ -285,9 +285,7 @@ def _mark_labelled_blocks(tree: LexborHTMLParser, marker: _Marker) -> None:
             continue
         marker.mark(block)
         if in_content and block is node:
-            after = block.next
-            while after is not None and not after.is_element_node:
-                after = after.next
+            after = _next_element(block, past_marked=False)
             if (
                 after is not None
                 and len(node_text(after)) <= _LABELLED_SIBLING_MAX_CHARS
@@ -296,11 +294,13 @@ def _mark_labelled_blocks(tree: LexborHTMLParser, marker: _Marker) -> None:
                 marker.mark(after)
 
 
-def _next_element(node: LexborNode) -> LexborNode | None:
-    """The element after ``node``, past any already marked to go (an ad slipped in between a
-    heading and its list must not decide whether the list goes)."""
+def _next_element(node: LexborNode, *, past_marked: bool = True) -> LexborNode | None:
+    """The element after ``node``; with ``past_marked``, past any already marked to go (an ad
+    slipped in between a heading and its list must not decide whether the list goes)."""
     after = node.next
-    while after is not None and (not after.is_element_node or _DROP in after.attrs):
+    while after is not None and (
+        not after.is_element_node or (past_marked and _DROP in after.attrs)
+    ):
         after = after.next
     return after
 
