@@ -313,3 +313,47 @@ def test_a_304_refers_to_the_pages_copy_not_to_an_error_archived_since(server, t
     original = read_record(tmp_path, copy.warc_filename, copy.warc_offset)
     assert revisit.header("WARC-Refers-To") == original.record_id
     assert revisit.header("WARC-Refers-To-Date") == original.header("WARC-Date")
+
+
+@pytest.mark.parametrize("how", ["close", "reset"])
+def test_a_kept_alive_connection_the_server_drops_on_reuse_costs_no_fetch(how: str) -> None:
+    """Servers close idle keep-alive connections on their own clock (nginx after 75 s, many
+    after 5), and one closing as our next request arrives on it loses that request: the
+    session sends it again on a new connection (RFC 9112 9.3.1, aiohttp's retry of an
+    idempotent request on a reused connection) instead of counting the host as failing."""
+    connections: list[int] = []
+
+    async def one_answer_then_drop(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        connections.append(1)
+        try:
+            request = await reader.readuntil(b"\r\n\r\n")
+            body = b"<html><body><article>page " + request.split(b" ")[1] + b"</article></body>"
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s"
+                % (len(body), body)
+            )
+            await writer.drain()
+            await reader.readuntil(b"\r\n\r\n")  # the next request: not answered
+            if how == "reset":
+                writer.transport.abort()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    loop = LoopThread()
+    try:
+        srv = loop.run(asyncio.start_server(one_answer_then_drop, "127.0.0.1", 0))
+        host = f"http://127.0.0.1:{srv.sockets[0].getsockname()[1]}"
+        results = fetch_all_sync(
+            [FetchRequest(url=f"{host}/p{i}") for i in range(5)],
+            FetchSettings(host_concurrency=1, throttle=ThrottlePolicy(autothrottle=False)),
+            allow=allowed_networks({"FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8"}),
+        )
+        loop.loop.call_soon_threadsafe(srv.close)
+    finally:
+        loop.close()
+    assert [(r.outcome, r.error) for r in results] == [("new", None)] * 5
+    assert len(connections) == 5  # each page on a connection of its own, after a refusal
