@@ -1,4 +1,4 @@
-"""`freshness export` a group of hosts at a time (crawled_copy._Window): whatever the grouping,
+"""`freshness export` a group of hosts at a time (app/export.py, _Window): whatever the grouping,
 the same rows come out, one per URL of the window (its newest, a re-extraction over a row of the
 same time, only a tombstone for a URL gone in the window), in every format. A hand-written home
 through the warehouse's own writer, so every answer is known."""
@@ -13,8 +13,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from freshness_pipeline.app import crawled_copy
-from freshness_pipeline.app.crawled_copy import export
+from freshness_pipeline.app import export as copy_export
+from freshness_pipeline.app.export import export
 from freshness_pipeline.synthweb import DEFAULT_START
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.storage import Warehouse
@@ -98,15 +98,15 @@ def _rows(data: bytes, fmt: str) -> list[dict]:
 def test_every_grouping_of_hosts_exports_the_same_rows(tmp_path, monkeypatch, fmt):
     wh = _home(tmp_path / "home")
     whole = _rows(_export(wh, fmt), fmt)
-    monkeypatch.setattr(crawled_copy, "EXPORT_BATCH_BYTES", 1)  # every host a group of its own
+    monkeypatch.setattr(copy_export, "EXPORT_BATCH_BYTES", 1)  # every host a group of its own
     assert _rows(_export(wh, fmt), fmt) == whole
-    monkeypatch.setattr(crawled_copy, "EXPORT_ROW_GROUP", 2)  # and a batch of two rows at a time
+    monkeypatch.setattr(copy_export, "EXPORT_ROW_GROUP", 2)  # and a batch of two rows at a time
     assert _rows(_export(wh, fmt), fmt) == whole
 
 
 def test_one_row_per_url_the_newest_reading_or_the_tombstone(tmp_path, monkeypatch):
     wh = _home(tmp_path / "home")
-    monkeypatch.setattr(crawled_copy, "EXPORT_BATCH_BYTES", 1)
+    monkeypatch.setattr(copy_export, "EXPORT_BATCH_BYTES", 1)
     rows = _rows(_export(wh, "jsonl"), "jsonl")
     by_url = {r["url"]: r for r in rows}
     assert len(by_url) == len(rows) == len(HOSTS) * 3
@@ -133,3 +133,44 @@ def test_a_window_without_rows_writes_only_what_a_reader_expects(tmp_path):
     ]
     frame = pl.read_parquet(io.BytesIO(_export(wh, "parquet", since=later)))
     assert frame.height == 0 and frame.columns[-2:] == ["status", "gone_at"]
+
+
+def test_a_page_gone_before_the_window_is_not_tombstoned_again_after_its_answers_were_pruned(
+    tmp_path,
+):
+    """A confirmed gone page is checked again every 30 days; with ``--retention-days`` under
+    that, the answers that said it went are pruned from fetch_log by the next check, whose
+    gone answer made a second tombstone a month late. url_state still knows when the spell
+    began."""
+    wh = Warehouse(tmp_path / "home")
+    host, url = "h.example", "https://h.example/gone"
+    went, recheck = S + 6 * HOUR, S + timedelta(days=31)
+    wh.write_partitions(
+        "url_state",
+        [host],
+        pl.DataFrame(
+            {"url": [url], "host": [host], "status": ["gone"], "gone_at": [went]},
+            schema_overrides={"gone_at": tables.UTC_TIME},
+        ),
+    )
+    wh.write_partitions(
+        "fetch_log",
+        [host],
+        pl.DataFrame(  # the month's recheck; the answers before it were pruned
+            {"url": [url], "host": [host], "fetched_at": [recheck], "outcome": ["gone"]},
+            schema_overrides={"fetched_at": tables.UTC_TIME},
+        ),
+    )
+    assert _rows(_export(wh, "jsonl", since=S + timedelta(days=2)), "jsonl") == []
+    # the window it went in still has its tombstone where fetch_log kept that answer
+    wh.write_partitions(
+        "fetch_log",
+        [host],
+        pl.DataFrame(
+            {"url": [url], "host": [host], "fetched_at": [went], "outcome": ["gone"]},
+            schema_overrides={"fetched_at": tables.UTC_TIME},
+        ),
+    )
+    (tombstone,) = _rows(_export(wh, "jsonl", since=S, until=S + HOUR * 12), "jsonl")
+    assert (tombstone["url"], tombstone["status"]) == (url, "gone")
+    assert tombstone["gone_at"].startswith(went.strftime("%Y-%m-%dT%H:%M"))

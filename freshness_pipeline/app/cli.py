@@ -584,7 +584,7 @@ def export(
     start = _moment(since, "--since")
     end = _moment(until, "--until") if until is not None else None
     from freshness_pipeline.app.crawled_copy import CopyError, QueryError, TargetError
-    from freshness_pipeline.app.crawled_copy import export as export_copy
+    from freshness_pipeline.app.export import export as export_copy
     from freshness_pipeline.warehouse.storage import Warehouse
 
     target = None if out == "-" else Path(out).expanduser()
