@@ -11,14 +11,16 @@ from pathlib import Path
 import duckdb
 from aiohttp import web
 
+from freshness_pipeline.warehouse.archive import read_record
 from freshness_pipeline_tests.support import LoopThread, run_freshness
 
 START = datetime(2026, 3, 1, tzinfo=UTC)
 
 
-def test_a_price_that_moved_while_the_page_was_gone_is_a_change(tmp_path: Path) -> None:
+def _crawl(tmp_path: Path, prices: dict[int, str]) -> Path:
+    """Cycles over a lamp at prices[0], gone (404), then back at prices[2] a day and a half
+    later, beside a steady chair; the home."""
     state = {"phase": 0}
-    prices = {0: "19.99", 2: "14.99"}
 
     async def product(request: web.Request) -> web.Response:
         phase = state["phase"]
@@ -59,6 +61,11 @@ def test_a_price_that_moved_while_the_page_was_gone_is_a_change(tmp_path: Path) 
     finally:
         loop.run(runner.cleanup())
         loop.close()
+    return home
+
+
+def test_a_price_that_moved_while_the_page_was_gone_is_a_change(tmp_path: Path) -> None:
+    home = _crawl(tmp_path, {0: "19.99", 2: "14.99"})
     with duckdb.connect(str(home / "freshness.duckdb"), read_only=True) as con:
         outcomes = con.sql(
             "SELECT outcome FROM page_versions WHERE url LIKE '%/p/1' ORDER BY observed_at"
@@ -72,3 +79,27 @@ def test_a_price_that_moved_while_the_page_was_gone_is_a_change(tmp_path: Path) 
     assert fields == ["price", "text"]  # the price is in the text too
     assert json.loads(old) == {"price": "19.99"} and json.loads(new) == {"price": "14.99"}
     assert previous.astimezone(UTC) == START
+
+
+def test_a_page_back_unchanged_has_its_version_where_its_body_is(tmp_path: Path) -> None:
+    """Back with the body the archive already held, the fetch wrote a revisit record (no
+    payload): the version points at the original it refers to, not at a record without the
+    page in it."""
+    home = _crawl(tmp_path, {0: "19.99", 2: "19.99"})
+    with duckdb.connect(str(home / "freshness.duckdb"), read_only=True) as con:
+        versions = con.sql(
+            "SELECT outcome, warc_filename, warc_offset, warc_length FROM page_versions"
+            " WHERE url LIKE '%/p/1' ORDER BY observed_at"
+        ).fetchall()
+        (revisit,) = con.sql(
+            "SELECT warc_filename, warc_offset FROM fetch_log"
+            " WHERE url LIKE '%/p/1' AND fetched_at = $t",
+            params={"t": START + timedelta(hours=42)},
+        ).fetchall()
+    assert [v[0] for v in versions] == ["new", "new"]
+    first, back = (v[1:] for v in versions)
+    assert back == first  # the body is where it was first archived
+    archive = home / "archive"
+    assert read_record(archive, revisit[0], revisit[1]).record_type == "revisit"
+    record = read_record(archive, back[0], back[1])
+    assert record.record_type == "response" and b"19.99" in record.payload

@@ -57,7 +57,7 @@ def version_rows(
     rows = raw.filter(
         pl.col("sent") & pl.col("outcome").is_in(_KEPT) & pl.col("fingerprint").is_not_null()
     ).join(planned, on="url", how="left")
-    rows = drop_excluded_fields(rows, config)
+    rows = drop_excluded_fields(_located_at_payload(rows), config)
     return tables.conform(
         "page_versions",
         rows.with_columns(
@@ -71,6 +71,33 @@ def version_rows(
             .otherwise("outcome"),
             fingerprint_version=config.version_expr(),
         ),
+    )
+
+
+def _located_at_payload(rows: pl.DataFrame) -> pl.DataFrame:
+    """A version's location is the record holding its body. A fetch whose body the archive
+    already held (a page back from a 404 unchanged, one re-read after a selector edit) wrote a
+    revisit record, which holds none: the version points at the original it refers to, which
+    retention carries along when it expires a file, as it does the URL's own original."""
+    if "archived" not in rows.columns:
+        return rows
+    original = pl.col("archived").str.json_path_match
+    same_body = (original("$.digest") == pl.col("payload_digest")) & original(
+        "$.file"
+    ).is_not_null()
+    return rows.with_columns(
+        pl.when(same_body)
+        .then(original("$.file"))
+        .otherwise("warc_filename")
+        .alias("warc_filename"),
+        pl.when(same_body)
+        .then(original("$.offset").cast(pl.Int64))
+        .otherwise("warc_offset")
+        .alias("warc_offset"),
+        pl.when(same_body)
+        .then(original("$.length").cast(pl.Int64))
+        .otherwise("warc_length")
+        .alias("warc_length"),
     )
 
 
