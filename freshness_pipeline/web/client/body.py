@@ -280,6 +280,7 @@ async def read_limited(
     max_bytes: int,
     max_decompressed_bytes: int,
     truncate: bool = False,
+    keep_prefix: bool = False,
 ) -> BodyRead:
     """Read a response body in chunks, decoding Content-Encoding ourselves, with both caps.
 
@@ -288,21 +289,25 @@ async def read_limited(
     a cap ends the read with what fits; otherwise it raises :class:`BodyTooLarge`. A body that
     stops short (the connection dropped, a read timed out) raises :class:`BodyInterrupted`
     with what came before it, whatever ``truncate`` says: a file cut by the network is not one
-    the server meant to end there.
+    the server meant to end there. With ``keep_prefix`` (a page) a body over ``max_bytes`` on
+    the wire likewise ends with what fits, but one that decodes past ``max_decompressed_bytes``
+    still raises: a page too big to keep whole is read from its first part, as Heritrix and
+    Nutch read it, while a compression bomb is no page.
     """
+    cut_on_wire = truncate or keep_prefix
     raw = 0
     try:
         decoder = _Decoder(resp.headers.get("Content-Encoding"), max_decompressed_bytes)
     except ValueError as exc:
         raise BodyDecodeError(str(exc), 0) from exc
     declared = resp.content_length
-    if declared is not None and declared > max_bytes and not truncate:
+    if declared is not None and declared > max_bytes and not cut_on_wire:
         resp.close()
         raise BodyTooLarge(f"body exceeds {max_bytes} bytes (Content-Length {declared})", 0)
     try:
         async for chunk in resp.content.iter_chunked(_CHUNK):
             if raw + len(chunk) > max_bytes:
-                if truncate:
+                if cut_on_wire:
                     chunk = chunk[: max_bytes - raw]
                     raw += len(chunk)
                     with contextlib.suppress(_OutputCap):

@@ -196,6 +196,7 @@ async def _classify(
                 resp,
                 max_bytes=settings.max_body_bytes,
                 max_decompressed_bytes=settings.max_decompressed_bytes,
+                keep_prefix=True,
             )
         except BodyTooLarge as exc:
             result.outcome, result.error, result.bytes = "error", str(exc), exc.raw_bytes
@@ -212,6 +213,11 @@ async def _classify(
             _archive(ctx, req, resp, result, exc.partial, truncated=exc.reason)
             raise exc.transport_error from exc
         result.bytes = read.raw_bytes
+        if read.truncated:
+            # A page over the cap is its first part (archived as cut): as an error, it kept
+            # the copy it had before it grew for good, and one too big from the start never
+            # had one. A change past the cap goes unseen.
+            result.error = f"body over {settings.max_body_bytes} bytes: read to there"
         result.content_age_days = content_age_days(
             result.last_modified, resp.headers.get("Date"), now=settings.cycle_now
         )
@@ -224,14 +230,14 @@ async def _classify(
         ):
             # The very bytes archived last time: the same content, nothing to extract.
             result.fingerprint, result.outcome = req.prev_fingerprint, "unchanged"
-            _archive(ctx, req, resp, result, read.body)
+            _archive(ctx, req, resp, result, read.body, truncated=read.cut_by)
             return None
         try:
             record = await _fingerprint(ctx, req, read.body, result.content_type)
         except Exception as exc:
             result.outcome = "error"
             result.error = f"fingerprint failed: {type(exc).__name__}: {exc}"
-            _archive(ctx, req, resp, result, read.body)
+            _archive(ctx, req, resp, result, read.body, truncated=read.cut_by)
             return None
         if (
             not read.body.strip()
@@ -242,7 +248,7 @@ async def _classify(
             # cache glitch far more often than a page emptied on purpose: keep the last
             # version (no change, no new version, validators untouched) and look again.
             result.outcome, result.error = "error", "empty body where the page had content"
-            _archive(ctx, req, resp, result, read.body)
+            _archive(ctx, req, resp, result, read.body, truncated=read.cut_by)
             return None
         links = record.links
         moved_to = _page_link(req.url, links.refresh_to, links.base)
@@ -250,7 +256,7 @@ async def _classify(
             # A page that sends its reader on at once (a meta refresh) has moved: taken as a
             # page it was a version with no text, and where it went was never found.
             result.outcome, result.location = "redirect", moved_to
-            _archive(ctx, req, resp, result, read.body)
+            _archive(ctx, req, resp, result, read.body, truncated=read.cut_by)
             try:
                 return normalize_url(moved_to)
             except InvalidURL:
@@ -271,7 +277,7 @@ async def _classify(
             result.outcome = "gone" if error_page == "not_found" else "error"
             result.error = f"error page ({error_page}) with HTTP {status}: {record.title!r}"
             attempt.signal = _ERROR_PAGE_SIGNALS[error_page]
-            _archive(ctx, req, resp, result, read.body)
+            _archive(ctx, req, resp, result, read.body, truncated=read.cut_by)
             return None
         result.fingerprint = record.fingerprint
         if req.prev_fingerprint is None:
@@ -282,7 +288,7 @@ async def _classify(
             result.outcome = "changed"
         if result.outcome != "unchanged":
             result.keep_version(record)
-        _archive(ctx, req, resp, result, read.body)
+        _archive(ctx, req, resp, result, read.body, truncated=read.cut_by)
         return None
 
     # Anything else: read a small body of known length so the connection can be reused;
@@ -383,8 +389,9 @@ def _archive(
     """Write the exchange to the cycle's archive (when there is one) and note where: a 304 or
     a body the archive already holds becomes a revisit record referring to the original.
 
-    Only a whole 2xx the page's copy is taken from becomes the URL's original: a 304 later
-    validates that copy, not an error page, a redirect or a cut body archived since."""
+    Only a 2xx the page's copy is taken from becomes the URL's original (whole, or the first
+    part of a page over the cap, which is then the copy): a 304 later validates that copy, not
+    an error page, a redirect or a body the network cut, archived since."""
     try:
         record = archive_answer(
             ctx.archive,
