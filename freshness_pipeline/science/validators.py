@@ -47,6 +47,7 @@ __all__ = [
     "content_age_trust",
     "drop_untrusted_validators",
     "etag_fails_here",
+    "etag_refused_here",
     "latest_requests",
     "remember_requests",
     "trust_before",
@@ -291,6 +292,11 @@ def trust_from_counts(counts: pl.DataFrame, rules: TrustRules | None = None) -> 
     )
 
 
+def _is_refused_304() -> pl.Expr:
+    """A 304 the fetch did not take as a revalidation (it then says 'error')."""
+    return (pl.col("http_status") == 304) & (pl.col("outcome") == "error")
+
+
 def _is_body() -> pl.Expr:
     return (
         pl.col("http_status").is_between(200, 299)
@@ -300,15 +306,18 @@ def _is_body() -> pl.Expr:
 
 
 def latest_requests(history: pl.DataFrame) -> pl.DataFrame:
-    """The rows of ``history`` a later request is judged against: per URL its last request
-    and its last body (one row when they are the same). Same columns as ``history``."""
+    """The rows of ``history`` a later request is judged against: per URL its last request,
+    its last body and its last refused 304 (:func:`etag_refused_here`; one row where they are
+    the same). Same columns as ``history``."""
     if history.height == 0:
         return history
     key = ["host", "url"]
     ordered = history.with_row_index("_row").sort([*key, "fetched_at", "_row"])
     last_row = pl.col("_row") == pl.col("_row").last().over(key)
     last_body = pl.col("_row") == pl.col("_row").filter(_is_body()).last().over(key)
-    return ordered.filter(last_row | last_body.fill_null(False)).drop("_row")
+    last_refused = pl.col("_row") == pl.col("_row").filter(_is_refused_304()).last().over(key)
+    kept = last_row | last_body.fill_null(False) | last_refused.fill_null(False)
+    return ordered.filter(kept).drop("_row")
 
 
 def remember_requests(
@@ -430,6 +439,16 @@ def _hosts_where(trust: pl.DataFrame, v: str, *, stuck: bool) -> pl.Series:
     return trust.filter(untrusted & (is_stuck if stuck else ~is_stuck))["host"]
 
 
+def etag_refused_here(latest: pl.DataFrame) -> pl.Series:
+    """URLs whose If-None-Match got a 304 naming another ETag within the memory's window (the
+    fetch refuses it: it validates nothing of our copy). Such a server answers 304 to any
+    If-None-Match and puts a new ETag on every answer, so the ETag of the body fetched next
+    is refused in turn: without this memory the URL went error, body, error, body for good,
+    its changes seen a cycle late. ``latest``: as remember_requests keeps it."""
+    refused = _is_refused_304() & (pl.col("validator") == "etag")
+    return latest.filter(refused.fill_null(False))["url"].unique()
+
+
 def etag_fails_here(latest: pl.DataFrame) -> pl.Series:
     """URLs whose own last request says their ETag is no use and If-Modified-Since may be:
     it went out with If-None-Match and a whole body came back unchanged (the server ignored
@@ -449,6 +468,7 @@ def drop_untrusted_validators(
     unconditional_reasons: Collection[str] = ("verify",),
     honoured: pl.Series | None = None,
     by_date: pl.Series | None = None,
+    refused: pl.Series | None = None,
 ) -> pl.DataFrame:
     """``requests`` with the validators a host has not earned set to null, same rows and order.
 
@@ -469,6 +489,9 @@ def drop_untrusted_validators(
     Last-Modified, so that If-Modified-Since goes out instead: a page behind a route that
     ignores If-None-Match but honours If-Modified-Since got a body every time, its host's other
     pages honouring ETags (found by an exploratory run).
+
+    The URLs in ``refused`` (:func:`etag_refused_here`) lose their ETag wherever they are:
+    sent, it brings back a 304 that validates nothing.
     """
     _check_columns(requests, ("host", "etag", "last_modified"), "requests")
     _check_columns(trust, ("host", "etag_trusted", "last_modified_trusted"), "trust")
@@ -489,10 +512,16 @@ def drop_untrusted_validators(
         if by_date is not None and "url" in requests.columns
         else pl.lit(False)
     )
+    spoilt = (
+        pl.col("url").is_in(refused.implode())
+        if refused is not None and "url" in requests.columns
+        else pl.lit(False)
+    )
     drop_etag = (
         pl.col("host").is_in(stuck_etag.implode())
         | (pl.col("host").is_in(useless_etag.implode()) & ~proven)
         | dated
+        | spoilt
         | force
     )
     return requests.with_columns(

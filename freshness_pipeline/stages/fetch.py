@@ -34,6 +34,7 @@ from freshness_pipeline.science.validators import (
     content_age_trust,
     drop_untrusted_validators,
     etag_fails_here,
+    etag_refused_here,
     trust_before,
 )
 from freshness_pipeline.stages.rereading import as_reextractions, with_reread_fingerprints
@@ -371,11 +372,17 @@ def _fetch_hosts(
     ]
     # URLs whose ETag does nothing for them: If-Modified-Since goes out instead, where known
     by_date = etag_fails_here(latest)
+    # URLs whose server answers any If-None-Match with a 304 naming another ETag
+    refused = etag_refused_here(latest)
     # pages another extractor fingerprinted are compared against their archived body read
     # again now, so a change since their last fetch is a change, not a silent re-extraction
     planned, rereads = with_reread_fingerprints(
         drop_untrusted_validators(
-            plan.filter(pl.col("selected")), trust, honoured=honoured, by_date=by_date
+            plan.filter(pl.col("selected")),
+            trust,
+            honoured=honoured,
+            by_date=by_date,
+            refused=refused,
         ),
         home,
         config,
@@ -403,7 +410,9 @@ def _fetch_hosts(
         refill = refill_rows(plan, sum(deferred.values()), set(deferred))
         if refill.height and (left is None or left > 0):
             refill, more = with_reread_fingerprints(
-                drop_untrusted_validators(refill, trust, honoured=honoured, by_date=by_date),
+                drop_untrusted_validators(
+                    refill, trust, honoured=honoured, by_date=by_date, refused=refused
+                ),
                 home,
                 config,
             )
