@@ -222,6 +222,25 @@ def test_a_gone_page_is_checked_again_soon_once_then_monthly() -> None:
     assert plan["selected"].to_list() == [True, False]
 
 
+def test_a_page_gone_since_its_last_fetch_is_rechecked_before_thin_pages() -> None:
+    """The first recheck of a 404 (a deploy glitch as often as a page removed) competed with
+    every long-unvisited and thinly observed page for the re-estimation share, which a small
+    budget rounds to one fetch now and then: a page back from a glitch stayed out of the copy
+    cycle after cycle. It goes first in that share; a confirmed gone page does not."""
+    config = PlanConfig(gone_first_recheck_days=1.0, gone_recheck_days=30.0)
+    rows = [{"status": "active", "age": 40.0, "value": 50.0} for _ in range(20)]
+    rows += [{"status": "gone", "age": 1.5}, {"status": "gone", "age": 45.0}]
+    cands = _cands(rows).with_columns(
+        gone_at=pl.when(pl.col("status") == "gone").then(
+            pl.col("last_fetched_at") - pl.Series([timedelta(0)] * 21 + [timedelta(days=60)])
+        )
+    )
+    plan = build_plan(cands, BIG, now=NOW, budget=20, config=config)  # a share of one fetch
+    chosen = plan.filter(pl.col("reason") == "reestimate")
+    assert chosen["status"].to_list() == ["gone"], chosen
+    assert chosen["age_days"].to_list() == pytest.approx([1.5])
+
+
 def test_a_url_that_keeps_failing_waits_longer_each_time() -> None:
     """A page answering 401, 403 or 451, or a server that never answers, came back every few
     cycles for ever through the reserved shares, each time a slot (and for a hanging server a

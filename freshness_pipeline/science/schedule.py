@@ -41,8 +41,9 @@ The plan is filled in this order, each step capped per host by ``host_capacity``
    share growing with how many of them wait; then by value), ``reestimate`` (long-quiet or
    barely observed pages, and gone pages once their wait is over (see
    :func:`gone_recheck_wait_days`): the estimator only learns
-   from what the scheduler fetches, so pages it starves would stay misjudged forever; the most
-   overdue first, weighted by value per cost, see ``reestimate_order``), ``probe`` (pages seen
+   from what the scheduler fetches, so pages it starves would stay misjudged forever; a page
+   gone since its last fetch only first, then the most overdue, weighted by value per cost,
+   see ``reestimate_order``), ``probe`` (pages seen
    changed at every fetch, fetched again soon after the last one, so that an interval short
    enough to miss a change bounds the rate from above; see ``probe_share``), and a random
    ``verify`` sample that checks the model on pages it would not choose;
@@ -496,8 +497,15 @@ def build_plan(
     not_gone_or_blocked = ~status.is_in(["gone", "blocked"])
     # fetched before and still there; unknown statuses behave like 'active'
     known = ~status.is_in(["gone", "blocked", "new"])
+    # A page gone since its last fetch only (one gone answer) is checked first: a 404 that
+    # was a deploy glitch keeps a live page out of the copy until then, where a misjudged
+    # rate costs a little freshness; competing on overdue-ness with every thinly observed
+    # page, it waited cycle after cycle in a small share.
+    first_gone_check = (status == "gone") & (pl.col("_gone_wait") < cfg.gone_recheck_days)
     overdue = (
-        pl.when(status == "gone")
+        pl.when(first_gone_check)
+        .then(math.inf)
+        .when(status == "gone")
         .then(age / pl.col("_gone_wait"))
         .otherwise(age / cfg.reestimate_after_days)
         .fill_null(math.inf)
