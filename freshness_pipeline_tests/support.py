@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,31 @@ def run_freshness(
         timeout=timeout,
         check=False,
     )
+
+
+def seed_and_cycle(
+    home: Path,
+    seeds_csv: str,
+    start: datetime,
+    cycles: int,
+    *,
+    budget: int,
+    every: timedelta = timedelta(hours=6),
+    before: Callable[[int], None] | None = None,
+) -> None:
+    """`freshness seed` of ``seeds_csv`` (a CSV's text) into ``home``, then ``cycles`` cycles
+    at ``start``, ``start + every``, ...: a user's crawl. ``before(k)`` runs ahead of cycle k
+    (a test's server moves its pages on there). A command that fails fails the test."""
+    seeds = home.parent / f"{home.name}-seeds.csv"
+    seeds.write_text(seeds_csv)
+    done = run_freshness("seed", str(seeds), home=home)
+    assert done.returncode == 0, done.stderr
+    for k in range(cycles):
+        if before is not None:
+            before(k)
+        now = (start + k * every).strftime("%Y-%m-%dT%H:%M:%SZ")
+        done = run_freshness("cycle", "--now", now, "--budget", str(budget), home=home)
+        assert done.returncode == 0, done.stderr
 
 
 def readme_sql_blocks() -> list[str]:

@@ -5,14 +5,14 @@ copy from before it grew, for good."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 from aiohttp import web
 
 from freshness_pipeline.warehouse.archive import read_record
-from freshness_pipeline_tests.support import LoopThread, run_freshness
+from freshness_pipeline_tests.support import seed_and_cycle, serve_on_loopback
 
 START = datetime(2026, 3, 1, tzinfo=UTC)
 MB = 1 << 20
@@ -35,26 +35,12 @@ def test_a_page_that_grows_past_the_cap_is_versioned_from_its_first_part(tmp_pat
             return web.Response(status=304, headers={"ETag": etag})
         return web.Response(body=body, content_type="text/html", headers={"ETag": etag})
 
-    loop = LoopThread()
-    app = web.Application()
-    app.router.add_get("/log", log)
-    runner = web.AppRunner(app)
     home = tmp_path / "home"
-    try:
-        loop.run(runner.setup())
-        loop.run(web.TCPSite(runner, "127.0.0.1", 0).start())
-        url = f"http://127.0.0.1:{runner.addresses[0][1]}/log"
-        seeds = tmp_path / "seeds.csv"
-        seeds.write_text(f"url\n{url}\n")
-        assert run_freshness("seed", str(seeds), home=home).returncode == 0
-        for phase in range(3):  # whole; grown past the cap and edited; unchanged (a 304)
-            state["phase"] = phase
-            now = (START + timedelta(hours=6 * phase)).strftime("%Y-%m-%dT%H:%M:%SZ")
-            done = run_freshness("cycle", "--now", now, "--budget", "10", home=home)
-            assert done.returncode == 0, done.stderr
-    finally:
-        loop.run(runner.cleanup())
-        loop.close()
+    with serve_on_loopback(log) as base:
+        # whole; grown past the cap and edited; unchanged (a 304)
+        seed_and_cycle(
+            home, f"url\n{base}/log\n", START, 3, budget=10, before=lambda k: state.update(phase=k)
+        )
     with duckdb.connect(str(home / "freshness.duckdb"), read_only=True) as con:
         fetches = con.sql(
             "SELECT outcome, http_status, bytes, error, warc_filename, warc_offset"

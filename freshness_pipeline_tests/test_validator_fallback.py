@@ -9,7 +9,12 @@ from pathlib import Path
 
 from aiohttp import web
 
-from freshness_pipeline_tests.support import LoopThread, run_freshness
+from freshness_pipeline_tests.support import (
+    LoopThread,
+    run_freshness,
+    seed_and_cycle,
+    serve_on_loopback,
+)
 
 LAST_MODIFIED = "Mon, 01 Dec 2025 00:00:00 GMT"
 START = datetime(2026, 1, 5, tzinfo=UTC)
@@ -90,25 +95,10 @@ def test_a_url_whose_304s_name_another_etag_stops_sending_its_etag(tmp_path: Pat
         body = f"<html><title>{path}</title><main><p>Page {path} says the same.</p></main></html>"
         return web.Response(text=body, content_type="text/html", headers=headers)
 
-    loop = LoopThread()
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", page)
-    runner = web.AppRunner(app)
-    try:
-        loop.run(runner.setup())
-        loop.run(web.TCPSite(runner, "127.0.0.1", 0).start())
-        base = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        seeds = tmp_path / "seeds.csv"
-        seeds.write_text(f"url\n{base}/dated\n{base}/undated\n")
-        home = tmp_path / "home"
-        assert run_freshness("seed", str(seeds), home=home).returncode == 0
-        for k in range(6):
-            now = (START + timedelta(hours=6 * k)).strftime("%Y-%m-%dT%H:%M:%SZ")
-            done = run_freshness("cycle", "--now", now, "--budget", "2", home=home)
-            assert done.returncode == 0, done.stderr
-    finally:
-        loop.run(runner.cleanup())
-        loop.close()
+    with serve_on_loopback(page) as base:
+        seed_and_cycle(
+            tmp_path / "home", f"url\n{base}/dated\n{base}/undated\n", START, 6, budget=2
+        )
     for path in ("/dated", "/undated"):
         mine = [(inm, ims, status) for p, inm, ims, status in seen if p == path]
         assert len(mine) >= 5, seen
