@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,7 +21,12 @@ import pytest
 
 from freshness_pipeline.app.runner import load_seeds, run_cycle
 from freshness_pipeline.config import ConfigError, NotifyConfig, load_config
-from freshness_pipeline.defs.notify import MAX_BODY_CHARS, build_message, notify_changes
+from freshness_pipeline.defs.notify import (
+    MAX_BODY_CHARS,
+    NOTIFY_READ_TIMEOUT_S,
+    build_message,
+    notify_changes,
+)
 from freshness_pipeline.defs.sensors import change_notifications_sensor
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, World
 from freshness_pipeline.warehouse.storage import Warehouse
@@ -45,11 +51,12 @@ def _world() -> World:
 
 class Receiver:
     """A webhook on an ephemeral loopback port: records every JSON body posted and answers
-    ``status`` (500 plays a notifier that is down)."""
+    ``status`` (500 plays a notifier that is down) after ``delay`` seconds (a slow one)."""
 
     def __init__(self, port: int = 0) -> None:
         self.posts: list[dict] = []
         self.status = 200
+        self.delay = 0.0
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -58,6 +65,7 @@ class Receiver:
                 body = json.loads(self.rfile.read(length))
                 if receiver.status == 200:
                     receiver.posts.append({"path": self.path, **body})
+                time.sleep(receiver.delay)
                 self.send_response(receiver.status)
                 self.end_headers()
 
@@ -180,6 +188,24 @@ def test_a_failing_target_holds_its_changes_and_gets_them_once_when_back(home, r
         assert fourth.sent == 0 and len(down.posts) == 1 and len(receiver.posts) == 1
     finally:
         down.close()
+
+
+def test_a_slow_target_is_waited_for_not_sent_the_change_again(home, receiver):
+    """A receiver that takes its time (a serverless cold start, a slow downstream) had the
+    message when Apprise's 4-second read timeout called the send failed, and got the change
+    again at every tick while it stayed slow. A target without its own ``rto`` is given
+    NOTIFY_READ_TIMEOUT_S; one that sets it keeps it."""
+    receiver.delay = 6.0
+    wh = Warehouse(home)
+    first = notify_changes(wh, NotifyConfig(urls=(receiver.url,)), None)
+    assert first.ok and first.sent == 3 and len(receiver.posts) == 1, first.reason
+    assert notify_changes(wh, NotifyConfig(urls=(receiver.url,)), first.cursor).sent == 0
+    assert len(receiver.posts) == 1
+    # the user's own timeout stands: 1 second is too short for this one
+    impatient = f"{receiver.url}?rto=1"
+    held = notify_changes(wh, NotifyConfig(urls=(impatient,)), None)
+    assert not held.ok and held.failures[0][0].startswith(receiver.url)
+    assert NOTIFY_READ_TIMEOUT_S >= 15
 
 
 def test_a_closed_port_is_reported_and_the_cursor_stays(home, receiver):

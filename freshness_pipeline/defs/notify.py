@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import polars as pl
 
@@ -38,6 +39,7 @@ from freshness_pipeline.warehouse.layout import scan_files
 from freshness_pipeline.warehouse.storage import Warehouse
 
 __all__ = [
+    "NOTIFY_READ_TIMEOUT_S",
     "NotifyOutcome",
     "build_message",
     "notify_changes",
@@ -50,6 +52,11 @@ CURSOR_VERSION = 1
 #: splits per service, but a batch of thousands should point at the table, not be pasted whole
 MAX_BODY_CHARS = 6000
 MAX_VALUE_CHARS = 160
+#: how long a target may take to answer, unless its URL sets Apprise's ``rto``: Apprise's own 4
+#: seconds called a send failed that a slow receiver (a serverless cold start) had taken, and
+#: the change went again at every tick while it stayed slow. Targets are sent one after
+#: another inside a sensor evaluation (Dagster stops one after 60 s), so not much longer.
+NOTIFY_READ_TIMEOUT_S = 20.0
 
 #: host -> (newest changed_at delivered, URLs delivered at that instant)
 Progress = dict[str, tuple[datetime, frozenset[str]]]
@@ -263,9 +270,13 @@ def _send(url: str, title: str, body: str) -> str | None:
     """None when ``url`` took the message, else why not (what Apprise logged, or the error)."""
     import apprise
 
-    notifier = apprise.Apprise()
-    if not notifier.add(url):
+    plugin = apprise.Apprise.instantiate(url)
+    if plugin is None:
         return "Apprise cannot parse this URL"
+    if "rto" not in parse_qs(urlsplit(url).query) and hasattr(plugin, "socket_read_timeout"):
+        plugin.socket_read_timeout = max(plugin.socket_read_timeout, NOTIFY_READ_TIMEOUT_S)
+    notifier = apprise.Apprise()
+    notifier.add(plugin)
     try:
         with apprise.LogCapture(level=logging.WARNING, fmt="%(message)s") as log:
             ok = notifier.notify(body=body, title=title)
