@@ -208,6 +208,35 @@ def test_a_slow_target_is_waited_for_not_sent_the_change_again(home, receiver):
     assert NOTIFY_READ_TIMEOUT_S >= 15
 
 
+def test_an_edited_or_added_target_starts_where_the_others_are(home, receiver):
+    """A target's key is its whole URL: one whose token was rotated or given ``rto=`` was a new
+    target and got the whole history again (found by an exploratory run). It joins at the
+    least advanced of the others: what one of them still lacks, never what all had."""
+    wh = Warehouse(home)
+    first = notify_changes(wh, NotifyConfig(urls=(receiver.url,)), None)
+    assert first.sent == 3 and len(receiver.posts) == 1
+    edited = f"{receiver.url}?rto=30"
+    again = notify_changes(wh, NotifyConfig(urls=(edited,)), first.cursor)
+    assert again.ok and again.sent == 0 and len(receiver.posts) == 1, again.reason
+    down, added = Receiver(), Receiver()
+    try:
+        # added when every target has had everything: nothing to send it
+        joined = notify_changes(wh, NotifyConfig(urls=(edited, added.url)), again.cursor)
+        assert joined.ok and joined.sent == 0 and not added.posts
+        # added while a target is down holding the changes: it gets what that one lacks
+        down.status = 500
+        held = notify_changes(wh, NotifyConfig(urls=(receiver.url, down.url)), None)
+        assert held.failures and len(receiver.posts) == 2 and not down.posts
+        down.status = 200
+        urls = (receiver.url, down.url, added.url)
+        back = notify_changes(wh, NotifyConfig(urls=urls), held.cursor)
+        assert back.ok and back.sent == 3 and len(down.posts) == 1 and len(added.posts) == 1
+        assert len(receiver.posts) == 2
+    finally:
+        down.close()
+        added.close()
+
+
 def test_a_closed_port_is_reported_and_the_cursor_stays(home, receiver):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -167,6 +167,22 @@ def _new_rows(warehouse: Warehouse, progress: Progress) -> tuple[pl.DataFrame, p
     return new, read
 
 
+def _joining(targets: Mapping[str, Progress]) -> Progress:
+    """Where a target new to a cursor that has others starts: the least advanced of them, per
+    host. A target's key is its whole URL, so one edited (a rotated token, an ``rto=`` added)
+    is a new target, and started from nothing it was sent the whole kept history again; from
+    here it gets what some target still lacks and nothing every target had."""
+    if not targets:
+        return {}
+    hosts = set.intersection(*(set(progress) for progress in targets.values()))
+    start: Progress = {}
+    for host in hosts:
+        at = min(progress[host][0] for progress in targets.values())
+        urls = [progress[host][1] for progress in targets.values() if progress[host][0] == at]
+        start[host] = (at, frozenset.intersection(*urls))
+    return start
+
+
 def _advanced(progress: Progress, read: pl.DataFrame) -> Progress:
     """Each host's newest instant among the rows read and every URL at it: all delivered once
     this batch is."""
@@ -295,6 +311,7 @@ def notify_changes(warehouse: Warehouse, config: NotifyConfig, cursor: str | Non
     if not config.urls:
         return NotifyOutcome(cursor=cursor or "", reason="no [notify] urls in freshness.toml")
     targets = _parse_cursor(cursor)
+    joining = _joining(targets)
     after: dict[str, Progress] = {}
     batches: dict[str, tuple[pl.DataFrame, Progress]] = {}
     delivered: list[str] = []
@@ -303,7 +320,7 @@ def notify_changes(warehouse: Warehouse, config: NotifyConfig, cursor: str | Non
     sent = 0
     for url in config.urls:
         key = target_key(url)
-        progress = targets.get(key, {})
+        progress = targets.get(key, joining)
         # targets at the same position (the usual case) share one read of the history
         seen = _dump_cursor({"": progress})
         if seen not in batches:
