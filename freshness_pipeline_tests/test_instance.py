@@ -81,3 +81,34 @@ def test_what_a_bucketed_cycle_records_does_not_grow_with_its_hosts(tmp_path):
     assert many.count(kinds.ASSET_MATERIALIZATION) == 5 * 8
     assert many.count(kinds.ASSET_OBSERVATION) == 3  # the run's totals, once per asset
     assert many.count(kinds.ASSET_CHECK_EVALUATION) == 3  # the blocking checks, once per run
+
+
+def test_a_moved_or_copied_home_keeps_its_runs_and_views_in_itself(tmp_path):
+    """The instance file and the views named the folder the home was made in: a moved home
+    logged its runs at the old place (every cycle failed where that could not be written) and
+    its views read the old files; a copy's runs went into the original's instance."""
+    import shutil
+
+    import duckdb
+
+    home = seeded_home(tmp_path, 2)
+    run_cycle(home, T0, dry_run=True, instance=open_instance(home))
+    copy = tmp_path / "copy"
+    shutil.copytree(home, copy)
+    moved = tmp_path / "moved"
+    shutil.move(home, moved)
+    home.write_text("the old place cannot be written now")  # another disk, machine or user
+
+    for place, cycles in ((moved, 2), (copy, 2)):
+        instance = open_instance(place)
+        run_cycle(place, T0 + timedelta(hours=6), dry_run=True, instance=instance)
+        assert len(instance.get_runs()) == cycles, place
+        assert (
+            str(place / "dagster" / "storage") in (place / "dagster" / "dagster.yaml").read_text()
+        )
+        with duckdb.connect(str(place / "freshness.duckdb"), read_only=True) as con:
+            (sql,) = con.execute(
+                "SELECT sql FROM duckdb_views() WHERE view_name = 'url_state'"
+            ).fetchone()
+        assert str(place / "warehouse") in sql and f"{tmp_path}/home/" not in sql
+    assert len(open_instance(moved).get_runs()) == 2  # the copy's run did not land here

@@ -8,6 +8,7 @@ distributed files add their run limits to it.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import dagster as dg
@@ -59,14 +60,50 @@ telemetry:
 
 
 def dagster_home(home: Path) -> Path:
-    """``$DAGSTER_HOME`` when set (the user runs `dagster dev` with it), else ``<home>/dagster``."""
+    """``$DAGSTER_HOME`` when set (the user runs `dagster dev` with it), else ``<home>/dagster``.
+
+    The file names its storage folders by absolute path (Dagster wants them so), which stayed
+    those of wherever the home was made: a moved home logged its runs at the old place (and
+    every cycle failed where that could not be written), a copy into the original's instance.
+    Such a file is pointed back here (:func:`_repointed`)."""
     env = os.environ.get("DAGSTER_HOME")
     folder = Path(env) if env else home / "dagster"
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "dagster.yaml"
     if not config.exists():
         config.write_text(DAGSTER_YAML.format(**_paths(folder)))
+    else:
+        text = config.read_text()
+        moved = _repointed(text, folder)
+        if moved != text:
+            tmp = config.with_name(f".{config.name}.tmp")
+            tmp.write_text(moved)
+            os.replace(tmp, config)
     return folder
+
+
+_BASE_DIR = re.compile(r"^(?P<lead>\s*base_dir:\s*)(?P<path>\S+?)\s*$", re.MULTILINE)
+_QUOTES = "'\""
+
+
+def _repointed(text: str, folder: Path) -> str:
+    """``text`` with its ``storage`` and ``artifacts`` folders named as ``folder``'s own where
+    both name those of one other folder: the file this module wrote for the instance folder
+    the home had before it was moved or copied. A file whose folders a user pointed elsewhere
+    (not that pair side by side) stays as it is."""
+    folder = folder.resolve()
+    named = {Path(m["path"].strip(_QUOTES)) for m in _BASE_DIR.finditer(text)}
+    ours = {p.parent for p in named if p.is_absolute() and p.name in ("storage", "artifacts")}
+    if len(named) != 2 or len(ours) != 1 or {p.name for p in named} != {"storage", "artifacts"}:
+        return text
+    (before,) = ours
+    if before == folder:
+        return text
+
+    def here(match: re.Match[str]) -> str:
+        return f"{match['lead']}{folder / Path(match['path'].strip(_QUOTES)).name}"
+
+    return _BASE_DIR.sub(here, text)
 
 
 def open_instance(home: Path) -> dg.DagsterInstance:
