@@ -46,3 +46,22 @@ def test_brackets_in_what_is_quoted_back_are_shown_as_written(tmp_path: Path) ->
     said = " ".join(done.stderr.split())
     assert "example.com/[b]" in said  # rich read "[b]" as markup and dropped it
     assert "[planning] takes only cost, credits, objective, not objectiv" in said
+
+
+def test_a_cycle_dated_far_ahead_of_the_clock_is_said_and_still_runs(tmp_path: Path) -> None:
+    """A mistyped year (2027 for 2026) left every page the cycle fetched unplanned for a year,
+    silently (found by an exploratory run); a simulated clock ahead of the machine's is
+    legitimate, so the cycle runs (no terminal to ask at) and says what it does."""
+    from datetime import UTC, datetime, timedelta
+
+    home = tmp_path / "home"
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("https://example.test/a\n")
+    assert run_freshness("seed", str(seeds), home=home).returncode == 0
+    ahead = (datetime.now(UTC) + timedelta(days=400)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    done = run_freshness("cycle", "--now", ahead, "--dry-run", home=home)
+    assert done.returncode == 0, done.stderr
+    assert "days after this machine's clock" in done.stderr
+    soon = (datetime.now(UTC) + timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    again = run_freshness("cycle", "--now", soon, "--dry-run", home=home)
+    assert "machine's clock" not in again.stderr

@@ -13,7 +13,7 @@ import errno
 import os
 import sys
 import warnings
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -223,6 +223,7 @@ def cycle(
         allowed_networks()  # a typo in FRESHNESS_ALLOW_NETWORKS is bad input, said before a run
     except ValueError as exc:
         raise _failed("error", exc, 2) from exc
+    _check_future(moment)
     try:
         outcome = run_cycle(
             home,
@@ -270,6 +271,27 @@ def cycle(
         errors.print(f"{label} {held} URLs")
     for note in outcome.notes:
         errors.print(f"[yellow]note:[/] {escape(note)}")
+
+
+#: a --now further than this past the machine's clock is said (and asked about at a terminal)
+FUTURE_NOW_SLACK = timedelta(days=1)
+
+
+def _check_future(moment: datetime) -> None:
+    """A cycle dated ahead of the clock (a mistyped year) leaves every page it fetches
+    unplanned until that time comes, and later cycles cannot undo it; a simulated clock ahead
+    of the machine's is legitimate. Say so, and at a terminal ask before going on."""
+    ahead = moment - datetime.now(UTC)
+    if ahead <= FUTURE_NOW_SLACK:
+        return
+    note = (
+        f"--now {moment.isoformat()} is {ahead / timedelta(days=1):.0f} days after this "
+        "machine's clock: the pages this cycle fetches are not planned again until their next "
+        "check after it, and later cycles with earlier times do not undo that"
+    )
+    errors.print(f"[yellow]note:[/] {escape(note)}")
+    if sys.stdin.isatty() and sys.stderr.isatty() and not typer.confirm("Run it?", err=True):
+        raise typer.Exit(2)
 
 
 def _latest(views: Views) -> datetime:
