@@ -273,14 +273,15 @@ def cycle(
         errors.print(f"[yellow]note:[/] {escape(note)}")
 
 
-#: a --now further than this past the machine's clock is said (and asked about at a terminal)
+#: a --now further than this past the machine's clock is said before the cycle runs
 FUTURE_NOW_SLACK = timedelta(days=1)
 
 
 def _check_future(moment: datetime) -> None:
     """A cycle dated ahead of the clock (a mistyped year) leaves every page it fetches
     unplanned until that time comes, and later cycles cannot undo it; a simulated clock ahead
-    of the machine's is legitimate. Say so, and at a terminal ask before going on."""
+    of the machine's is legitimate, and a script driving one must never wait on a question
+    (even at a terminal). Say so, and go on."""
     ahead = moment - datetime.now(UTC)
     if ahead <= FUTURE_NOW_SLACK:
         return
@@ -290,8 +291,6 @@ def _check_future(moment: datetime) -> None:
         "check after it, and later cycles with earlier times do not undo that"
     )
     errors.print(f"[yellow]note:[/] {escape(note)}")
-    if sys.stdin.isatty() and sys.stderr.isatty() and not typer.confirm("Run it?", err=True):
-        raise typer.Exit(2)
 
 
 def _latest(views: Views) -> datetime:
