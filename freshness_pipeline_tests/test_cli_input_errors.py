@@ -51,7 +51,7 @@ def test_brackets_in_what_is_quoted_back_are_shown_as_written(tmp_path: Path) ->
 def test_a_cycle_dated_far_ahead_of_the_clock_is_said_and_still_runs(tmp_path: Path) -> None:
     """A mistyped year (2027 for 2026) left every page the cycle fetched unplanned for a year,
     silently (found by an exploratory run); a simulated clock ahead of the machine's is
-    legitimate, so the cycle runs (no terminal to ask at) and says what it does."""
+    legitimate, so the cycle runs and says what it does."""
     from datetime import UTC, datetime, timedelta
 
     home = tmp_path / "home"
