@@ -61,10 +61,10 @@ so reload it after a change (or after a seed load crosses the limit); the CLI re
 cycle. The warehouse keeps one file per host either way, so a home can switch modes between
 cycles.
 
-``keep_runs_days`` (default 0: keep every run): each cycle, CLI or scheduled, deletes the runs
-older than this from the Dagster instance, with their event logs, and compacts the instance's
-index once much of it is free space: the warehouse is the crawl's history, the instance only
-the operations log, and at one run an hour it otherwise grows without bound.
+``keep_runs_days`` (default 30; 0: keep every run): each cycle, CLI or scheduled, deletes the
+runs older than this from the Dagster instance, with their event logs, and compacts the
+instance's index once much of it is free space: the warehouse is the crawl's history, the
+instance only the operations log, and at one run an hour it otherwise grows without bound.
 
 ``[notify]``: the notification sensor (notify.notify_changes) sends each batch of new rows of
 ``changes`` to every Apprise URL; ``url_classes`` and ``fields`` narrow what it watches (both
@@ -130,6 +130,8 @@ from freshness_pipeline.science.schedule import Objective
 
 CONFIG_FILE = "freshness.toml"
 MAX_HOST_BUCKETS = 4096
+#: ``[dagster] keep_runs_days`` when a home does not say
+DEFAULT_KEEP_RUNS_DAYS = 30.0
 AUTO = "auto"
 OBJECTIVES: tuple[str, ...] = get_args(Objective)
 PLANNING_KEYS = frozenset({"objective", "cost", "credits"})
@@ -240,7 +242,9 @@ class PipelineConfig:
     class_extraction: Mapping[str, Extraction] = field(default_factory=dict)
     #: None: "auto" (partitions.choose_partitioning decides by the number of hosts)
     host_buckets: int | None = None
-    keep_runs_days: float = 0.0
+    #: 30 days unless set: the instance is the operations log, and kept whole it outgrew the
+    #: crawl's own data tenfold (about 160 KB per host and cycle with a partition per host)
+    keep_runs_days: float = DEFAULT_KEEP_RUNS_DAYS
     objective: str = "freshness"
     cost_basis: str = "fetches"
     class_credits: Mapping[str, float] = field(default_factory=dict)
@@ -504,9 +508,9 @@ def _host_buckets(section: object, path: Path) -> int | None:
 
 def _keep_runs_days(section: object, path: Path) -> float:
     if section is None:
-        return 0.0
+        return DEFAULT_KEEP_RUNS_DAYS
     section = _only_keys(section, ("keep_runs_days",), "dagster", path)
-    days = section.get("keep_runs_days", 0)
+    days = section.get("keep_runs_days", DEFAULT_KEEP_RUNS_DAYS)
     ok = isinstance(days, int | float) and not isinstance(days, bool)
     if not ok or not math.isfinite(days) or days < 0:
         raise ConfigError(

@@ -47,13 +47,20 @@ def test_old_runs_are_deleted_with_their_events_and_the_index_compacted(tmp_path
         assert con.execute("PRAGMA freelist_count").fetchone()[0] == 0  # vacuumed
 
 
-def test_runs_are_kept_unless_asked(tmp_path):
+def test_runs_are_kept_30_days_unless_told_otherwise(tmp_path):
+    """Kept whole, the operations log outgrew the crawl's own data tenfold (exploratory run):
+    a home that does not say keeps 30 days of runs (by their wall-clock creation, so these
+    cycles' runs stay); 0 keeps every run."""
     home = seeded_home(tmp_path, 2)
     instance = open_instance(home)
     for i in range(2):
         run_cycle(home, T0 + i * timedelta(hours=6), dry_run=True, instance=instance)
     assert len(instance.get_runs()) == 2
+    assert load_config(home).keep_runs_days == 30
+    (home / "freshness.toml").write_text("[dagster]\nkeep_runs_days = 0\n")
     assert load_config(home).keep_runs_days == 0
+    (home / "freshness.toml").write_text("[dagster]\n")
+    assert load_config(home).keep_runs_days == 30
 
 
 @pytest.mark.parametrize("value", ["-1", '"30"', "true", "nan"])
