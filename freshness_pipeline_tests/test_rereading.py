@@ -77,3 +77,39 @@ def test_unchanged_becomes_a_reextraction_and_a_change_stays(tmp_path) -> None:
     assert same.title == "Lamp" and same.fields is not None and '"price": "$12"' in same.fields
     assert (moved.outcome, moved.fingerprint) == ("changed", "f")
     assert other.outcome == "unchanged"  # not read again: left as it was
+
+
+def test_a_page_read_again_keeps_its_validators_and_one_that_cannot_be_loses_them(
+    tmp_path,
+) -> None:
+    """The plan keeps the validators of a page whose fingerprint another extractor made when
+    its body is archived: its 304 is then the archived body's reading (after an upgrade every
+    page went whole once, 2.4x the bytes: an exploratory run). One whose body cannot be read
+    again must bring a body: a 304 would leave it without a fingerprint of this extraction."""
+    import polars as pl
+
+    from freshness_pipeline.config import PipelineConfig
+    from freshness_pipeline.stages.rereading import with_reread_fingerprints
+
+    home = tmp_path / "home"
+    kept = archived(home / "archive")
+    lost = archived(tmp_path / "elsewhere")  # names a file this home's archive does not hold
+    plan = pl.DataFrame(
+        {
+            "url": ["http://shop.test/lamp", "http://shop.test/desk", "http://shop.test/new"],
+            "url_class": [None, None, None],
+            "status": ["active", "active", "new"],
+            "fingerprint": [None, None, None],
+            "version_observed_at": [T, T, None],
+            "archived": [kept, lost, None],
+            "etag": ['"a"', '"b"', None],
+            "last_modified": ["Mon, 02 Mar 2026 00:00:00 GMT"] * 3,
+        }
+    )
+    out, records = with_reread_fingerprints(plan, home, PipelineConfig())
+    assert list(records) == ["http://shop.test/lamp"]
+    lamp, desk, new = out.iter_rows(named=True)
+    assert lamp["fingerprint"] == records["http://shop.test/lamp"].fingerprint
+    assert (lamp["etag"], lamp["last_modified"]) == ('"a"', "Mon, 02 Mar 2026 00:00:00 GMT")
+    assert (desk["fingerprint"], desk["etag"], desk["last_modified"]) == (None, None, None)
+    assert new["last_modified"] == "Mon, 02 Mar 2026 00:00:00 GMT"  # not one read again

@@ -96,7 +96,8 @@ def with_reread_fingerprints(
     stored one another extractor made (the plan dropped it: the page has a version, is not
     coming back from gone, and has none now), read from its archived body under its class's
     current extraction; and those records by URL, for :func:`as_reextractions`. Pages whose
-    body cannot be read keep none: their fetch is a re-extraction, as before."""
+    body cannot be read keep none and lose their validators: their fetch must bring a body,
+    a re-extraction (a 304 would leave them with no fingerprint of this extraction)."""
     needed = {"fingerprint", "version_observed_at", "archived", "status"}
     if plan.is_empty() or not needed <= set(plan.columns):
         return plan, {}
@@ -116,15 +117,19 @@ def with_reread_fingerprints(
         got, _why = reread(reader, archived, extractions[which])
         if got is not None:
             records[url] = got.record
-    if not records:
-        return plan, {}
     found = pl.DataFrame(
         {"url": list(records), "_fp": [r.fingerprint for r in records.values()]},
         schema={"url": pl.String, "_fp": pl.String},
     )
+    unread = due & pl.col("_fp").is_null()
+    validators = [
+        pl.when(unread).then(pl.lit(None, pl.String)).otherwise(c).alias(c)
+        for c in ("etag", "last_modified")
+        if c in plan.columns
+    ]
     return (
         plan.join(found, on="url", how="left", maintain_order="left")
-        .with_columns(fingerprint=pl.coalesce("fingerprint", "_fp"))
+        .with_columns(*validators, fingerprint=pl.coalesce("fingerprint", "_fp"))
         .drop("_fp"),
         records,
     )
