@@ -75,8 +75,9 @@ def reread(
         body = response.decoded_body()
     except (OSError, ArchiveError):
         return None, NOT_IN_ARCHIVE
-    # the fetcher fingerprints only a complete 2xx body; anything else archived is not the
-    # body the stored fingerprint was taken from
+    # the fingerprint was taken from a 2xx body; anything else archived is not it. A body cut
+    # (by the network, or a page's by the size cap) is left for the page's next fetch, which
+    # reads whatever the cap lets through again
     if response.truncated or response.status is None or not 200 <= response.status < 300:
         return None, NOT_A_BODY
     content_type = response.header("Content-Type")
