@@ -81,8 +81,9 @@ def _located_at_payload(rows: pl.DataFrame) -> pl.DataFrame:
     retention carries along when it expires a file, as it does the URL's own original."""
     if "archived" not in rows.columns:
         return rows
-    original = pl.col("archived").str.json_path_match
-    same_body = (original("$.digest") == pl.col("payload_digest")) & original(
+    # a fetch of pages none of which has an original yet makes the column all null, of no type
+    original = pl.col("archived").cast(pl.String).str.json_path_match
+    same_body = (original("$.digest") == pl.col("payload_digest").cast(pl.String)) & original(
         "$.file"
     ).is_not_null()
     return rows.with_columns(
