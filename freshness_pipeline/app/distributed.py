@@ -31,12 +31,9 @@ from freshness_pipeline.defs.distributed import (
     group_run_tags,
 )
 from freshness_pipeline.defs.instance import dagster_home
-from freshness_pipeline.defs.partitions import HOST_BUCKET_TAG
+from freshness_pipeline.defs.partitions import HOST_BUCKET_TAG, LAUNCH_TAG
 from freshness_pipeline.defs.schedules import cycle_run_config
 from freshness_pipeline.warehouse.storage import DEFAULT_RETENTION_DAYS, Warehouse
-
-# One value per run_distributed_cycle call, to find its runs again.
-LAUNCH_TAG = "freshness/launch_id"
 
 
 @dataclass

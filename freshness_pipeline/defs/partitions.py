@@ -37,6 +37,8 @@ RANGE_END_TAG = "dagster/asset_partition_range_end"
 PARTITION_TAG = "dagster/partition"
 # Range runs carry no dagster/partition tag, so the per-host run limit keys on this one.
 HOST_BUCKET_TAG = "freshness/host_bucket"
+#: set on the group runs `freshness cycle --distributed` launches (one id per cycle)
+LAUNCH_TAG = "freshness/launch_id"
 # Comma-separated hosts: the run covers only these of its partitions' hosts.
 HOSTS_TAG = "freshness/hosts"
 
@@ -124,6 +126,12 @@ def contiguous_ranges(all_hosts: Sequence[str], wanted: Iterable[str]) -> list[t
     if start is not None and previous is not None:
         ranges.append((start, previous))
     return ranges
+
+
+def launched_by_the_command(tags: Mapping[str, str]) -> bool:
+    """Whether a run's tags say the ``freshness`` command started it, holding the home's writer
+    lock for it: its in-process cycle run, or a group run of its distributed cycle."""
+    return tags.get(HOST_BUCKET_TAG) == "cli" or LAUNCH_TAG in tags
 
 
 def range_tags(start: str, end: str, bucket: str = "all") -> dict[str, str]:

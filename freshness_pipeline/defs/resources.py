@@ -7,15 +7,20 @@ asset of the run agrees on one ``now`` and nothing below reads the wall clock fo
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import cast
+from typing import Self, cast
 
 import dagster as dg
 from pydantic import PrivateAttr
 
 from freshness_pipeline.config import OBJECTIVES, PipelineConfig, load_config
 from freshness_pipeline.defs.cycle_time import parse_now
+from freshness_pipeline.defs.partitions import launched_by_the_command
 from freshness_pipeline.science.schedule import Objective
+from freshness_pipeline.warehouse.locks import dagster_run_hold
+from freshness_pipeline.warehouse.running import writer_at_work
 from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline.web.client import FetchSettings
 from freshness_pipeline.web.netguard import ALLOW_ENV, IPNetwork, allowed_networks
@@ -35,6 +40,28 @@ class WarehouseResource(dg.ConfigurableResource):
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         self._config = load_config(self.warehouse().home)
+
+    @contextlib.contextmanager
+    def yield_for_execution(self, context: dg.InitResourceContext) -> Iterator[Self]:
+        """For a run, hold the home's runs lock while it runs (a ``freshness`` writer then
+        refuses to start), and refuse to start beside one that holds the writer lock, unless
+        the ``freshness`` command started this run for itself (warehouse/locks.py)."""
+        self.setup_for_execution(context)
+        run = context.dagster_run
+        if run is None:  # a sensor or a schedule evaluating, not a run
+            yield self
+            return
+        home = self.warehouse().home
+        with dagster_run_hold(home):
+            if not launched_by_the_command(run.tags):
+                holder = writer_at_work(home)
+                if holder is not None:
+                    raise dg.Failure(
+                        f"{home} is busy: {holder} holds it; this run would write beside it "
+                        "(every page fetched twice, each change recorded twice): start it again "
+                        "once that has finished"
+                    )
+            yield self
 
     def warehouse(self) -> Warehouse:
         return Warehouse(self.home or None)

@@ -141,9 +141,10 @@ def prune_home(
 ) -> RetentionSummary:
     """:func:`prune_history` under the home's writer lock: taken here for a run the Dagster
     daemon or the UI launched, already held by this very process for a CLI cycle (the runner
-    takes it around the run). When another process holds it (`freshness reextract`, a CLI
-    cycle beside a UI run), nothing is pruned and ``skipped`` says who has it: rewriting the
-    files it is writing would lose its rows, and the next cycle prunes instead."""
+    takes it around the run). When another process holds it (the `freshness` command whose
+    distributed cycle this group run is; a run the daemon or the UI started does not start
+    beside a writer, warehouse/locks.py), nothing is pruned and ``skipped`` says who has it:
+    rewriting the files it is writing would lose its rows, and the next cycle prunes instead."""
     with contextlib.ExitStack() as held:
         try:
             held.enter_context(wh.exclusive(what))

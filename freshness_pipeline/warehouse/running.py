@@ -9,7 +9,7 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from freshness_pipeline.warehouse.storage import WRITER_LOCK
+from freshness_pipeline.warehouse.locks import WRITER_LOCK
 
 __all__ = ["running_cycle_time", "window_past_running_cycle", "writer_at_work"]
 

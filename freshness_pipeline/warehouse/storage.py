@@ -40,6 +40,7 @@ from freshness_pipeline.warehouse.layout import (
     scan_files,
     unescape_host_key,
 )
+from freshness_pipeline.warehouse.locks import WRITER_LOCK, dagster_run_at_work
 from freshness_pipeline.warehouse.metrics_sql import METRIC_VIEWS
 
 HOME_ENV = "FRESHNESS_HOME"
@@ -63,12 +64,8 @@ def _known_columns(table: str, columns: Sequence[str]) -> None:
         raise KeyError(f"{table} has no column(s) {unknown}")
 
 
-#: The home's writer lock (an OS file lock; its text says what its holder is doing).
-WRITER_LOCK = "writer.lock"
-
-
 class HomeBusy(RuntimeError):
-    """Another cycle or seed load holds this home."""
+    """Another cycle, seed load or Dagster run is writing this home."""
 
 
 def _stamp(moment: datetime) -> str:
@@ -207,7 +204,9 @@ class Warehouse:
 
         Two cycles on one home would plan from the same state and append the same fetches
         twice. An OS file lock (not a marker file) is released by the kernel when its holder
-        dies, even by kill -9, so a crashed cycle never leaves the home locked.
+        dies, even by kill -9, so a crashed cycle never leaves the home locked. A Dagster run
+        at work (one the schedule, the UI or `dagster asset materialize` started) refuses it
+        likewise (locks.dagster_run_at_work).
         """
         self.home.mkdir(parents=True, exist_ok=True)
         path = self.home / WRITER_LOCK
@@ -220,6 +219,12 @@ class Warehouse:
                 raise HomeBusy(
                     f"{self.home} is busy: {holder} holds it; wait for it to finish"
                 ) from None
+            if dagster_run_at_work(self.home):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                raise HomeBusy(
+                    f"{self.home} is busy: a Dagster run (the schedule, the UI or `dagster asset "
+                    "materialize`) is writing it; wait for it to finish"
+                )
             # a holder that ends cleanly empties the file: what is still in it is the work of
             # one that died (kill -9, a power cut), for the caller to say so
             left = os.pread(fd, 200, 0).decode(errors="replace").strip()

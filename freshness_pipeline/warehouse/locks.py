@@ -1,0 +1,90 @@
+"""The home's two OS file locks: one writer at a time, and Dagster runs at work.
+
+``writer.lock`` is taken exclusively by every writer the ``freshness`` command starts (a cycle,
+a seed load, a re-extraction, a retirement; :meth:`Warehouse.exclusive`). A run Dagster starts
+by itself (the schedule, the UI, ``dagster asset materialize``) takes no part in that: two such
+writers at once planned from the same state, fetched every page twice (a host's Crawl-delay
+broken) and recorded each change twice (found by an exploratory run). So every run holds
+``runs.lock`` shared while it runs (:func:`dagster_run_hold`, from the warehouse resource), and a
+``freshness`` writer refuses to start while anyone holds it (:func:`dagster_run_at_work`).
+Runs share it among themselves: their own queue keeps cycle runs apart, and the groups of a
+distributed cycle run side by side on purpose. The command's own runs (in process, or the
+group processes of a distributed cycle) take it after the command has looked. Kernel locks,
+not marker files: a run killed with -9 holds nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["RUNS_LOCK", "WRITER_LOCK", "dagster_run_at_work", "dagster_run_hold"]
+
+#: The home's writer lock (its text says what its holder is doing).
+WRITER_LOCK = "writer.lock"
+#: Held shared by every Dagster run writing the home, for as long as it runs.
+RUNS_LOCK = "runs.lock"
+#: how long a run waits for a writer's look at the lock to end (it holds it for an instant)
+_LOOK_WAIT_S = 5.0
+
+# homes whose runs.lock this process holds: a writer started inside a run (its retention
+# step) does not count its own run, or the runs beside it, as someone else's
+_HELD: set[str] = set()
+
+
+def _key(home: Path) -> str:
+    return os.path.realpath(home)
+
+
+@contextlib.contextmanager
+def dagster_run_hold(home: Path) -> Iterator[None]:
+    """Hold ``home``'s runs lock, shared, for the block: a Dagster run at work."""
+    home = Path(home)
+    home.mkdir(parents=True, exist_ok=True)
+    fd = os.open(home / RUNS_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    key = _key(home)
+    try:
+        deadline = time.monotonic() + _LOOK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    fcntl.flock(fd, fcntl.LOCK_SH)  # a look never lasts; wait it out
+                    break
+                time.sleep(0.01)
+        already = key in _HELD
+        _HELD.add(key)
+        try:
+            yield
+        finally:
+            if not already:
+                _HELD.discard(key)
+    finally:
+        os.close(fd)  # lets the lock go
+
+
+def dagster_run_at_work(home: Path) -> bool:
+    """Whether a Dagster run other than this process's own holds ``home``'s runs lock. A look:
+    the lock is taken exclusively and let go at once when free, never waited for."""
+    home = Path(home)
+    if _key(home) in _HELD:
+        return False
+    path = home / RUNS_LOCK
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDWR)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
