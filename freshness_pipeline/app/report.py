@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -33,6 +34,16 @@ class Views(Protocol):
     def query(self, sql: str, params: Mapping[str, object] | None = None) -> pl.DataFrame: ...
 
 
+#: the errors of a read that met a table's file being replaced: a cycle replaces each host's
+#: files as it writes them, and DuckDB opens a file more than once per query (footer, then
+#: data), so it may get one file's footer and another's bytes ("TProtocolException: Invalid
+#: data", a ZSTD failure, a file gone between the glob and the read: found by an exploratory
+#: run, 2 reports of 40 beside cycles died of it). A mistake in the SQL is another kind.
+_READ_ERRORS = (duckdb.IOException, duckdb.InvalidInputException)
+#: such a query is asked again, this many times, a moment longer apart each time
+READ_RETRIES = 8
+
+
 class ConnectionViews:
     """One DuckDB connection for a whole report, so that its tables all read the same files and a
     lock taken half-way through cannot fail it."""
@@ -41,7 +52,16 @@ class ConnectionViews:
         self._con = con
 
     def query(self, sql: str, params: Mapping[str, object] | None = None) -> pl.DataFrame:
-        return self._con.sql(sql, params=params or None).pl()
+        for attempt in range(READ_RETRIES + 1):
+            try:
+                return self._con.sql(sql, params=params or None).pl()
+            except duckdb.Error as exc:
+                # thrift's own errors come as the base class
+                met_a_write = type(exc) is duckdb.Error or isinstance(exc, _READ_ERRORS)
+                if attempt == READ_RETRIES or not met_a_write:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
 
 
 def in_memory_views(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
