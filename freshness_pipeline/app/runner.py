@@ -10,6 +10,7 @@ IO manager and is let go, and the next step reads it back from the warehouse.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -45,6 +46,7 @@ from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.retention import RetentionSummary
 from freshness_pipeline.warehouse.seeds import SeedParse, merge_seeds, parse_seeds
 from freshness_pipeline.warehouse.storage import DEFAULT_RETENTION_DAYS, Warehouse
+from freshness_pipeline.warehouse.unrecorded import forget_unrecorded_cycle
 
 
 @dataclass
@@ -69,6 +71,8 @@ class CycleFailed(RuntimeError):
 #: The file that marks a home as the demo's: `freshness demo` resets such a home on every run,
 #: so `freshness seed` refuses it (a user's seeds would go with the next demo).
 DEMO_MARKER = ".freshness-demo"
+# what a CLI cycle writes into the writer lock while it runs: "cycle <its now> (pid N)"
+_DEAD_CYCLE = re.compile(r"^cycle (\S+) \(pid")
 
 
 class UnreadableConfig(CycleFailed):
@@ -113,17 +117,26 @@ def run_cycle(
                 pruned_runs = prune_instance(instance, config.keep_runs_days)
             except ConfigError as exc:
                 raise UnreadableConfig(str(exc)) from exc
-            outcome = _run_cycle_locked(
-                warehouse,
-                now,
-                budget,
-                hosts,
-                dry_run,
-                fetch_time_limit_s,
-                instance,
-                log_level,
-                fetch_processes,
-            )
+            try:
+                outcome = _run_cycle_locked(
+                    warehouse,
+                    now,
+                    budget,
+                    hosts,
+                    dry_run,
+                    fetch_time_limit_s,
+                    instance,
+                    log_level,
+                    fetch_processes,
+                )
+            except CycleFailed as failed:
+                forgotten = [] if dry_run else forget_unrecorded_cycle(warehouse, now)
+                if not forgotten:
+                    raise
+                raise CycleFailed(
+                    f"{failed}; what it fetched from {len(forgotten)} hosts before failing is "
+                    "taken back (the next cycle fetches it again)"
+                ) from failed
         if retention_days and not dry_run:
             pruned = warehouse.prune_fetch_log(now - timedelta(days=retention_days))
             if pruned:
@@ -149,7 +162,12 @@ def interrupted_note(warehouse: Warehouse, instance: dg.DagsterInstance) -> str 
     for run in dead:
         instance.report_run_failed(run, "interrupted: its process died holding the home")
     said = f"the last {warehouse.interrupted} did not finish (killed?)"
-    if "cycle" in warehouse.interrupted:
+    cycle = _DEAD_CYCLE.match(warehouse.interrupted)
+    if cycle is not None:
+        # what its fetch step wrote that url_state never took in is taken back, or the same
+        # changes would be recorded twice
+        with contextlib.suppress(ValueError):
+            forget_unrecorded_cycle(warehouse, datetime.fromisoformat(cycle.group(1)))
         said += ": nothing it fetched was recorded, and this cycle fetches again what is due"
     if dead:
         said += f"; {len(dead)} Dagster run(s) it left 'started' marked failed"
