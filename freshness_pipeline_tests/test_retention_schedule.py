@@ -224,6 +224,14 @@ HOLD = textwrap.dedent(
 )
 
 
+def test_scheduled_runs_are_in_the_homes_cycle_record(scheduled):
+    """Only `freshness cycle` recorded each host's newest cycle: after runs the schedule or
+    the UI started, `freshness hosts` showed an older one and a backfill went unremarked
+    (found by an exploratory run). The state step records it, whoever runs it."""
+    newest = Warehouse(scheduled["home"]).newest_cycles()
+    assert newest and set(newest.values()) == {T3}
+
+
 def test_a_run_beside_another_writer_prunes_nothing_and_says_who_holds_the_home(
     scheduled, tmp_path, monkeypatch
 ):

@@ -276,8 +276,7 @@ def _run_cycle_locked(
                     name = key.removeprefix("outcome_")
                     outcome.outcomes[name] = outcome.outcomes.get(name, 0) + n
             retention.add(RetentionSummary.from_counts(_run_metadata(result, "retention")))
-    if not dry_run:
-        warehouse.record_cycle(wanted, now)
+    if not dry_run:  # (each run's url_state step recorded the cycle for its hosts)
         note = retention.note()
         if note:
             outcome.notes.append(note)

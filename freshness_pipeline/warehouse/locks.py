@@ -22,7 +22,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["RUNS_LOCK", "WRITER_LOCK", "dagster_run_at_work", "dagster_run_hold"]
+__all__ = [
+    "RUNS_LOCK",
+    "WRITER_LOCK",
+    "cycle_record_lock",
+    "dagster_run_at_work",
+    "dagster_run_hold",
+]
 
 #: The home's writer lock (its text says what its holder is doing).
 WRITER_LOCK = "writer.lock"
@@ -86,5 +92,20 @@ def dagster_run_at_work(home: Path) -> bool:
             return True
         fcntl.flock(fd, fcntl.LOCK_UN)
         return False
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def cycle_record_lock(root: Path) -> Iterator[None]:
+    """The record of each host's newest cycle (``_cycles.json``) is read, moved on and written
+    by every run's state step; the group runs of a distributed cycle do it side by side, and
+    one's write would lose another's hosts. Held for that read and write."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root / "_cycles.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
         os.close(fd)

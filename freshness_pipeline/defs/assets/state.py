@@ -26,6 +26,7 @@ from freshness_pipeline.stages.state import (
     updated_evidence,
 )
 from freshness_pipeline.warehouse import tables
+from freshness_pipeline.warehouse.locks import cycle_record_lock
 
 
 @cycle_asset
@@ -64,6 +65,10 @@ def url_state(
     evidence = updated_evidence(wh.read("lastmod_evidence", hosts), grades, now)
     wh.write_partitions("lastmod_evidence", hosts, evidence)
     wh.write_partitions("change_prior", hosts, prior)
+    # each host's newest cycle, whoever ran it (the schedule, the UI, the command): what
+    # `freshness hosts` shows and what tells a backfill from a mistyped --now
+    with cycle_record_lock(wh.root):
+        wh.record_cycle(hosts, now)
     by_status = dict(state.group_by("status").len().iter_rows())
     live = state.filter(pl.col("status") == "active")
     age_days = duration_days(pl.lit(now).cast(tables.UTC_TIME) - pl.col("last_seen_at"))
