@@ -34,6 +34,7 @@ from freshness_pipeline.defs.instance import dagster_home
 from freshness_pipeline.defs.partitions import HOST_BUCKET_TAG, LAUNCH_TAG
 from freshness_pipeline.defs.schedules import cycle_run_config
 from freshness_pipeline.warehouse.storage import DEFAULT_RETENTION_DAYS, Warehouse
+from freshness_pipeline.warehouse.unrecorded import forget_unrecorded_cycle
 
 
 @dataclass
@@ -172,6 +173,15 @@ def run_distributed_cycle(
             for run, _, output in launched:
                 _fill_run(run, instance, launch_id, output)
         cycle = DistributedCycle(now=now, runs=runs, wall_s=time.perf_counter() - started)
+        if not cycle.success:
+            # what a failed group fetched that its url_state never took in would be recorded
+            # again by the next cycle (warehouse/unrecorded.py)
+            forgotten = forget_unrecorded_cycle(warehouse, now)
+            if forgotten:
+                cycle.notes.append(
+                    f"what failed groups fetched from {len(forgotten)} hosts is taken back (the "
+                    "next cycle fetches it again)"
+                )
         if cycle.success and retention_days:
             pruned = warehouse.prune_fetch_log(now - timedelta(days=retention_days))
             if pruned:

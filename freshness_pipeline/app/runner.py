@@ -71,8 +71,9 @@ class CycleFailed(RuntimeError):
 #: The file that marks a home as the demo's: `freshness demo` resets such a home on every run,
 #: so `freshness seed` refuses it (a user's seeds would go with the next demo).
 DEMO_MARKER = ".freshness-demo"
-# what a CLI cycle writes into the writer lock while it runs: "cycle <its now> (pid N)"
-_DEAD_CYCLE = re.compile(r"^cycle (\S+) \(pid")
+# what a CLI cycle writes into the writer lock while it runs: "cycle <its now> (pid N)", or
+# "distributed cycle <its now> (pid N)"
+_DEAD_CYCLE = re.compile(r"^(?:distributed )?cycle (\S+) \(pid")
 
 
 class UnreadableConfig(CycleFailed):
