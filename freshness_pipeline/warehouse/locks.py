@@ -28,6 +28,7 @@ __all__ = [
     "cycle_record_lock",
     "dagster_run_at_work",
     "dagster_run_hold",
+    "holder_of",
 ]
 
 #: The home's writer lock (its text says what its holder is doing).
@@ -81,17 +82,22 @@ def dagster_run_at_work(home: Path) -> bool:
     home = Path(home)
     if _key(home) in _HELD:
         return False
-    path = home / RUNS_LOCK
+    return holder_of(home / RUNS_LOCK, exclusive=True) is not None
+
+
+def holder_of(path: Path, *, exclusive: bool) -> str | None:
+    """None when no one holds the lock ``path`` (it is taken, exclusively or shared, and let go
+    at once: a look, never a wait), else what its file says its holder is doing."""
     if not path.exists():
-        return False
-    fd = os.open(path, os.O_RDWR)
+        return None
+    fd = os.open(path, os.O_RDWR if exclusive else os.O_RDONLY)
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
         except BlockingIOError:
-            return True
+            return os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
         fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
+        return None
     finally:
         os.close(fd)
 

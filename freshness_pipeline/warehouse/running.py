@@ -3,13 +3,11 @@ that must not read a window the cycle will still write into (``freshness export`
 
 from __future__ import annotations
 
-import fcntl
-import os
 import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from freshness_pipeline.warehouse.locks import WRITER_LOCK
+from freshness_pipeline.warehouse.locks import WRITER_LOCK, holder_of
 
 __all__ = ["running_cycle_time", "window_past_running_cycle", "writer_at_work"]
 
@@ -20,19 +18,7 @@ _RUNNING_CYCLE = re.compile(r"^cycle (\S+)")
 def writer_at_work(home: Path) -> str | None:
     """What the holder of ``home``'s writer lock says it is doing, or None when no one holds
     it. A look only: the lock is taken and let go at once when free, never waited for."""
-    path = Path(home) / WRITER_LOCK
-    if not path.exists():
-        return None
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
+    return holder_of(Path(home) / WRITER_LOCK, exclusive=False)
 
 
 def running_cycle_time(home: Path) -> tuple[datetime, str] | None:
