@@ -174,3 +174,28 @@ def test_the_cycle_after_one_killed_before_its_state_records_each_change_once(wo
     # the totals the metrics sum agree with the requests kept
     totals = wh.read("fetch_totals")["requests"].sum()
     assert totals == wh.read("fetch_log").height
+
+
+def test_a_cycle_failing_in_its_state_step_takes_its_fetches_back(world, monkeypatch):
+    """The same rows are left by a cycle whose url_state step fails (a bug, a full disk): the
+    failing cycle takes them back itself and says so."""
+    from freshness_pipeline.app.runner import CycleFailed
+    from freshness_pipeline.defs.assets import state as state_asset
+
+    home = world["root"] / "failed-in-state"
+    shutil.copytree(world["base"], home)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the state step broke")
+
+    monkeypatch.setattr(state_asset, "update_state", broken)
+    with pytest.raises(CycleFailed, match="taken back"):
+        run_cycle(home, T1)
+    monkeypatch.undo()
+    wh = Warehouse(home)
+    for table, at in tables.HISTORY_TABLES.items():
+        assert wh.read(table).filter(pl.col(at) == T1).height == 0, table
+    assert wh.read("fetch_totals").filter(pl.col("cycle_at") == T1).height == 0
+    run_cycle(home, T1 + timedelta(hours=6))
+    changes = wh.read("changes")
+    assert changes.height > 0 and changes["url"].n_unique() == changes.height
