@@ -27,6 +27,7 @@ import polars as pl
 
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.science.capacity import next_host_capacity
+from freshness_pipeline.science.fingerprint import ContentRecord
 from freshness_pipeline.science.normalize import normalize_url_column
 from freshness_pipeline.science.retry_after import THROTTLE_STATUSES
 from freshness_pipeline.science.schedule import REFILL_REASON
@@ -374,19 +375,17 @@ def _fetch_hosts(
     by_date = etag_fails_here(latest)
     # URLs whose server answers any If-None-Match with a 304 naming another ETag
     refused = etag_refused_here(latest)
-    # pages another extractor fingerprinted are compared against their archived body read
-    # again now, so a change since their last fetch is a change, not a silent re-extraction
-    planned, rereads = with_reread_fingerprints(
-        drop_untrusted_validators(
-            plan.filter(pl.col("selected")),
-            trust,
-            honoured=honoured,
-            by_date=by_date,
-            refused=refused,
-        ),
-        home,
-        config,
-    )
+
+    def ready(rows: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, ContentRecord]]:
+        """Plan rows with the validators their hosts and URLs earned; pages another extractor
+        fingerprinted compared against their archived body read again now, so a change since
+        their last fetch is a change, not a silent re-extraction."""
+        earned = drop_untrusted_validators(
+            rows, trust, honoured=honoured, by_date=by_date, refused=refused
+        )
+        return with_reread_fingerprints(earned, home, config)
+
+    planned, rereads = ready(plan.filter(pl.col("selected")))
     throttles = Throttles(settings.throttle)
     robots_allow = robots_checker(wh)
     started = time.monotonic()
@@ -409,13 +408,7 @@ def _fetch_hosts(
         left = None if limit is None else limit - (time.monotonic() - started)
         refill = refill_rows(plan, sum(deferred.values()), set(deferred))
         if refill.height and (left is None or left > 0):
-            refill, more = with_reread_fingerprints(
-                drop_untrusted_validators(
-                    refill, trust, honoured=honoured, by_date=by_date, refused=refused
-                ),
-                home,
-                config,
-            )
+            refill, more = ready(refill)
             rereads.update(more)
             results += fetch_all_sync(
                 fetch_requests(refill, config),
