@@ -48,6 +48,7 @@ __all__ = [
     "drop_untrusted_validators",
     "etag_fails_here",
     "etag_refused_here",
+    "is_refused_304",
     "latest_requests",
     "remember_requests",
     "trust_before",
@@ -292,9 +293,10 @@ def trust_from_counts(counts: pl.DataFrame, rules: TrustRules | None = None) -> 
     )
 
 
-def _is_refused_304() -> pl.Expr:
-    """A 304 the fetch did not take as a revalidation (it then says 'error')."""
-    return (pl.col("http_status") == 304) & (pl.col("outcome") == "error")
+def is_refused_304(status: str = "http_status", outcome: str = "outcome") -> pl.Expr:
+    """A 304 the fetch did not take as a revalidation (it then says 'error': sent to a request
+    without validators, or naming another ETag than the one sent)."""
+    return (pl.col(status) == 304) & (pl.col(outcome) == "error")
 
 
 def _is_body() -> pl.Expr:
@@ -315,7 +317,7 @@ def latest_requests(history: pl.DataFrame) -> pl.DataFrame:
     ordered = history.with_row_index("_row").sort([*key, "fetched_at", "_row"])
     last_row = pl.col("_row") == pl.col("_row").last().over(key)
     last_body = pl.col("_row") == pl.col("_row").filter(_is_body()).last().over(key)
-    last_refused = pl.col("_row") == pl.col("_row").filter(_is_refused_304()).last().over(key)
+    last_refused = pl.col("_row") == pl.col("_row").filter(is_refused_304()).last().over(key)
     kept = last_row | last_body.fill_null(False) | last_refused.fill_null(False)
     return ordered.filter(kept).drop("_row")
 
@@ -445,7 +447,7 @@ def etag_refused_here(latest: pl.DataFrame) -> pl.Series:
     If-None-Match and puts a new ETag on every answer, so the ETag of the body fetched next
     is refused in turn: without this memory the URL went error, body, error, body for good,
     its changes seen a cycle late. ``latest``: as remember_requests keeps it."""
-    refused = _is_refused_304() & (pl.col("validator") == "etag")
+    refused = is_refused_304() & (pl.col("validator") == "etag")
     return latest.filter(refused.fill_null(False))["url"].unique()
 
 

@@ -20,6 +20,7 @@ from freshness_pipeline.science.hints import host_trust, lastmod_hints
 from freshness_pipeline.science.prior.table import GAIN_COLUMN, posterior_gains
 from freshness_pipeline.science.retry_after import held_hosts
 from freshness_pipeline.science.schedule import Objective, PlanConfig, build_plan
+from freshness_pipeline.science.validators import is_refused_304
 from freshness_pipeline.stages.running_totals import fetch_memory
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.storage import Warehouse
@@ -143,11 +144,8 @@ def plan_inputs(
         pl.col("archived").is_null() | pl.col("version_observed_at").is_null()
     )
     returning = (pl.col("state_status") == "gone").fill_null(False)
-    # a 304 that was no revalidation (sent to a request without validators, or naming another
-    # ETag than the one sent): the next fetch asks for the page itself
-    refused_304 = (
-        (pl.col("last_http_status") == 304) & (pl.col("last_outcome") == "error")
-    ).fill_null(False)
+    # a 304 that was no revalidation: the next fetch asks for the page itself
+    refused_304 = is_refused_304("last_http_status", "last_outcome").fill_null(False)
     return (
         candidates.join(known, on="url", how="left")
         # A fingerprint from another extractor (an older release, other selectors, fields or
