@@ -74,6 +74,13 @@ def version_rows(
     )
 
 
+# what a version's location is read from in ArchivedOriginal's JSON (records.to_json)
+_ORIGINAL_LOCATION = pl.Struct(
+    {"digest": pl.String, "file": pl.String, "offset": pl.Int64, "length": pl.Int64}
+)
+_LOCATION_COLUMNS = {"file": "warc_filename", "offset": "warc_offset", "length": "warc_length"}
+
+
 def _located_at_payload(rows: pl.DataFrame) -> pl.DataFrame:
     """A version's location is the record holding its body. A fetch whose body the archive
     already held (a page back from a 404 unchanged, one re-read after a selector edit) wrote a
@@ -81,24 +88,14 @@ def _located_at_payload(rows: pl.DataFrame) -> pl.DataFrame:
     retention carries along when it expires a file, as it does the URL's own original."""
     if "archived" not in rows.columns:
         return rows
-    # a fetch of pages none of which has an original yet makes the column all null, of no type
-    original = pl.col("archived").cast(pl.String).str.json_path_match
-    same_body = (original("$.digest") == pl.col("payload_digest").cast(pl.String)) & original(
-        "$.file"
-    ).is_not_null()
+    # (a fetch of pages none of which has an original yet makes the column all null, untyped)
+    original = pl.col("archived").cast(pl.String).str.json_decode(_ORIGINAL_LOCATION)
+    same_body = (original.struct["digest"] == pl.col("payload_digest").cast(pl.String)) & (
+        original.struct["file"].is_not_null()
+    )
     return rows.with_columns(
-        pl.when(same_body)
-        .then(original("$.file"))
-        .otherwise("warc_filename")
-        .alias("warc_filename"),
-        pl.when(same_body)
-        .then(original("$.offset").cast(pl.Int64))
-        .otherwise("warc_offset")
-        .alias("warc_offset"),
-        pl.when(same_body)
-        .then(original("$.length").cast(pl.Int64))
-        .otherwise("warc_length")
-        .alias("warc_length"),
+        pl.when(same_body).then(original.struct[key]).otherwise(column).alias(column)
+        for key, column in _LOCATION_COLUMNS.items()
     )
 
 
