@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,8 +34,6 @@ __all__ = [
 WRITER_LOCK = "writer.lock"
 #: Held shared by every Dagster run writing the home, for as long as it runs.
 RUNS_LOCK = "runs.lock"
-#: how long a run waits for a writer's look at the lock to end (it holds it for an instant)
-_LOOK_WAIT_S = 5.0
 
 # homes whose runs.lock this process holds: a writer started inside a run (its retention
 # step) does not count its own run, or the runs beside it, as someone else's
@@ -55,16 +52,8 @@ def dagster_run_hold(home: Path) -> Iterator[None]:
     fd = os.open(home / RUNS_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     key = _key(home)
     try:
-        deadline = time.monotonic() + _LOOK_WAIT_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    fcntl.flock(fd, fcntl.LOCK_SH)  # a look never lasts; wait it out
-                    break
-                time.sleep(0.01)
+        # only a writer's look takes it exclusively, for an instant: waited out
+        fcntl.flock(fd, fcntl.LOCK_SH)
         already = key in _HELD
         _HELD.add(key)
         try:
