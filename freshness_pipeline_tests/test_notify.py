@@ -20,6 +20,7 @@ import polars as pl
 import pytest
 
 from freshness_pipeline.app.runner import load_seeds, run_cycle
+from freshness_pipeline.app.undo import undo_cycle
 from freshness_pipeline.config import ConfigError, NotifyConfig, load_config
 from freshness_pipeline.defs.notify import (
     MAX_BODY_CHARS,
@@ -151,6 +152,27 @@ def test_one_message_per_batch_then_nothing_until_the_next_cycle(site, home, rec
     assert third.sent == 1 and len(receiver.posts) == 2
     assert receiver.posts[1]["title"] == "1 page changed on 1 host"
     assert lamp in receiver.posts[1]["message"] and storm not in receiver.posts[1]["message"]
+
+
+def test_after_an_undone_cycle_dated_a_year_ahead_the_next_changes_are_sent(site, home, receiver):
+    """The cursor had reached the mistaken cycle's time, a year ahead: without stepping back
+    with the undo, nothing after it was sent until that year had passed."""
+    wh = Warehouse(home)
+    config = NotifyConfig(urls=(receiver.url,))
+    first = notify_changes(wh, config, None)
+    assert first.sent == 3
+    mistyped = T2 + timedelta(days=365)
+    site["web"].set_now(T2)
+    run_cycle(home, mistyped, budget=1000, undo_point=True)  # the lamp's T2 price, dated wrong
+    wrong = notify_changes(wh, config, first.cursor)
+    assert wrong.sent == 1 and mistyped.isoformat() in receiver.posts[-1]["message"]
+    undo_cycle(home)
+
+    _cycle(site, home, T2)
+    right = notify_changes(wh, config, wrong.cursor)
+    assert right.sent == 1, right.reason
+    assert f"changed at {T2.isoformat()}" in receiver.posts[-1]["message"]
+    assert notify_changes(wh, config, right.cursor).sent == 0  # stepped back once, not again
 
 
 def test_several_cycles_at_once_are_one_batch(site, home, receiver):

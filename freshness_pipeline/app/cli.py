@@ -9,11 +9,10 @@ can be replayed as of any time.
 
 from __future__ import annotations
 
-import errno
 import os
 import sys
 import warnings
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -25,7 +24,6 @@ from rich.markup import escape
 from freshness_pipeline.defs.cycle_time import parse_now
 
 if TYPE_CHECKING:
-    from freshness_pipeline.app.crawled_copy import Version
     from freshness_pipeline.app.report import Views
     from freshness_pipeline.warehouse.storage import Warehouse
 
@@ -223,7 +221,11 @@ def cycle(
         allowed_networks()  # a typo in FRESHNESS_ALLOW_NETWORKS is bad input, said before a run
     except ValueError as exc:
         raise _failed("error", exc, 2) from exc
-    _check_future(moment)
+    from freshness_pipeline.app.undo import future_note
+
+    ahead = future_note(moment)
+    if ahead:  # said before the run, which can take long; a script never waits on a question
+        errors.print(f"[yellow]note:[/] {escape(ahead)}")
     try:
         outcome = run_cycle(
             home,
@@ -234,6 +236,7 @@ def cycle(
             fetch_time_limit_s=time_limit,
             retention_days=retention_days,
             fetch_processes=fetch_processes,
+            undo_point=ahead is not None,
         )
     except (UnknownHosts, UnreadableConfig) as exc:
         raise _failed("error", exc, 2) from exc
@@ -271,26 +274,6 @@ def cycle(
         errors.print(f"{label} {held} URLs")
     for note in outcome.notes:
         errors.print(f"[yellow]note:[/] {escape(note)}")
-
-
-#: a --now further than this past the machine's clock is said before the cycle runs
-FUTURE_NOW_SLACK = timedelta(days=1)
-
-
-def _check_future(moment: datetime) -> None:
-    """A cycle dated ahead of the clock (a mistyped year) leaves every page it fetches
-    unplanned until that time comes, and later cycles cannot undo it; a simulated clock ahead
-    of the machine's is legitimate, and a script driving one must never wait on a question
-    (even at a terminal). Say so, and go on."""
-    ahead = moment - datetime.now(UTC)
-    if ahead <= FUTURE_NOW_SLACK:
-        return
-    note = (
-        f"--now {moment.isoformat()} is {ahead / timedelta(days=1):.0f} days after this "
-        "machine's clock: the pages this cycle fetches are not planned again until their next "
-        "check after it, and later cycles with earlier times do not undo that"
-    )
-    errors.print(f"[yellow]note:[/] {escape(note)}")
 
 
 def _latest(views: Views) -> datetime:
@@ -513,8 +496,8 @@ def diff(
         errors.print(
             f"[yellow]note:[/] {escape(result.url)} is not text (its versions are its bytes): "
             f"they changed between {iso_utc(result.old.observed_at)} "
-            f"({escape(_archived_at(result.old))}) and {observed} "
-            f"({escape(_archived_at(result.new))})"
+            f"({escape(result.old.archived_at)}) and {observed} "
+            f"({escape(result.new.archived_at)})"
         )
     elif not result.lines:
         errors.print(
@@ -522,22 +505,6 @@ def diff(
             f"at {iso_utc(result.old.observed_at)} and {observed}"
         )
     print_diff(result, Console(soft_wrap=True, highlight=False))
-
-
-def _archived_at(version: Version) -> str:
-    if version.warc_filename is None:
-        return "not archived"
-    return f"archive/{version.warc_filename} at offset {version.warc_offset}"
-
-
-def _broken_pipe(exc: OSError) -> bool:
-    """The reader of stdout went away: Python says so with BrokenPipeError, polars' writers
-    with a plain OSError carrying the OS's words and code."""
-    return (
-        isinstance(exc, BrokenPipeError)
-        or exc.errno == errno.EPIPE
-        or f"(os error {errno.EPIPE})" in str(exc)
-    )
 
 
 class ExportFormat(StrEnum):
@@ -605,6 +572,7 @@ def export(
     start = _moment(since, "--since")
     end = _moment(until, "--until") if until is not None else None
     from freshness_pipeline.app.crawled_copy import CopyError, QueryError, TargetError
+    from freshness_pipeline.app.export import broken_pipe
     from freshness_pipeline.app.export import export as export_copy
     from freshness_pipeline.warehouse.storage import Warehouse
 
@@ -621,7 +589,7 @@ def export(
         errors.print(f"[red]export failed:[/] {escape(str(exc))}; nothing was written")
         raise typer.Exit(1) from exc
     except OSError as exc:
-        if target is None and _broken_pipe(exc):
+        if target is None and broken_pipe(exc):
             # the reader stopped early (`| head`): nothing to report, and nothing more to write
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
@@ -635,6 +603,36 @@ def export(
     errors.print(
         f"exported {summary.rows} URLs ({summary.versions} versions, {summary.gone} gone) "
         f"to {escape(written)}"
+    )
+
+
+@app.command()
+def undo(
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Take back the cycles run after it too.", metavar="")
+    ] = False,
+    home: HomeOption = None,
+) -> None:
+    """Take back the last cycle dated ahead of the machine's clock (a mistyped --now): every
+    table and archive file as they were before it. Seeds stay as they are now."""
+    from freshness_pipeline.app.undo import undo_cycle
+    from freshness_pipeline.warehouse.storage import HomeBusy
+    from freshness_pipeline.warehouse.undo import NothingToUndo
+
+    warehouse = _existing_warehouse(home, "nothing to undo")
+    try:
+        done = undo_cycle(warehouse.home, since_ok=yes)
+    except (NothingToUndo, ValueError) as exc:
+        raise _failed("undo refused", exc, 2) from exc
+    except HomeBusy as exc:
+        raise _failed("undo refused", exc, BUSY_EXIT) from exc
+    except OSError as exc:
+        raise _unwritable(exc, "undo") from exc
+    later = len([at for at in done.cycles if at != done.moment])
+    console.print(
+        f"took back the cycle of {done.moment.isoformat()}"
+        + (f" and {later} cycle(s) after it" if later else "")
+        + f": {done.restored} files put back, {done.removed} removed"
     )
 
 

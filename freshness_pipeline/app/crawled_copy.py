@@ -114,6 +114,13 @@ class Version:
         """Content that is not text (an image, a PDF): only its bytes to compare."""
         return self.text is None and self.title is None and not self.fields
 
+    @property
+    def archived_at(self) -> str:
+        """Where the archive holds it, as `freshness diff` names it."""
+        if self.warc_filename is None:
+            return "not archived"
+        return f"archive/{self.warc_filename} at offset {self.warc_offset}"
+
 
 class DiffLine(NamedTuple):
     kind: Literal["header", "hunk", "removed", "added", "context"]

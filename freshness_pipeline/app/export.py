@@ -12,6 +12,7 @@ small files held hundreds of megabytes for their schemas alone: docs/crawled_cop
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
@@ -36,7 +37,7 @@ from freshness_pipeline.warehouse.layout import scan_files
 from freshness_pipeline.warehouse.running import window_past_running_cycle
 from freshness_pipeline.warehouse.storage import Warehouse
 
-__all__ = ["FORMATS", "ExportSummary", "check_target", "export"]
+__all__ = ["FORMATS", "ExportSummary", "broken_pipe", "check_target", "export"]
 
 #: What ``freshness export`` writes.
 FORMATS = ("jsonl", "parquet", "csv")
@@ -407,3 +408,13 @@ class _BatchWriter:
     def close(self) -> None:
         if self.parquet is not None:
             self.parquet.close()
+
+
+def broken_pipe(exc: OSError) -> bool:
+    """The reader of stdout went away: Python says so with BrokenPipeError, polars' writers
+    with a plain OSError carrying the OS's words and code."""
+    return (
+        isinstance(exc, BrokenPipeError)
+        or exc.errno == errno.EPIPE
+        or f"(os error {errno.EPIPE})" in str(exc)
+    )

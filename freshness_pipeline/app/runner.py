@@ -46,6 +46,7 @@ from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.retention import RetentionSummary
 from freshness_pipeline.warehouse.seeds import SeedParse, merge_seeds, parse_seeds
 from freshness_pipeline.warehouse.storage import DEFAULT_RETENTION_DAYS, Warehouse
+from freshness_pipeline.warehouse.undo import keep_undo_point
 from freshness_pipeline.warehouse.unrecorded import forget_unrecorded_cycle
 
 
@@ -101,14 +102,18 @@ def run_cycle(
     log_level: str = "WARNING",
     retention_days: float | None = DEFAULT_RETENTION_DAYS,
     fetch_processes: int = 1,
+    undo_point: bool = False,
 ) -> CycleOutcome:
     """One cycle of the whole graph as of ``now``, as few runs as the host selection allows
     (one, unless --host picks hosts that are not one contiguous stretch of partitions). The
     budget is shared across those runs. Raises HomeBusy when another cycle or seed load holds
-    the home."""
+    the home. ``undo_point``: snapshot the home first, for `freshness undo` (warehouse/undo.py).
+    """
     warehouse = Warehouse(home)
     with warehouse.exclusive(f"cycle {now.isoformat()}"):
         warehouse.sweep_temp_files()
+        if undo_point:
+            keep_undo_point(warehouse, now)
         with contextlib.ExitStack() as opened:
             if instance is None:  # ours to close: its open databases and their WAL files
                 instance = opened.enter_context(open_instance(warehouse.home))

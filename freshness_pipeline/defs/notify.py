@@ -27,7 +27,7 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -37,6 +37,7 @@ from freshness_pipeline.config import NotifyConfig
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.layout import scan_files
 from freshness_pipeline.warehouse.storage import Warehouse
+from freshness_pipeline.warehouse.undo import undone_cycles
 
 __all__ = [
     "NOTIFY_READ_TIMEOUT_S",
@@ -94,9 +95,10 @@ def target_name(url: str) -> str:
 
 
 # ---- cursor ------------------------------------------------------------------------------------
-def _parse_cursor(text: str | None) -> dict[str, Progress]:
+def _parse_cursor(text: str | None) -> tuple[dict[str, Progress], int]:
+    """(each target's progress, how many of the home's restores it has stepped back for)."""
     if not text:
-        return {}
+        return {}, 0
     try:
         data = json.loads(text)
         targets = data["targets"] if data.get("v") == CURSOR_VERSION else {}
@@ -106,16 +108,17 @@ def _parse_cursor(text: str | None) -> dict[str, Progress]:
                 for host, entry in hosts.items()
             }
             for key, hosts in targets.items()
-        }
+        }, int(data.get("undone", 0))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         # a cursor this code cannot read would otherwise resend or skip silently
         raise ValueError(f"unreadable notification cursor: {exc}") from exc
 
 
-def _dump_cursor(targets: Mapping[str, Progress]) -> str:
+def _dump_cursor(targets: Mapping[str, Progress], undone: int = 0) -> str:
     return json.dumps(
         {
             "v": CURSOR_VERSION,
+            "undone": undone,
             "targets": {
                 key: {
                     host: {"at": at.isoformat(), "urls": sorted(urls)}
@@ -165,6 +168,23 @@ def _new_rows(warehouse: Warehouse, progress: Progress) -> tuple[pl.DataFrame, p
         .join(delivered, on=["host", "changed_at", "url"], how="anti")
     )
     return new, read
+
+
+def _stepped_back(progress: Progress, restores: list[dict]) -> Progress:
+    """A host's position past where a restore (`freshness undo`) took the host back to goes
+    back with it, to just after the host's newest cycle left (delivered before the undone one
+    was), or to nothing when the host has none left. Else the cursor would stay at the undone
+    cycle's time, a year ahead after a mistyped year, and nothing would be sent until then."""
+    out = dict(progress)
+    for restore in restores:
+        for host, to in restore.get("back_to", {}).items():
+            if host not in out:
+                continue
+            if to is None:
+                del out[host]
+            elif out[host][0] > (back := datetime.fromisoformat(to)):
+                out[host] = (back + timedelta(microseconds=1), frozenset())
+    return out
 
 
 def _joining(targets: Mapping[str, Progress]) -> Progress:
@@ -310,7 +330,9 @@ def notify_changes(warehouse: Warehouse, config: NotifyConfig, cursor: str | Non
     evaluation retries exactly its held changes; nothing here raises for a failing target."""
     if not config.urls:
         return NotifyOutcome(cursor=cursor or "", reason="no [notify] urls in freshness.toml")
-    targets = _parse_cursor(cursor)
+    parsed, applied = _parse_cursor(cursor)
+    restores = undone_cycles(warehouse)
+    targets = {key: _stepped_back(progress, restores[applied:]) for key, progress in parsed.items()}
     joining = _joining(targets)
     after: dict[str, Progress] = {}
     batches: dict[str, tuple[pl.DataFrame, Progress]] = {}
@@ -339,7 +361,7 @@ def notify_changes(warehouse: Warehouse, config: NotifyConfig, cursor: str | Non
         else:
             after[key] = progress
             failures.append((target_name(url), error))
-    text = _dump_cursor(after)
+    text = _dump_cursor(after, len(restores))
     if failures:
         reason = "; ".join(f"sending to {name} failed: {why}" for name, why in failures)
         reason += " (its changes are held and retried next evaluation)"

@@ -52,6 +52,9 @@ PRUNE_POINTS = (
     "prune:tables_moved",
     "prune:warc_removed",
 )
+#: Inside `freshness undo` (warehouse/undo.py): after the n-th file put back, after the n-th
+#: file written since removed. A restore killed there is finished by running it again.
+UNDO_POINTS = ("undo:file_restored", "undo:file_removed")
 _hits: dict[str, int] = {}
 _lock = threading.Lock()
 
