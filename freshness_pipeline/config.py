@@ -125,7 +125,7 @@ from freshness_pipeline.science.fingerprint import (
     JSON_LD_FIELDS,
     css_selector_error,
 )
-from freshness_pipeline.science.normalize import TRACKING_PARAMS
+from freshness_pipeline.science.normalize import TRACKING_PARAMS, normalize_url, url_authority
 from freshness_pipeline.science.schedule import Objective
 
 CONFIG_FILE = "freshness.toml"
@@ -258,6 +258,15 @@ class PipelineConfig:
 
     def strip_params_for(self, host: str) -> frozenset[str]:
         return TRACKING_PARAMS | frozenset(self.host_strip_params.get(host, ()))
+
+    def url_key(self, url: str) -> str:
+        """``url`` as the candidates key it, the host's own ``strip_params`` included (InvalidURL
+        when it does not normalize). The fetcher tells a redirect to another spelling of the
+        page from a move by it: with the common rules only, a page that redirects to itself
+        plus a session parameter the host strips was a move back onto itself, never fetched."""
+        if not self.host_strip_params:
+            return normalize_url(url)
+        return normalize_url(url, strip_params=self.strip_params_for(url_authority(url)))
 
     def extraction_for(self, url_class: str | None) -> Extraction:
         return self.class_extraction.get(url_class or "", DEFAULT_EXTRACTION)

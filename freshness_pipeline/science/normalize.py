@@ -29,6 +29,7 @@ from w3lib.url import canonicalize_url
 
 __all__ = [
     "MAX_URL_LENGTH",
+    "as_discovered",
     "RULES_VERSION",
     "TRACKING_PARAMS",
     "InvalidURL",
@@ -374,6 +375,25 @@ def normalize_url(
     a compiled regex matched against the whole decoded name); ``None`` keeps every parameter.
     """
     return _normalize_with_host(url, strip_params)[0]
+
+
+def as_discovered(
+    url: str, *, strip_params: Iterable[str] | re.Pattern[str] | None = TRACKING_PARAMS
+) -> str:
+    """``url`` as the site wrote it, less what never names content: the fragment, and the
+    tracking and session parameters (``strip_params``, in the query and a servlet's path
+    parameter); its query order and percent-encoding as written. robots.txt rules are written
+    against such spellings: a key's sorted query (``/?lang=en&s=drill``) escaped the
+    ``Disallow: /?s=`` its site meant for it, while a rule against a tracking parameter
+    (``Disallow: /*utm_``) is about a spelling the key never asks for."""
+    parts = urlsplit(url.strip())
+    matcher = _matcher_for(strip_params)
+    path = parts.path
+    if ";" in path and matcher.matches("jsessionid"):
+        path = _SESSION_PATH_PARAM.sub("", path)
+    return urlunsplit(
+        (parts.scheme, parts.netloc, path or "/", _strip_query(parts.query, matcher), "")
+    )
 
 
 def url_authority(url: str) -> str:

@@ -13,12 +13,21 @@ from importlib.metadata import version
 import polars as pl
 
 from freshness_pipeline.config import PipelineConfig
-from freshness_pipeline.science.normalize import RULES_VERSION, normalize_url_column
+from freshness_pipeline.science.normalize import (
+    RULES_VERSION,
+    as_discovered,
+    normalize_url_column,
+)
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline.web.discovery import RECORD_COLUMNS, record_from_row
 from freshness_pipeline.web.netguard import IPNetwork, refusal_lifted
-from freshness_pipeline.web.robots import refusal_reason, refused_by_allow_list, robots_policy
+from freshness_pipeline.web.robots import (
+    RobotsPolicy,
+    refusal_reason,
+    refused_by_allow_list,
+    robots_policy,
+)
 
 
 def normalize_inventory(urls: pl.Series, config: PipelineConfig) -> pl.DataFrame:
@@ -108,6 +117,10 @@ def normalize_with_cache(
     return CachedNormalization(norm, kept, changed, misses.height)
 
 
+#: which source's value and URL class a candidate takes, first to last
+SOURCE_RANK = {"seed": 0, "sitemap": 1, "feed": 2, "canonical": 3, "redirect": 4}
+
+
 def canonical_candidates(
     inventory: pl.DataFrame,
     hosts: list[str],
@@ -135,14 +148,24 @@ def canonical_candidates(
         lastmod=pl.when(listed_now).then("lastmod"),
         listed_until=pl.when(pl.col("source") == "sitemap").then("last_seen_at"),
     )
+    # The user's own seed row speaks for a URL first: a value and class a URL inherited from
+    # the page that redirected or pointed to it gave way to none of theirs before, and which
+    # class won went by the sources' alphabetical order.
+    rank = pl.col("source").replace_strict(
+        SOURCE_RANK, default=len(SOURCE_RANK), return_dtype=pl.Int8
+    )
+    seeded_value = pl.col("value").filter(pl.col("source") == "seed").drop_nulls().last()
     grouped = (
-        rows.group_by("canonical")
+        rows.sort(rank, maintain_order=True)
+        .group_by("canonical")
         .agg(
             pl.col("canonical_host").first().alias("host"),
-            pl.col("value").max(),
+            pl.coalesce(seeded_value, pl.col("value").max()).alias("value"),
             pl.col("url_class").drop_nulls().first(),
             pl.col("source").unique().sort().str.join(",").alias("sources"),
             pl.col("url").n_unique().cast(pl.Int64).alias("n_variants"),
+            # the spellings it was found under, for robots.txt (apply_robots); not kept
+            pl.col("url").unique().alias(VARIANTS),
             pl.col("lastmod").max(),
             pl.col("first_seen_at").min(),
             pl.col("listed_until").max(),
@@ -167,8 +190,38 @@ def cached_normalization(
     return cached
 
 
+#: canonical_candidates' temporary column: the inventory spellings of each candidate
+VARIANTS = "_variants"
+
+
+def _allowed_as_written(
+    policy: RobotsPolicy, url: str, host: str, variants: list[str] | None, config: PipelineConfig
+) -> bool:
+    """robots.txt's word on a candidate: on its key, and on every spelling it was found under
+    (as the site wrote it, less tracking and session parameters: science.normalize.
+    as_discovered). Any of them disallowed, the key is: rules are written against the site's
+    own spellings, and the key's sorted query slipped past ``Disallow: /?s=``."""
+    if not policy.can_fetch(url):
+        return False
+    if not variants:
+        return True
+    for variant in variants:
+        if variant == url:
+            continue
+        try:
+            written = as_discovered(variant, strip_params=config.strip_params_for(host))
+        except ValueError:
+            continue
+        if written != url and not policy.can_fetch(written):
+            return False
+    return True
+
+
 def apply_robots(
-    candidates: pl.DataFrame, robots: pl.DataFrame, allow: Iterable[IPNetwork] = ()
+    candidates: pl.DataFrame,
+    robots: pl.DataFrame,
+    allow: Iterable[IPNetwork] = (),
+    config: PipelineConfig | None = None,
 ) -> pl.DataFrame:
     """Mark what robots.txt disallows. Without a robots record (a dry run before the first
     fetch) a URL is allowed for planning; the fetch stage never runs without one.
@@ -179,8 +232,10 @@ def apply_robots(
     the old refusal. A real cycle's records are this cycle's, made under the same ``allow``.
 
     A host allowed or refused whole (no robots.txt, an unreachable one) is decided by one join;
-    only the URLs of hosts with rules go through the parser, one call each."""
+    only the URLs of hosts with rules go through the parser, one call each (and one per other
+    spelling they were found under, :func:`_allowed_as_written`)."""
     allow = tuple(allow)
+    config = config or PipelineConfig()
     records = (record_from_row(row) for row in robots.iter_rows(named=True))
     policies = {
         record.host: robots_policy(record)
@@ -198,16 +253,18 @@ def apply_robots(
         },
         schema={"host": pl.String, "_all": pl.Boolean, "_reason": pl.String},
     )
-    ruled = candidates.select("url", "host").join(
+    spellings = [VARIANTS] if VARIANTS in candidates.columns else []
+    ruled = candidates.select("url", "host", *spellings).join(
         whole.filter(pl.col("_all").is_null()).select("host"), on="host", how="semi"
     )
+    variants = ruled[VARIANTS].to_list() if spellings else [None] * ruled.height
     by_rules = pl.DataFrame(
         {
             "url": ruled["url"],
             "host": ruled["host"],
             "_rules": [
-                policies[host].can_fetch(url)
-                for url, host in zip(ruled["url"], ruled["host"], strict=True)
+                _allowed_as_written(policies[host], url, host, written, config)
+                for url, host, written in zip(ruled["url"], ruled["host"], variants, strict=True)
             ],
         },
         schema={"url": pl.String, "host": pl.String, "_rules": pl.Boolean},
@@ -220,7 +277,7 @@ def apply_robots(
         .with_columns(
             blocked_reason=pl.when(pl.col("allowed")).then(None).otherwise(pl.col("_reason"))
         )
-        .drop("_all", "_reason", "_rules")
+        .drop("_all", "_reason", "_rules", *spellings)
     )
 
 
@@ -251,6 +308,6 @@ def cycle_candidates(
     cached = cached_normalization(wh, hosts, inventory, config)
     candidates, invalid = canonical_candidates(inventory, hosts, now, config, norm=cached.norm)
     robots = wh.read("robots", hosts, columns=list(RECORD_COLUMNS))
-    candidates = apply_robots(candidates, robots, allow)
+    candidates = apply_robots(candidates, robots, allow, config)
     frame = tables.conform("url_candidates", candidates).sort(["host", "url"])
     return CycleCandidates(frame, invalid, cached.normalized)

@@ -400,6 +400,7 @@ def _fetch_hosts(
             throttles=throttles,
             archive=writer,
             robots_allow=robots_allow,
+            url_key=config.url_key,
         )
         # Budget a host left for its own reasons goes to the next best buys of the other
         # hosts, while the cycle has time for them.
@@ -417,6 +418,7 @@ def _fetch_hosts(
                 throttles=throttles,
                 archive=writer,
                 robots_allow=robots_allow,
+                url_key=config.url_key,
             )
             plan = pl.concat([plan, refill], how="diagonal_relaxed")
     as_reextractions(results, rereads)

@@ -134,10 +134,11 @@ def pointed_discoveries(results: pl.DataFrame, state: pl.DataFrame, now: datetim
     ``STATE_COLUMNS`` at least). A pointer to the URL itself (a canonical that differs only
     in how it is written) finds nothing. Canonical links are stored normalized
     (stages.fetch.normalized_canonicals), so only redirect targets are normalized here, one
-    Python call each; a normalized URL's authority is its host key."""
+    Python call each; a normalized URL's authority is its host key. ``written``: the target as
+    the site wrote it (a redirect's Location), the spelling robots.txt is read against."""
     found = pointers(results)
     if found.is_empty():
-        return tables.empty("url_inventory")
+        return tables.empty("url_inventory").with_columns(written=pl.lit(None, pl.String))
     moved = found.filter(pl.col("source") == "redirect")
     norm = normalize_url_column(moved["target"])
     named = found.filter(pl.col("source") == "canonical").with_columns(
@@ -145,8 +146,13 @@ def pointed_discoveries(results: pl.DataFrame, state: pl.DataFrame, now: datetim
     )
     return (
         pl.concat(
-            [moved.with_columns(target=norm["url"], target_host=norm["host"]), named],
-            how="vertical_relaxed",
+            [
+                moved.with_columns(written="target").with_columns(
+                    target=norm["url"], target_host=norm["host"]
+                ),
+                named.with_columns(written="target"),
+            ],
+            how="diagonal_relaxed",
         )
         .filter(
             pl.col("target").is_not_null()
@@ -161,6 +167,7 @@ def pointed_discoveries(results: pl.DataFrame, state: pl.DataFrame, now: datetim
             "value",
             "url_class",
             pl.lit(now).cast(tables.UTC_TIME).alias("first_seen_at"),
+            "written",
         )
         .unique(subset=["url", "source"], keep="first", maintain_order=True)
     )
@@ -357,8 +364,13 @@ def cycle_inventory(
         else tables.empty("url_state").select(STATE_COLUMNS)
     )
     pointed = pointed_discoveries(results, state, now)
-    handed_over = hand_over_to_other_hosts(wh, pointed.filter(~pl.col("host").is_in(hosts)), now)
-    found = [seed_rows(seeds), pointed.filter(pl.col("host").is_in(hosts))]
+    handed_over = hand_over_to_other_hosts(
+        wh, pointed.filter(~pl.col("host").is_in(hosts)).drop("written"), now
+    )
+    # this run's own targets enter the inventory as the site wrote them (candidates key them),
+    # so robots.txt is read against that spelling too (stages.candidates.apply_robots)
+    own = pointed.filter(pl.col("host").is_in(hosts)).with_columns(url="written")
+    found = [seed_rows(seeds), own.drop("written")]
     discovery = dict.fromkeys(COUNT_KEYS, 0)
     if http is not None:
         known = pl.concat([previous.select("url", "host"), seeds.select("url", "host")])

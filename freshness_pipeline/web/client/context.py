@@ -16,6 +16,7 @@ from typing import Protocol
 import aiohttp
 
 from freshness_pipeline.science.fingerprint import ContentRecord
+from freshness_pipeline.science.normalize import normalize_url
 from freshness_pipeline.warehouse.archive import ArchiveWriter
 from freshness_pipeline.web.client.fetches import FetchRequest, Fingerprinter
 from freshness_pipeline.web.client.settings import FetchSettings
@@ -70,6 +71,9 @@ class CycleContext:
     # whether robots.txt lets a URL the plan did not name be fetched (a redirect's other
     # spelling of a planned page); None: no such URL is
     robots_allow: Callable[[str], bool] | None = None
+    # a URL's key as the candidates make it (the host's own strip_params included), to tell a
+    # redirect to another spelling of the page from a move
+    url_key: Callable[[str], str] = normalize_url
 
 
 # The attempt a page fetch is making, set by fetch_one in its own task, so the connector can

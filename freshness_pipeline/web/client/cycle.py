@@ -44,6 +44,7 @@ async def fetch_all(
     throttles: Throttles | None = None,
     archive: ArchiveWriter | None = None,
     robots_allow: Callable[[str], bool] | None = None,
+    url_key: Callable[[str], str] | None = None,
 ) -> list[FetchResult]:
     """Fetch a cycle's planned pages politely; one result per request, in request order.
 
@@ -51,7 +52,8 @@ async def fetch_all(
     defaults to the science module's extractor with each request's selectors; ``resolver``
     replaces DNS (tests). Robots rules are the caller's job: only planned URLs arrive here,
     and a redirect to another spelling of a page is followed only to a URL ``robots_allow``
-    says robots.txt allows (without it, never).
+    says robots.txt allows (without it, never); ``url_key`` keys a redirect's target as the
+    candidates do (default: the common normalization rules).
     ``throttles`` (default: fresh, built from ``settings``) holds what the per-host throttles
     learn; pass one to read host health afterwards or to carry it across calls. ``archive``:
     where every answer is recorded (the fetch stage's writer for the cycle); the results say
@@ -85,6 +87,7 @@ async def fetch_all(
                 default_fp=None if fingerprint is not None else default_fingerprinter(),
                 archive=archive,
                 robots_allow=robots_allow,
+                **({} if url_key is None else {"url_key": url_key}),
             )
             runs = [HostRun(key, idx, requests, results, ctx) for key, idx in groups.items()]
             await asyncio.gather(*(run.run() for run in runs))

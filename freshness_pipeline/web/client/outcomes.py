@@ -18,7 +18,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from freshness_pipeline.science.fingerprint import ContentRecord, class_record
 from freshness_pipeline.science.fingerprint.error_pages import ErrorPageKind, error_page_kind
-from freshness_pipeline.science.normalize import InvalidURL, normalize_url
+from freshness_pipeline.science.normalize import InvalidURL
 from freshness_pipeline.warehouse.archive import ArchiveWriteError, TruncatedReason, payload_digest
 from freshness_pipeline.web.archiving import archive_answer
 from freshness_pipeline.web.client.body import (
@@ -258,7 +258,7 @@ async def _classify(
             result.outcome, result.location = "redirect", moved_to
             _archive(ctx, req, resp, result, read.body, truncated=read.cut_by)
             try:
-                return normalize_url(moved_to)
+                return ctx.url_key(moved_to)
             except InvalidURL:
                 return None
         result.canonical = _page_link(req.url, links.canonical, links.base) or (
@@ -319,7 +319,7 @@ async def _classify(
             # a target no crawl can hold (a bad port, an unclosed IPv6 bracket, too long) is
             # a failure of this URL: taken as a move, the URL was fetched again every cycle
             # and its target never
-            moved_key = normalize_url(target)
+            moved_key = ctx.url_key(target)
         except ValueError as exc:
             result.outcome, result.error = "error", f"redirect refused: {exc}"
             result.location = target

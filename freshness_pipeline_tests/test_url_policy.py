@@ -1,0 +1,144 @@
+"""The URL policy on sites an exploratory run met, over real cycles against a loopback site: a
+host's own session parameter in a redirect to the page itself, robots.txt rules written
+against the site's own spelling of a query, and a user's seed row against a value inherited
+through a redirect."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+from aiohttp import web
+
+from freshness_pipeline.app.runner import load_seeds, run_cycle
+from freshness_pipeline.science.normalize import as_discovered
+from freshness_pipeline.warehouse.storage import Warehouse
+from freshness_pipeline_tests.support import serve_on_loopback
+
+T0 = datetime(2026, 5, 4, tzinfo=UTC)
+PAGE = (
+    "<html><title>{0}</title><body><main><p>{0}: a page of its own words.</p></main></body></html>"
+)
+
+
+def _cycles(home: Path, n: int, start: int = 0) -> None:
+    for k in range(start, start + n):
+        run_cycle(home, T0 + timedelta(hours=6 * k))
+
+
+@pytest.fixture(autouse=True)
+def _loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+
+
+def test_a_page_that_redirects_to_itself_with_a_session_the_host_strips_is_fetched(
+    tmp_path: Path,
+) -> None:
+    """With ``strip_params = ["sid"]`` (what the README says to set for a site's own session
+    parameter) the fetcher keyed the redirect's target by the common rules: a move to another
+    URL, which the candidates then keyed back onto the page. Never fetched, a 302 every cycle,
+    and one more ?sid= row in the inventory each cycle."""
+    seen: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        seen.append(request.path_qs)
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nAllow: /\n")
+        if "sid" not in request.query:
+            return web.Response(
+                status=302, headers={"Location": f"{request.path}?sid={uuid.uuid4().hex[:12]}"}
+            )
+        return web.Response(text=PAGE.format(request.path), content_type="text/html")
+
+    home = tmp_path / "home"
+    with serve_on_loopback(handle) as base:
+        host = base.removeprefix("http://")
+        home.mkdir()
+        (home / "freshness.toml").write_text(f'[hosts."{host}"]\nstrip_params = ["sid"]\n')
+        load_seeds(home, f"url\n{base}/product/1\n{base}/product/2\n".encode(), added_at=T0)
+        _cycles(home, 3)
+    wh = Warehouse(home)
+    state = wh.read("url_state").sort("url")
+    assert state["url"].to_list() == [f"{base}/product/1", f"{base}/product/2"]
+    assert state["fingerprint"].is_not_null().all(), state.select("url", "last_outcome")
+    assert wh.read("page_versions").height == 2  # a version each, then unchanged
+    assert wh.read("url_inventory").height == 2  # no ?sid= rows piling up
+    # every cycle each page, asked for as the site spells it
+    assert sum(p.startswith("/product/") and "sid=" in p for p in seen) == 6
+
+
+def test_robots_rules_hold_for_the_spelling_the_site_wrote_not_only_the_sorted_key(
+    tmp_path: Path,
+) -> None:
+    """``Disallow: /?s=`` is how a site keeps crawlers out of its search. The key sorts the
+    query (``/?lang=en&s=drill``), which the rule does not match: the search pages a sitemap
+    listed and a redirect led to were fetched every cycle. A rule against a tracking parameter
+    still does not keep out the page it is stripped from."""
+    seen: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        seen.append(request.path_qs)
+        base = f"http://{request.host}"
+        if request.path == "/robots.txt":
+            return web.Response(
+                text="User-agent: *\nDisallow: /?s=\nDisallow: /search?q=\nDisallow: /*utm_\n"
+                f"Sitemap: {base}/sitemap.xml\n"
+            )
+        if request.path == "/sitemap.xml":
+            locs = ["/?s=drill&amp;lang=en", "/search?q=drill&amp;hl=en", "/list?b=2&amp;a=1"]
+            body = "".join(f"<url><loc>{base}{loc}</loc></url>" for loc in locs)
+            return web.Response(
+                text=f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{body}</urlset>',
+                content_type="application/xml",
+            )
+        if request.path == "/find":
+            return web.Response(status=302, headers={"Location": "/?s=drill&post_type=product"})
+        return web.Response(text=PAGE.format(request.path_qs), content_type="text/html")
+
+    home = tmp_path / "home"
+    with serve_on_loopback(handle) as base:
+        seeds = f"url\n{base}/find\n{base}/news?utm_source=mail\n"
+        load_seeds(home, seeds.encode(), added_at=T0)
+        _cycles(home, 3)
+    forbidden = [p for p in seen if p.startswith(("/?", "/search"))]
+    assert forbidden == []
+    assert "/list?a=1&b=2" in seen and "/news" in seen  # allowed pages are fetched
+    candidates = Warehouse(home).read("url_candidates")
+    blocked = candidates.filter(~pl.col("allowed"))["url"].to_list()
+    assert sorted(blocked) == sorted(
+        [
+            f"{base}/?lang=en&s=drill",
+            f"{base}/search?hl=en&q=drill",
+            f"{base}/?post_type=product&s=drill",
+        ]
+    )
+
+
+def test_as_discovered_keeps_the_sites_spelling_less_tracking_parameters() -> None:
+    assert as_discovered("http://a.example/?s=x&lang=en#top") == "http://a.example/?s=x&lang=en"
+    assert as_discovered("http://a.example/p?utm_source=m&b=1") == "http://a.example/p?b=1"
+    assert as_discovered("http://a.example/p;jsessionid=AB12?x=1") == "http://a.example/p?x=1"
+    assert as_discovered("http://a.example/p?sid=3", strip_params=["sid"]) == "http://a.example/p"
+
+
+def test_a_users_seed_row_wins_over_a_value_inherited_through_a_redirect(tmp_path: Path) -> None:
+    async def handle(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nAllow: /\n")
+        if request.path == "/r":
+            return web.Response(status=301, headers={"Location": "/t"})
+        return web.Response(text=PAGE.format(request.path), content_type="text/html")
+
+    home = tmp_path / "home"
+    with serve_on_loopback(handle) as base:
+        load_seeds(home, f"url,value,url_class\n{base}/r,5,premium\n".encode(), added_at=T0)
+        _cycles(home, 2)
+        load_seeds(home, f"url,value,url_class\n{base}/t,0.1,cheap\n".encode(), added_at=T0)
+        _cycles(home, 1, start=2)
+    target = Warehouse(home).read("url_candidates").filter(pl.col("url") == f"{base}/t")
+    assert target.select("value", "url_class").row(0) == (0.1, "cheap")
+    assert target["sources"][0] == "redirect,seed"
