@@ -297,11 +297,13 @@ def test_tied_pages_are_taken_host_by_host_not_in_url_order() -> None:
     assert _selected(plan) == ["http://a.example/1", "http://a.example/2"]
 
 
-def test_of_tied_pages_the_most_recently_announced_go_first() -> None:
+def test_of_tied_pages_the_newest_and_the_longest_waiting_go_by_turns() -> None:
     """A feed of 1,000 old items and a new one a cycle: at 20 fetches a cycle the new items,
     whose URLs sorted after the backlog's, waited for the whole backlog (found by an
-    exploratory run). Ties go newest first: an entry's lastmod or pubDate, else when the crawl
-    first saw it; a lastmod in the future says nothing."""
+    exploratory run); taken newest first alone, a sitemap listing new URLs on every read kept
+    its host's older pages waiting for ever (found by another). Ties go to the newest and the
+    oldest by turns: an entry's lastmod or pubDate, else when the crawl first saw it; a
+    lastmod in the future says nothing."""
     old = [{"url": f"http://h.example/news/a-old-{i:04d}", "status": "new"} for i in range(1000)]
     new = [{"url": f"http://h.example/news/z-new-{k}", "status": "new"} for k in range(3)]
     undated = {"url": "http://h.example/news/z-undated", "status": "new"}
@@ -319,22 +321,73 @@ def test_of_tied_pages_the_most_recently_announced_go_first() -> None:
         pl.Series("lastmod", lastmod, dtype=pl.Datetime("us", "UTC")),
         pl.Series("first_seen_at", first_seen, dtype=pl.Datetime("us", "UTC")),
     )
-    plan = build_plan(frame, BIG, now=NOW, budget=6)
+    plan = build_plan(frame, BIG, now=NOW, budget=8)
     assert _selected(plan) == [
         "http://h.example/news/z-undated",  # first seen an hour ago
+        "http://h.example/news/a-old-0900",  # the backlog's oldest (400 days, four tie)
         "http://h.example/news/z-new-2",  # 6 hours old
+        "http://h.example/news/a-old-0600",
         "http://h.example/news/z-new-1",
+        "http://h.example/news/a-old-0300",
         "http://h.example/news/z-new-0",  # 18 hours old
-        "http://h.example/news/b-future",  # its 2099 says nothing: first seen 30 days ago
-        # then the backlog, newest first: 101 days old, the first of them by URL
-        "http://h.example/news/a-old-0299",
+        "http://h.example/news/a-old-0000",
     ]
+    # the 2099 entry ranks as first seen 30 days ago: among the backlog's newest
+    later = _selected(build_plan(frame, BIG, now=NOW, budget=10))
+    assert "http://h.example/news/b-future" in later[-2:]
     # without dates, URL order as before
     plain = build_plan(frame.drop("lastmod", "first_seen_at"), BIG, now=NOW, budget=2)
     assert _selected(plain) == [
         "http://h.example/news/a-old-0000",
         "http://h.example/news/a-old-0001",
     ]
+
+
+def test_a_host_whose_new_urls_never_end_does_not_keep_another_hosts_pages_waiting() -> None:
+    """A calendar's sitemap lists 300 new days on every read: its newest URLs took every tie
+    against another host's pages waiting since the first cycle, whose fetched pages held
+    that host's first places (found by an exploratory run). Places are counted within what
+    waits, so the hosts take turns."""
+    trap = [
+        {
+            "url": f"http://cal.example/day/{k:04d}",
+            "host": "cal.example",
+            "status": "new",
+            "first_seen": NOW,
+        }
+        for k in range(300)
+    ]
+    honest = [
+        {
+            "url": f"http://news.example/p/{k:02d}",
+            "host": "news.example",
+            "status": "active",
+            "age": 0.1,
+            "rate": 0.0,
+        }
+        for k in range(20)
+    ] + [
+        {
+            "url": f"http://news.example/w/{k:02d}",
+            "host": "news.example",
+            "status": "new",
+            "first_seen": NOW - timedelta(days=2),
+        }
+        for k in range(20)
+    ]
+    rows = [{k: v for k, v in row.items() if k != "first_seen"} for row in [*trap, *honest]]
+    frame = _cands(rows).with_columns(
+        pl.Series(
+            "first_seen_at",
+            # the fetched pages were announced after the waiting ones (updated articles)
+            [row.get("first_seen", NOW - timedelta(days=1)) for row in [*trap, *honest]],
+            dtype=pl.Datetime("us", "UTC"),
+        )
+    )
+    room = pl.DataFrame({"host": ["cal.example", "news.example"], "capacity": [10_000, 10_000]})
+    chosen = _selected(build_plan(frame, room, now=NOW, budget=20))
+    waiting = [u for u in chosen if "/w/" in u]
+    assert len(waiting) >= 8, chosen
 
 
 def test_min_interval_is_respected_even_by_the_floor() -> None:

@@ -237,11 +237,14 @@ def _prior_alpha_expr(class_col: pl.Expr) -> pl.Expr:
 
 def _host_turn(candidates: pl.DataFrame, now_lit: pl.Expr) -> pl.Expr:
     """A row's place among its host's rows, the tie-break that takes hosts in turn (``_fill``):
-    the most recently announced first, then by URL. Announced: the date a sitemap or feed gave
-    the entry (``lastmod``; one in the future says nothing), else when the crawl first saw it
-    (``first_seen_at``). Never-fetched pages tie on everything else, and in URL order a feed
-    or sitemap with a backlog of a thousand old entries kept every new article waiting until
-    the backlog was fetched, two weeks at 20 fetches a cycle (found by an exploratory run)."""
+    the most recently announced and the longest waiting by turns (newest, oldest, second
+    newest, second oldest, ...), then by URL. Announced: the date a sitemap or feed gave the
+    entry (``lastmod``; one in the future says nothing), else when the crawl first saw it
+    (``first_seen_at``). Never-fetched pages tie on everything else. In URL order a feed or
+    sitemap with a backlog of a thousand old entries kept every new article waiting until the
+    backlog was fetched, two weeks at 20 fetches a cycle; newest first alone, a sitemap that
+    lists new URLs on every read (a calendar) kept the host's older pages waiting for ever
+    (both found by exploratory runs)."""
     cols = set(candidates.columns)
     none = pl.lit(None, dtype=pl.Datetime("us", "UTC"))
     lastmod = utc_column(candidates, "lastmod") if "lastmod" in cols else none
@@ -249,12 +252,13 @@ def _host_turn(candidates: pl.DataFrame, now_lit: pl.Expr) -> pl.Expr:
     announced = pl.coalesce(pl.when(lastmod <= now_lit).then(lastmod), first_seen)
     newest_first = announced.rank("dense", descending=True).cast(pl.Int64).fill_null(pl.len() + 1)
     by_url = pl.col("url").cast(pl.String).rank("ordinal").cast(pl.Int64)
-    return (
-        (newest_first * (pl.len() + 1) + by_url)
-        .rank("ordinal")
-        .over(pl.col("host").cast(pl.String))
-        .cast(pl.Int64)
-    )
+    host = pl.col("host").cast(pl.String)
+    # undated rows (neither date known) come after the dated ones, in URL order
+    place = (newest_first * (pl.len() + 1) + by_url).rank("ordinal").over(host).cast(pl.Int64)
+    dated = announced.is_not_null()
+    from_oldest = dated.sum().over(host).cast(pl.Int64) + 1 - place
+    interleaved = pl.when(place <= from_oldest).then(2 * place - 1).otherwise(2 * from_oldest)
+    return pl.when(dated).then(interleaved).otherwise(place)
 
 
 def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.DataFrame:
@@ -412,11 +416,13 @@ def _fill(
     """Greedy pass over ``pool`` in ``order``: take a row if its host has room, stop at quota.
 
     Rows that tie on every key of ``order`` are taken host by host in turn (by ``_turn``,
-    each row's place among its host's rows, the most recently announced first, then by URL:
-    every host's first before any host's second), not in URL order: never-fetched pages all
-    tie at the index's cap, and in URL order one host's thousands of sitemap URLs would take
-    every slot before another host's seeds got one. (The place is among all of the host's candidates, computed once in ``_prepare``:
-    ranking within each group of ties instead is a group-by per pass over every candidate.)
+    each row's place among its host's rows in this pass's pool, the newest and the longest
+    waiting by turns: every host's first before any host's second), not in URL order:
+    never-fetched pages all tie at the index's cap, and in URL order one host's thousands of
+    sitemap URLs would take every slot before another host's seeds got one. The order of places is computed once in
+    ``_prepare`` and numbered again within the pool: numbered among all of a host's candidates,
+    a host whose fetched pages held the first places lost every tie to a host whose new URLs
+    did, and a sitemap trap took a whole budget.
 
     Vectorized: within the sorted pool a row fits iff its rank among its host's rows is within
     the host's remaining room (rows that do not fit consume nothing), and the pass takes the
@@ -424,6 +430,7 @@ def _fill(
     """
     if pool.height == 0 or (quota is not None and quota <= 0):
         return pl.DataFrame(schema={"_idx": pl.Int64, "_host": pl.String, "_pos": pl.Int64})
+    pool = pool.with_columns(pl.col("_turn").rank("ordinal").over("_host").cast(pl.Int64))
     ranked = (
         pool.sort(
             [*order, "_turn", "_url", "_idx"],
