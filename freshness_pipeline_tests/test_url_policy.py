@@ -15,6 +15,7 @@ from aiohttp import web
 
 from freshness_pipeline.app.runner import load_seeds, run_cycle
 from freshness_pipeline.science.normalize import as_discovered
+from freshness_pipeline.stages.candidates import TRAP_REASON
 from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline_tests.support import serve_on_loopback
 
@@ -142,3 +143,29 @@ def test_a_users_seed_row_wins_over_a_value_inherited_through_a_redirect(tmp_pat
     target = Warehouse(home).read("url_candidates").filter(pl.col("url") == f"{base}/t")
     assert target.select("value", "url_class").row(0) == (0.1, "cheap")
     assert target["sources"][0] == "redirect,seed"
+
+
+def test_a_path_that_grows_on_every_answer_stops_at_a_segment_repeated_three_times(
+    tmp_path: Path,
+) -> None:
+    """``/grow/`` answering ``302 Location: a/`` made /grow/a/, /grow/a/a/, ...: one more URL
+    kept and fetched every cycle, the plan growing without end."""
+    seen: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        seen.append(request.path)
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nAllow: /\n")
+        if request.path.startswith("/grow/"):
+            return web.Response(status=302, headers={"Location": "a/"})
+        return web.Response(text=PAGE.format(request.path), content_type="text/html")
+
+    home = tmp_path / "home"
+    with serve_on_loopback(handle) as base:
+        load_seeds(home, f"url\n{base}/grow/\n{base}/page\n".encode(), added_at=T0)
+        _cycles(home, 6)
+    grown = sorted({p for p in seen if p.startswith("/grow/")})
+    assert grown == ["/grow/", "/grow/a/", "/grow/a/a/"]
+    candidates = Warehouse(home).read("url_candidates")
+    trap = candidates.filter(pl.col("url") == f"{base}/grow/a/a/a/")
+    assert trap.select("allowed", "blocked_reason").row(0) == (False, TRAP_REASON)

@@ -281,6 +281,38 @@ def apply_robots(
     )
 
 
+#: a path deeper than this, or one segment three times in a row, is a crawler trap (relative
+#: links or redirects that grow the path on every answer: /a/a/a/..., a calendar's /2026/12/...
+#: nested without end); the limits of Heritrix's TooManyPathSegments and PathologicalPath rules
+MAX_PATH_SEGMENTS = 20
+TRAP_REPEATS = 3
+TRAP_REASON = "looks like a crawler trap: a path segment repeated 3 times, or over 20 segments"
+
+
+def hold_back_traps(candidates: pl.DataFrame) -> pl.DataFrame:
+    """Mark the URLs whose path only a trap makes (not allowed, with the reason): each such
+    URL found a cycle was kept and fetched again every cycle after, the plan growing without
+    end (found by an exploratory run)."""
+    path = pl.col("url").str.extract(r"^[a-z]+://[^/?#]*(/[^?#]*)", 1).fill_null("/")
+    segments = path.str.strip_chars_start("/").str.split("/")
+    repeated = segments.list.eval(
+        (pl.element() != "")
+        & (pl.element() == pl.element().shift(1))
+        & (pl.element() == pl.element().shift(2))
+    ).list.any()
+    trap = repeated | (segments.list.len() > MAX_PATH_SEGMENTS)
+    return (
+        candidates.with_columns(_trap=trap)
+        .with_columns(
+            allowed=pl.col("allowed") & ~pl.col("_trap"),
+            blocked_reason=pl.when(pl.col("allowed") & pl.col("_trap"))
+            .then(pl.lit(TRAP_REASON))
+            .otherwise("blocked_reason"),
+        )
+        .drop("_trap")
+    )
+
+
 @dataclass(frozen=True)
 class CycleCandidates:
     """A cycle's candidates, with what the asset reports of how they were made."""
@@ -308,6 +340,6 @@ def cycle_candidates(
     cached = cached_normalization(wh, hosts, inventory, config)
     candidates, invalid = canonical_candidates(inventory, hosts, now, config, norm=cached.norm)
     robots = wh.read("robots", hosts, columns=list(RECORD_COLUMNS))
-    candidates = apply_robots(candidates, robots, allow, config)
+    candidates = hold_back_traps(apply_robots(candidates, robots, allow, config))
     frame = tables.conform("url_candidates", candidates).sort(["host", "url"])
     return CycleCandidates(frame, invalid, cached.normalized)
