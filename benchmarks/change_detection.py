@@ -282,33 +282,45 @@ elements (`hidden`, `aria-hidden=true`, `display:none`, `visibility:hidden`); el
 class or id has an ad, sponsor, promo, banner, outbrain or taboola word, or a cookie or consent
 word, as a whole word or a part split at `-`, `_`, digits or camelCase humps (so `ad-slot`,
 `top_ad`, `adContainer`, `div-gpt-ad-1` go and `header`, `shadow`, `download`, `loading`
-stay; a `promo-price` stays too); short counter elements (`view-count`, `share-count`);
-`rel=sponsored` links with the containers that hold only them (or a short lead-in); blocks
-whose first text is a label ("Sponsored", "Sponsored: ...", "Advertisement", "Promoted",
-"Anzeige", "Werbung", "Publicité", ...) up to the smallest ancestor with other text, and a bare
-label's short next element; then nav, aside, page-level header and footer, the ARIA roles
+stay; a `promo-price` stays too); short counter elements (`view-count`, `share-count`; not
+`stock-count`: a class naming a price or stock is content); `rel=sponsored` links with the
+containers that hold only them (or a short lead-in); blocks whose first text is a label
+("Sponsored", "Sponsored: ...", "Advertisement", "Promoted", "Anzeige", "Werbung",
+"Publicité", "Publicidad", "Pubblicità", "Реклама", "إعلان", "広告", "广告", "광고", "PR", ...,
+alone or before a separator, so "Anzeige gegen Unbekannt ..." stays) up to the smallest
+ancestor with other text, and a bare label's short next element; recirculation lists, the
+heading ("Related articles", "Lesen Sie auch", "À lire aussi", "Te puede interesar",
+"Читайте также", "相关文章", "関連記事", "관련 기사", "Most read", ...) and the element after
+it; then nav, aside, page-level header and footer, the ARIA roles
 navigation, banner, contentinfo, complementary, search, dialog, timer and marquee, and forms
 that do not wrap the page. None of the class, attribute or label rules removes an element that
 holds the main content, an `<h1>`, or half the body's text (a `<body class="ads-enabled">`, a
 wrapper made `aria-hidden` while a pop-up shows). Configured selectors win over all of it: a
 selected element counts wherever it is, and only what the rules drop inside it goes.
 
-Then tokens (`normalize_content`). Dropped: dates (ISO, numeric, day or month first, with
-weekday, German, French and Spanish month names, CJK and Korean forms), clock times and zones,
-relative times ("5 minutes ago", "an hour ago", "5m ago", "just now", "vor 5 Minuten", "hace 3
-horas"), counters ("1.2K views", "34 comments", "Views: 1234") and visitor counters in the
-words such counters use ("You are visitor number 12359", "37 users online"), how long the page
-took ("generated in 0.44 seconds") and which machine served it ("served by node web5",
-"rendered on app-03.example.net in 321 ms"), the year after "©" or "Copyright", UUIDs, hex
-identifiers of 8+ characters mixing digits and letters, base64-like tokens of 16+ characters,
-and runs of 10+ digits (ids, epoch timestamps with their fraction, cache busters).
-Kept, because they are content: every other number, so prices ("$1,249.00"), counts
-("12,000 employees", "3,500 units"), scores ("won 3-1"), quantities and percentages; a year in
-a sentence ("founded in 1998"); phone numbers (a page's number is stable, and a changed one is a
-change; a site that rotates call-tracking numbers per visitor reads as changing, which the
-selectors in `freshness.toml` can fix); "N shares", "N votes" and "N visitors", which are
-news in a finance or election story more often than counters; "served on 3 plates" (a machine
-name has letters and a digit).
+Then tokens (`normalize_content`), in the major languages of the web: the text is composed
+(Unicode NFC) first, so the same words served decomposed are the same. Dropped: dates (ISO,
+numeric when they are plausible dates, day or month first, with weekday, month names and
+abbreviations in English, German, French, Spanish, Italian, Portuguese, Dutch, Polish, Russian,
+Ukrainian, Arabic and Thai, CJK and Korean forms, "today" and "yesterday" before a time),
+clock times (an hour of 0-23: "14:03", "14.03 Uhr", "14h03", "14時03分", "오후 2:03") and
+zones, relative times ("5 minutes ago", "an hour ago", "5m ago", "just now", "vor 5 Minuten",
+"il y a 5 min", "5 ore fa", "3 часа назад", "3時間前", "3小时前", "3시간 전", "منذ 3 ساعات"),
+counters ("1.2K views", "34 comments", "Views: 1234", "1.234 Aufrufe", "Просмотров: 1234",
+"阅读 1234", "조회 1234") and visitor counters in the words such counters use ("You are
+visitor number 12359", "37 users online"), "N shares", how long the page took ("generated in
+0.44 seconds") and which machine served it ("served by node web5", "rendered on
+app-03.example.net in 321 ms"), the year after "©" or "Copyright", UUIDs, hex identifiers of
+8+ characters mixing digits and letters, base64-like tokens of 16+ characters, and runs of 10+
+digits (ids, epoch timestamps with their fraction, cache busters). In scripts written without
+spaces a number glued to a word still stands alone ("更新于14:03").
+Kept, because they are content: every other number, so prices ("$1,249.00", "1.234,56 €"),
+counts ("12,000 employees", "3,500 units"), scores ("won 3-1", "28:25": no hour 28),
+versions ("2.4.10"), quantities and percentages; a year in a sentence ("founded in 1998");
+phone numbers ("+7 (495) 123-45-67"; a page's number is stable, and a changed one is a change;
+a site that rotates call-tracking numbers per visitor reads as changing, which the selectors
+in `freshness.toml` can fix); "N votes" and "N visitors", which are news in an election story
+more often than counters; "served on 3 plates" (a machine name has letters and a digit).
 """
 
 

@@ -72,8 +72,12 @@ _CONSENT_WORDS = frozenset(
 _COUNTER_WORDS = frozenset(
     ["count", "counter", "counts", "views", "viewcount", "pageviews", "likes", "sharecount"]
 )  # fmt: skip
-# A block named for its price is content even when it is also a "promo".
-_CONTENT_WORDS = frozenset(("price", "prices", "pricing"))
+# A block named for its price or stock is content even when it is also a "promo" or a "count"
+# (`stock-count`: "Only 3 left" is what a shop's watcher is there for).
+_CONTENT_WORDS = frozenset(
+    ["price", "prices", "pricing", "stock", "inventory", "qty", "quantity", "availability",
+     "available", "remaining", "seats", "tickets", "units"]
+)  # fmt: skip
 _CANDIDATES = ",".join(
     [
         *(
@@ -103,36 +107,78 @@ _CONTAINER_CLIMB = 4
 _LEAD_IN_MAX_CHARS = 24
 
 # Visible labels of a promotional block: the label, then nothing or a separator ("Sponsored:
-# ...", "Advertisement", "Anzeige"); a sentence that merely starts with such a word stays.
-# Each stem costs a search of every page's text, so only the common labels have one.
-_LABEL_STEMS = (
-    "sponsor",
-    "advert",
-    "promoted",
-    "anzeige",
-    "publicit",
+# ...", "Advertisement", "Anzeige", "Реклама"); a sentence that merely starts with such a word
+# stays ("Anzeige gegen Unbekannt wurde erstattet" is a criminal complaint, not an ad). Each
+# stem costs a search of every page's text, so only the common labels have one. Lexbor's
+# case-insensitive text search folds ASCII letters only: a stem in another script is searched
+# as written, capitalised and in capitals.
+_LABEL_STEMS = ("sponsor", "advert", "promoted", "anzeige", "publicit")
+#: the labels of other languages, looked for on pages whose text is not all ASCII (a page in
+#: German, Italian, Spanish, Polish or Russian has letters past it): each stem is a search of
+#: the page's text, and most pages would pay for words they never hold
+_OTHER_LABEL_STEMS = (
+    "werbung",  # (gesponsert: found by "sponsor")
+    "publicid",  # publicidad, publicidade
+    "pubblicit",  # pubblicità
+    "patrocinad",
+    "reklam",  # reklama, reklame
     "реклама",
+    "إعلان",
     "広告",
     "广告",
+    "推广",
     "광고",
 )
+#: labels in capitals only: "PR" marks sponsored items on Japanese pages, and in lower case
+#: it is part of every other word
+_CASED_LABEL_STEMS = ("PR",)
+_CASED_LABEL_PRESENT = re.compile(r"(?<![A-Za-z])PR(?![A-Za-z])")
 _LABEL = re.compile(
-    # words that start no sentence of content: a label whatever follows
-    r"\W*(?:advertisements?|anzeige|реклама|広告|广告|광고)(?:\W|$)"
+    # words that start no sentence of content, or written in capitals: a label whatever follows
+    r"\W*(?:advertisements?|広告|广告|광고|(?-i:ANZEIGE|WERBUNG|РЕКЛАМА|PUBLICIDAD|PUBBLICITÀ))"
+    r"(?:\W|$)"
     # words that may: a label when alone or before a separator
     r"|\W*(?:sponsored(?:\s+(?:by|content|post|story|stories|links?|listings?))?|sponsor"
     r"|advertising|advertorial|advertentie|promoted(?:\s+(?:by|content|stories))?"
-    r"|publicit[ée]|sponsoris[ée]e?)\s*(?:$|[:|·•\-–—(\[/]|by\s)",
+    r"|publicit[ée]|sponsoris[ée]e?|anzeige|werbung|gesponsert|publicidad|publicidade"
+    r"|pubblicità|patrocinado|sponsorizzato|reklama|reklame|реклама|إعلان|推广|(?-i:PR))"
+    r"\s*(?:$|[:|·•\-–—(\[/]|by\s)",
     re.I,
 )
-# Headings of a recirculation list (links to other pages, picked anew on every request):
-# the heading and the element after it go. "See also" and "Further reading" lists are written
-# by hand and stay.
+# Headings of a recirculation list (links to other pages, picked anew on every request), in
+# the languages of most of the web: the heading and the element after it go. "See also" and
+# "Further reading" lists are written by hand and stay.
 _RECIRCULATION_HEADING = re.compile(
     r"\W*(?:related(?:\s+(?:articles?|stories|posts|content|links|news|coverage|products))?"
     r"|you\s+(?:may|might)\s+also\s+(?:like|enjoy)|recommended(?:\s+(?:for\s+you|stories|reading))?"
     r"|more\s+(?:stories|articles|news|to\s+read)|read\s+next|trending(?:\s+now)?"
-    r"|most\s+(?:read|popular|viewed|shared)|popular\s+(?:now|stories|articles))\W*",
+    r"|most\s+(?:read|popular|viewed|shared)|popular\s+(?:now|stories|articles)"
+    # de
+    r"|lesen\s+sie\s+auch|auch\s+interessant|das\s+könnte\s+sie\s+(?:auch\s+)?interessieren"
+    r"|(?:ähnliche|verwandte|weitere|beliebte)\s+(?:artikel|beiträge|nachrichten)"
+    r"|meistgelesen(?:e|en)?(?:\s+artikel)?|am\s+meisten\s+gelesen|empfehlungen(?:\s+für\s+sie)?"
+    # fr
+    r"|(?:à|a)\s+lire\s+(?:aussi|également)|lire\s+aussi|sur\s+le\s+même\s+sujet"
+    r"|articles\s+(?:similaires|liés|recommandés)|les\s+plus\s+(?:lus|populaires|partagés)"
+    r"|vous\s+aimerez\s+(?:peut-être\s+)?aussi|recommandés?\s+pour\s+vous"
+    # es, pt, it
+    r"|(?:también\s+)?te\s+(?:puede|podría)\s+interesar|quizás?\s+te\s+interese"
+    r"|(?:noticias|artículos|notícias|artigos|articoli|notizie)\s+(?:relacionad[oa]s|correlat[ie])"
+    r"|(?:lo\s+)?más\s+(?:leíd[oa]s|visto)|mais\s+lid[oa]s|(?:i\s+)?più\s+(?:lett[ie]|popolari)"
+    r"|leia\s+também|você\s+também\s+pode\s+gostar|leggi\s+anche|(?:ti\s+)?potrebbe\s+interessarti"
+    # nl, pl, tr
+    r"|lees\s+ook|meest\s+gelezen|gerelateerde\s+artikelen|czytaj\s+(?:także|też|również)"
+    r"|najczęściej\s+czytane|podobne\s+artykuły|ilgili\s+haberler|en\s+çok\s+okunanlar"
+    # ru
+    r"|читайте\s+(?:также|ещё|еще)|(?:похожие|популярные)\s+(?:статьи|новости|материалы)"
+    r"|самое\s+(?:читаемое|популярное)|материалы\s+по\s+теме|(?:новости|ещё|еще)\s+по\s+теме"
+    r"|вам\s+может\s+быть\s+интересно"
+    # zh, ja, ko, ar
+    r"|相关(?:文章|阅读|新闻|推荐)|热门(?:文章|新闻|推荐)?|推荐阅读|猜你喜欢|大家都在看|阅读排行"
+    r"|関連(?:記事|ニュース)|おすすめ記事|あわせて読みたい|人気(?:記事|ランキング)"
+    r"|よく読まれている記事|アクセスランキング|こちらもおすすめ"
+    r"|관련\s*기사|많이\s*본\s*(?:뉴스|기사)|인기\s*기사|추천\s*기사"
+    r"|(?:مقالات|أخبار)\s+ذات\s+صلة|الأكثر\s+قراءة|اقرأ\s+أيض(?:ا|اً))\W*",
     re.I,
 )
 _RECIRCULATION_MAX_CHARS = 1500
@@ -266,10 +312,19 @@ def _mark_labelled_blocks(tree: LexborHTMLParser, marker: _Marker) -> None:
     in the content takes the short element after it along. Lexbor's text search is slow, so
     it runs only for the label words the page's visible text contains."""
     visible = marker.body_text.casefold()
-    stems = [stem for stem in _LABEL_STEMS if stem in visible]
-    if not stems:
+    stems = _LABEL_STEMS if visible.isascii() else _LABEL_STEMS + _OTHER_LABEL_STEMS
+    queries = [
+        f':lexbor-contains("{spelling}" i)'
+        for stem in stems
+        if stem in visible
+        for spelling in ((stem,) if stem.isascii() else {stem, stem.capitalize(), stem.upper()})
+    ]
+    # the regex scans at a tenth of the speed of a search for the two letters
+    if "PR" in marker.body_text and _CASED_LABEL_PRESENT.search(marker.body_text):
+        queries += [f':lexbor-contains("{stem}")' for stem in _CASED_LABEL_STEMS]
+    if not queries:
         return
-    for node in css(tree, ",".join(f':lexbor-contains("{stem}" i)' for stem in stems)):
+    for node in css(tree, ",".join(sorted(queries))):
         if not _LABEL.match(_first_own_text(node)):
             continue
         block, in_content = node, False

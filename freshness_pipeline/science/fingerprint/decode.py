@@ -7,6 +7,7 @@ import functools
 import re
 
 import webencodings  # type: ignore[import-untyped]
+from charset_normalizer import from_bytes
 
 __all__ = ["decode_body", "reads_as_utf8"]
 
@@ -52,6 +53,38 @@ _STRAY_AS_CP1252 = {
     0xDC00 + b: (chr(b) if b in (0x81, 0x8D, 0x8F, 0x90, 0x9D) else bytes([b]).decode("cp1252"))
     for b in range(0x80, 0x100)
 }
+
+
+#: An undeclared page that is not UTF-8 and has this share of bytes >= 0x80 is in a script of
+#: its own (Cyrillic, Greek, CJK, Thai, Hebrew, Arabic: every letter one such byte or two),
+#: not in a Latin charset (a French or German page in windows-1252 has 1-3 %). Its charset is
+#: detected, as browsers do (Firefox's chardetng, Chrome's CED): read as windows-1252 its title
+#: and text were mojibake in the copy, the diffs and the notifications.
+_LEGACY_SCRIPT_HIGH_SHARE = 0.08
+#: and at least this many such bytes: a detector given a word or two guesses
+_LEGACY_SCRIPT_MIN_HIGH = 32
+_DETECT_BYTES = 64 * 1024
+#: the legacy charsets of those scripts; Latin ones are left out: on a page of Latin text a
+#: detector confuses windows-1250 and -1252, which the stray-byte reading gets right
+_LEGACY_SCRIPT_CHARSETS = [
+    "cp1251", "koi8_r", "cp932", "euc_jp", "cp949", "gb18030", "big5", "cp1253", "cp1255",
+    "cp1256", "cp874",
+]  # fmt: skip
+_HIGH_BYTES = bytes(range(0x80, 0x100))
+
+
+def _detected_script_charset(data: bytes) -> str | None:
+    """The legacy charset of an undeclared, non-UTF-8 page in a non-Latin script, if a
+    detector finds one."""
+    sample = data[:_DETECT_BYTES]
+    high = len(sample) - len(sample.translate(None, _HIGH_BYTES))
+    if high < max(_LEGACY_SCRIPT_MIN_HIGH, _LEGACY_SCRIPT_HIGH_SHARE * len(sample)):
+        return None
+    try:
+        best = from_bytes(sample, cp_isolation=_LEGACY_SCRIPT_CHARSETS).best()
+    except Exception:  # noqa: BLE001 - a detector's failure is "not detected", never a crash
+        return None
+    return None if best is None else best.encoding
 
 
 def _utf8_with_stray_bytes(data: bytes) -> str:
@@ -140,9 +173,10 @@ def decode_body(body: bytes, content_type: str | None) -> str:
     that is not UTF-8) a meta later in the head; labels are read by the WHATWG Encoding table,
     as browsers read them. A declaration that does not decode
     cleanly is tried against strict UTF-8 (a common lie), then decoded with replacement
-    characters in the declared charset. A page read as UTF-8 (declared, undeclared, or an
-    unknown or unsafe label) that is not UTF-8 throughout has its stray bytes read as
-    windows-1252, the commonest origin of such bytes.
+    characters in the declared charset. An undeclared page that is not UTF-8 and is mostly
+    bytes past ASCII is in a non-Latin script: its legacy charset is detected. Any other page
+    read as UTF-8 (declared, undeclared, or an unknown or unsafe label) that is not UTF-8
+    throughout has its stray bytes read as windows-1252, the commonest origin of such bytes.
     """
     try:
         data = bytes(body)
@@ -176,6 +210,10 @@ def decode_body(body: bytes, content_type: str | None) -> str:
             return data.decode(declared, errors="replace")
         except (UnicodeDecodeError, ValueError, LookupError):
             pass
+    if not declared:
+        detected = _detected_script_charset(data)
+        if detected:
+            return data.decode(detected, errors="replace")
     return _utf8_with_stray_bytes(data)
 
 

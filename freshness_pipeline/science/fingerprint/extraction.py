@@ -97,14 +97,17 @@ def _has_blob(document: str | bytes) -> bool:
     return any(m in lowered for m in DATA_BLOB_MARKERS)
 
 
-# Elements after which a reader starts a new line: the content's text is kept line by line so
+# Elements a reader sees on lines of their own: the content's text is kept line by line so
 # that what changed between two versions can be told by line. They are found by walking the
-# content in Python: a selector of as many types costs more to parse than the walk.
+# content in Python: a selector of as many types costs more to parse than the walk. A table's
+# cells are words apart on their row's line: glued, the row 2024 | 1.250 | 310 read
+# "20241.250310", and a digit moved from one cell to the next changed nothing a reader saw.
 _BLOCKS = frozenset(
     ["p", "div", "li", "dt", "dd", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "br", "blockquote",
      "pre", "section", "figcaption", "caption", "table", "ul", "ol", "dl", "hr", "address",
      "details", "summary"]
 )  # fmt: skip
+_CELLS = frozenset(("td", "th"))
 
 
 class Extraction:
@@ -153,8 +156,15 @@ class Extraction:
             return fold_lines(self.data_text)
         out = list(self.lead)
         for root in self.roots:
-            for node in [n for n in root.traverse() if n.tag in _BLOCKS]:
-                node.insert_after("\n")
+            for node in list(root.traverse()):
+                tag = node.tag
+                if tag in _BLOCKS:
+                    # before as well: text right before a block ("<span>Label</span><p>...")
+                    # is not the block's first line
+                    node.insert_before("\n")
+                    node.insert_after("\n")
+                elif tag in _CELLS:
+                    node.insert_after(" ")
             folded = fold_lines(root.text(deep=True, separator="", strip=False))
             if folded:
                 out.append(folded)

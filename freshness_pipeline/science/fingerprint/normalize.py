@@ -4,38 +4,122 @@ Numbers are content (a price, a count, a score, a year in a sentence, a phone nu
 the ones known to move by themselves go: dates, clock times, relative times, view and like
 counters and visitor counters, copyright years, how long the page took and which machine
 served it, and identifiers (hex and base64 tokens, UUIDs, runs of 10+ digits: ids, epoch
-timestamps with their fraction, cache busters).
+timestamps with their fraction, cache busters). A number that only looks like a date or a time
+stays: "28:25" is a score (no hour 28), "2.4.10" a version and "123-45-67" a phone number (no
+month 45, and a two-digit year only after a two-digit day and month).
+
+A byline moves in the page's own language, so dates, times, relative times and view counters
+are known in the major languages of the web (and in scripts without spaces a number glued to a
+word still stands alone: "更新于14:03", "3時間前"). Their words (month and weekday names, "hier",
+"fa", "mar", "set") are also content words, so one goes only where a number makes it a date.
 
 Speed: Python's regex engine skips quickly only to the characters a pattern can start with.
 So every pattern here starts at a digit (or, for identifiers, an upper-case letter), which
 ordinary prose has few of, and the rare forms that begin with a word ("Nov 30", "Views: 12",
-"© 2026", "Monday, ...") are found from their digit, with look-behinds or a look back in
-Python at the few matches.
+"© 2026", "Monday, ...", "vor 5 Minuten") are found from their digit, with look-behinds or a
+look back in Python at the few matches. Word lists are tries (the engine tries the branches of
+an alternation one by one), and an ASCII text is matched by a pattern without the words and
+forms that are not ASCII.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+import unicodedata
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from freshness_pipeline.science.fingerprint.whitespace import fold_spaces
 
 __all__ = ["normalize_content"]
 
-_MONTH = (
-    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
-    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?"
-    r"|januar|februar|märz|mai|juni|juli|oktober|dezember"
-    r"|janvier|février|mars|avril|juin|juillet|août|septembre|octobre|novembre|décembre"
-    r"|enero|febrero|marzo|abril|mayo|junio|julio|agosto|septiembre|octubre|noviembre|diciembre)"
-    r"\.?(?![^\W\d_])"
+
+def _one_of(words: Iterable[str]) -> str:
+    """A group matching any of ``words``, longest first, as a trie: one branch per character
+    tried instead of one per word. Matches nothing when there are no words."""
+    tree: dict[str, Any] = {}
+    for word in words:
+        node = tree
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def emit(node: dict[str, Any]) -> str:
+        branches = [re.escape(char) + emit(child) for char, child in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        if len(branches) == 1 and "" not in node:
+            return branches[0]
+        group = f"(?:{'|'.join(branches)})"
+        return f"{group}?" if "" in node else group
+
+    return f"(?:{emit(tree)})" if tree else "(?!)"
+
+
+def _words(text: str) -> list[str]:
+    """The words of ``text``, an underscore standing for a space within one."""
+    return [word.replace("_", " ") for word in text.split()]
+
+
+# Scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, Hangul, kana, Han):
+# a number touching their letters is a word of its own; one touching a Latin, Cyrillic, Greek
+# or Arabic letter is part of a token ("abc123", "mp3").
+_UNSPACED = (
+    "\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3005-\u3007\u3040-\u30ff"
+    "\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+    "\uff66-\uffdc\U00020000-\U0003ffff"
 )
-_WEEKDAY = (
-    r"(?:mon(?:day)?|tue(?:s(?:day)?)?|wed(?:nesday)?|thu(?:r(?:s(?:day)?)?)?|fri(?:day)?"
-    r"|sat(?:urday)?|sun(?:day)?)\.?|montag|dienstag|mittwoch|donnerstag|freitag|samstag"
-    r"|sonntag|lundi|mardi|mercredi|jeudi|vendredi|samedi|dimanche"
+_W = f"[^\\W{_UNSPACED}]"  # a word character of a spaced script
+_L = f"[^\\W\\d_{_UNSPACED}]"  # a letter of a spaced script
+
+# Month names after a day number ("30 nov", "6 de dezembro", "6 декабря", "٦ ديسمبر").
+_MONTHS = _words("""jan january feb february mar march apr april may jun june jul july aug august
+    sep sept september oct october nov november dec december januar februar märz mai juni juli
+    oktober dezember janvier février mars avril juin juillet août septembre octobre novembre
+    décembre enero febrero marzo abril mayo junio julio agosto septiembre octubre noviembre
+    diciembre gennaio febbraio aprile maggio giugno luglio settembre ottobre dicembre janeiro
+    fevereiro março maio junho julho setembro outubro dezembro januari februari maart mei
+    augustus stycznia lutego marca kwietnia maja czerwca lipca sierpnia września października
+    listopada grudnia января февраля марта апреля мая июня июля августа сентября октября ноября
+    декабря січня лютого березня квітня травня червня липня серпня вересня жовтня листопада
+    грудня يناير فبراير مارس أبريل إبريل ابريل مايو يونيو يوليو أغسطس اغسطس سبتمبر أكتوبر
+    اكتوبر نوفمبر ديسمبر شباط آذار نيسان أيار حزيران تموز آب أيلول تشرين_الأول
+    تشرين_الثاني كانون_الأول كانون_الثاني มกราคม กุมภาพันธ์ มีนาคม เมษายน พฤษภาคม มิถุนายน
+    กรกฎาคม สิงหาคม กันยายน ตุลาคม พฤศจิกายน ธันวาคม ม.ค. ก.พ. มี.ค. เม.ย. พ.ค. มิ.ย. ก.ค.
+    ส.ค. ก.ย. ต.ค. พ.ย. ธ.ค.""")
+# Abbreviations that are a month only with their dot or a year ("6 déc.", "6 dic 2026")...
+_MONTHS_DOTTED = _words("""janv févr fév avr juil déc ene abr ago dic mär dez okt giu lug ott fev
+    mrt янв фев мар апр июн июл авг сен сент окт ноя дек""")
+# ... or, being words too ("3 set" of tennis, "5 out of 10"), only with a year.
+_MONTHS_WITH_YEAR = ["set", "out", "gen", "mag"]
+_WEEKDAYS_EN = _words("""mon monday tue tues tuesday wed wednesday thu thur thurs thursday fri friday
+    sat saturday sun sunday""")
+_WEEKDAYS = _words("""montag dienstag mittwoch donnerstag freitag samstag sonntag mo. di. mi. do. fr.
+    sa. so. lundi mardi mercredi jeudi vendredi samedi dimanche lun. mar. mer. jeu. ven. sam.
+    dim. lunes martes miércoles miercoles jueves viernes sábado sabado domingo mié. jue. vie.
+    sáb. dom. lunedì lunedi martedì martedi mercoledì mercoledi giovedì giovedi venerdì venerdi
+    sabato domenica segunda-feira terça-feira terca-feira quarta-feira quinta-feira
+    sexta-feira segunda terça quarta quinta sexta seg. ter. qua. qui. sex. maandag dinsdag
+    woensdag donderdag vrijdag zaterdag zondag poniedziałek wtorek środa czwartek piątek sobota
+    niedziela понедельник вторник среда четверг пятница суббота воскресенье пн вт ср чт пт сб
+    вс пн. вт. ср. чт. пт. сб. вс. الاثنين الإثنين الثلاثاء الأربعاء الاربعاء الخميس الجمعة
+    السبت الأحد الاحد""")
+# "Today" and "yesterday" before a time ("heute, 14:03", "ayer a las 9:05", "вчера в 14:03");
+# French "hier" is German "here", so it counts only before "à" or a comma.
+_DAYS = _words("""heute gestern aujourd'hui aujourd’hui hoy ayer oggi ieri hoje ontem vandaag
+    gisteren dzisiaj dziś wczoraj сегодня вчера bugün dün اليوم أمس امس""")
+_DAYS_UNSPACED = _words("今天 昨天 今日 昨日 本日 오늘 어제 วันนี้ เมื่อวาน")
+_AM_PM = _words("오전 오후 上午 下午 中午 晚上 早上 凌晨 午前 午後")
+_AT = _words("at um à às a_las a_la alle all' om o в о")
+# What follows a time glued to it in a byline ("14:03配信"); other words glued to a time make
+# it content ("14:03発", a train's departure).
+_TIME_AFTER = _words(
+    "配信 更新 投稿 公開 掲載 発表 発行 現在 现在 发布 發布 發佈 发表 發表 編集 编辑"
 )
-_TIME = r"\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:\s*[ap]\.?\s*m\.?(?![a-z])|\s*uhr\b)?"
+_CJK_WEEKDAY = (
+    r"(?:\s*[(（](?:[日月火水木金土](?:曜日?)?|[일월화수목금토](?:요일)?|(?:周|星期)[一二三四五六日天])"
+    r"[)）]|\s*(?:星期|周|週|礼拜|禮拜)[一二三四五六日天]|\s*[日月火水木金土]曜日|\s*[일월화수목금토]요일)?"
+)
 _ZONE = (
     r"(?:\s*(?:z|gmt|utc|[ecmp][sd]?t|cet|cest|bst|ist|jst|kst|aest|[+-]\d{2}:?\d{2})(?![a-z]))?"
 )
@@ -43,10 +127,24 @@ _UNITS = (
     r"(?:s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|wks?|weeks?|mo|mos|months?"
     r"|y|yrs?|years?)"
 )
-_FOREIGN_UNITS = (
-    r"(?:sekunden|minuten|stunden|tagen|wochen|monaten|jahren|segundos|minutos|horas|días|dias"
-    r"|semanas|meses|años|secondes|minutes|heures|jours|semaines|mois|ans)"
-)
+# After "vor", "hace", "il y a", "há", "منذ": "vor 5 Min.", "il y a 1 heure", "منذ 3 ساعات".
+_RELATIVE_LEADS = ["vor ", "hace ", "il y a ", "há ", "fa ", "منذ ", "قبل "]
+_LEAD_UNITS = _words("""sekunden minuten stunden tagen wochen monaten jahren sekunde sek min minute std
+    stunde tag woche monat jahr segundos minutos horas días dias semanas meses años segundo seg
+    minuto hora h día dia semana mes año secondes minutes heures jours semaines mois ans seconde
+    sec s mn heure jour semaine an minutos anos ano mês ثانية ثوان ثوانٍ دقيقة دقائق دقيقتين
+    ساعة ساعات ساعتين يوم أيام يومين أسبوع أسابيع شهر أشهر شهور سنة سنوات سنتين""")
+# Before "fa", "geleden", "temu", "назад", "önce", "前", "전": "5 ore fa", "3 часа назад".
+_AGO_UNITS = _words("""secondi secondo minuti minuto min ore ora giorni giorno settimane settimana mesi
+    mese anni anno seconden seconde minuten minuut uur uren dagen dag weken week maanden maand
+    jaren jaar sekund sekundy sekundę minut minuty minutę godzin godziny godzinę godz. dni dzień
+    tygodni tygodnie tydzień miesięcy miesiące miesiąc lat lata rok секунд секунды секунду сек.
+    сек минут минуты минуту мин. мин час часа часов ч. ч дней дня день недель недели неделю
+    месяцев месяца месяц мес. лет года год saniye dakika dk saat gün hafta ay dias horas
+    minutos anos meses semanas วินาที นาที ชั่วโมง ชม. วัน สัปดาห์ เดือน ปี 秒 秒钟 秒鐘 分 分钟
+    分鐘 時間 小时 小時 个小时 個小時 日 天 週間 周 週 个月 個月 か月 ヶ月 カ月 年 초 분 시간 일 주
+    개월 달 년""")
+_AGO = _words("fa geleden temu назад önce atrás ที่แล้ว ที่ผ่านมา 前 전")
 _COUNTED = (
     r"(?:views?|likes?|comments?|reads?|plays?|listens?|followers?|subscribers?|retweets?"
     r"|reposts?|reactions?|upvotes?|replies|reply|visits|hits|aufrufe|kommentare|vues"
@@ -55,15 +153,20 @@ _COUNTED = (
     r"|shares?|(?:people|users|visitors|others|shoppers)\s+(?:are\s+)?(?:viewing|watching|looking)"
     r"|online(?![ \t]*[a-z]))"
 )
+_COUNTED_WORDS = _words("""visualizzazioni visualizações visualizacoes weergaven wyświetleń
+    wyświetlenia odsłon просмотров просмотра просмотр просмотры مشاهدة مشاهدات görüntülenme
+    阅读 次阅读 浏览 次浏览 次瀏覽 閲覧""")
+_VIEW_LABELS = _words("""阅读 阅读量 浏览 浏览量 瀏覽 閲覧数 閲覧 조회 조회수 просмотров просмотры
+    visualizzazioni visualizações weergaven wyświetlenia wyświetleń المشاهدات مشاهدات""")
 
 
-def _after(words: Sequence[str]) -> str:
-    """Look-behinds for "one of ``words``, then the digit just matched", grouped by length (a
-    look-behind must have one width)."""
+def _after(words: Sequence[str], then: str = r"\d") -> str:
+    """Look-behinds for "one of ``words``, then the digit just matched" (or ``then``), grouped
+    by length (a look-behind must have one width)."""
     by_width: dict[int, list[str]] = {}
     for word in words:
-        by_width.setdefault(len(word), []).append(re.escape(word))
-    return "|".join(rf"(?<=(?:{'|'.join(group)})\d)" for _, group in sorted(by_width.items()))
+        by_width.setdefault(len(word), []).append(word)
+    return "|".join(rf"(?<={_one_of(group)}{then})" for _, group in sorted(by_width.items()))
 
 
 _COUNTER_LABELS = [
@@ -77,8 +180,8 @@ _COUNTER_LABELS = [
                   "besucher online", "besucherzähler", "read by", "shared", "viewed by")
     for sep in (" ", ": ", ":", " : ")
 ] + ["visitor #", "visitor no"]  # fmt: skip
+_COUNTER_LABELS += [f"{v}{sep}" for v in _VIEW_LABELS for sep in ("", " ", ": ", ":", "：")]
 _COPYRIGHT_LABELS = ["© ", "©", "(c) ", "copyright ", "copyright © ", "copyright (c) "]
-_RELATIVE_LEADS = ["vor ", "hace ", "il y a ", "há ", "fa "]
 # How long the server took, which some pages print: "generated in 0.12 s", "took 37 ms".
 _TIMING_LEADS = [
     f"{verb} in " for verb in ("generated", "rendered", "served", "loaded", "processed")
@@ -93,42 +196,89 @@ _MONTH_ENDS = [
     for sep in (" ", ". ")
 ]  # fmt: skip
 
-_DIGIT_LED = re.compile(
-    # a digit; one that starts a number (\b\d, written so the pattern begins with a digit
-    # class) may start a date, time or counter
-    r"\d(?:(?<!\w\d)(?:"
-    # dates: ISO 8601 (with a time), numeric, CJK and Korean, day-first with a month name
-    rf"(?P<date>\d{{3}}-\d{{2}}-\d{{2}}(?:[t ]{_TIME}{_ZONE})?(?!\w)"
-    r"|\d{0,3}[/.-]\d{1,2}[/.-]\d{2,4}(?!\d)"
-    r"|\d{0,3}\s*년\s*\d{1,2}\s*월\s*\d{1,2}\s*일|\d{0,3}\s*年\s*\d{1,2}\s*月(?:\s*\d{1,2}\s*日)?"
-    r"|\d{3}\.\s\d{1,2}\.\s\d{1,2}\.?"
-    rf"|\d?(?:st|nd|rd|th|er)?\.?(?:\s+de)?\s+{_MONTH}(?:\s+de)?(?:,?\s+\d{{4}})?"
-    rf"(?:,?\s+(?:at\s+|um\s+|à\s+)?{_TIME}{_ZONE})?)"
-    # clock times: 12:34, 12:34:56, 9:05 pm, 5pm
-    rf"|(?P<time>\d?:\d{{2}}(?::\d{{2}}(?:[.,]\d+)?)?(?:\s*[ap]\.?\s*m\.?(?![a-z])|\s*uhr\b)?"
-    rf"{_ZONE}(?!\w)"
-    r"|\d?\s*[ap]\.?m\.?(?![a-z])(?!\w))"
-    # relative times and counters: "5 minutes ago", "5m ago", "vor 5 minuten", "1.2k views"
-    rf"|(?P<relative>\d*\s*{_UNITS}\s+ago(?![a-z])"
-    rf"|(?:{_after(_RELATIVE_LEADS)})\d*\s+{_FOREIGN_UNITS}(?!\w))"
-    rf"|(?P<counter>[\d.,]*\s*[km]?\+?\s*{_COUNTED}(?![a-z])"
-    rf"|(?:{_after(_COUNTER_LABELS)})[\d.,]*[km]?(?![\w.,])"
-    rf"|(?:{_after(_COPYRIGHT_LABELS)})\d{{3}}(?:\s*[-–]\s*\d{{4}})?(?!\w)"
-    rf"|(?:{_after(_TIMING_LEADS)})[\d.,]*\s*(?:ms|milliseconds?|s|secs?|seconds?)(?![a-z]))"
-    # a day after what may be a month: "nov 30", "november 30, 2026 12:34" (a month and a
-    # year alone, "may 2026", is what a text says, not when it was served)
-    rf"|(?P<month_first>(?:{_after(_MONTH_ENDS)})\d?(?!\d)(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?"
-    rf"(?:,?\s+(?:at\s+)?{_TIME}{_ZONE})?(?!\w))"
-    r")"
-    # or the digit is part of an identifier: it touches a letter, or 9 more digits follow
-    r"|(?P<mixed>(?<=[a-z]\d)|(?=[a-z])|(?=\d{9})))",
+
+def _digit_led(ascii_only: bool) -> re.Pattern[str]:
+    """The one pattern for dates, times, relative times, counters and identifiers; for ASCII
+    texts (``ascii_only``) without what only matches other text, which is most of its cost."""
+
+    def alternation(items: Iterable[str]) -> str:
+        return _one_of(w for w in items if w.isascii() or not ascii_only)
+
+    def unspaced(pattern: str) -> str:  # an alternative only non-ASCII text can match
+        return "" if ascii_only else f"|{pattern}"
+
+    word, letter = (r"\w", r"[^\W\d_]") if ascii_only else (_W, _L)
+    year = r",?\s+\d{4}(?!\d)"
+    month = (
+        rf"(?:{alternation(_MONTHS)}\.?|{alternation(_MONTHS_DOTTED)}(?:\.|(?={year}))"
+        rf"|{alternation(_MONTHS_WITH_YEAR)}\.?(?={year}))(?!{letter})"
+    )
+    # 12:34, 12:34:56, 9:05 pm, 14.03 Uhr, 14h03, 14 h 03 (after the hour's first digit)
+    clock = (
+        r"(?::\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:\s*[ap]\.?\s*m\.?(?![a-z])|\s*uhr\b"
+        + unspaced(r"\s*น\.")
+        + r")?|\.\d{2}\s*uhr\b|\s?h\s?\d{2}(?!\d))"
+    )
+    time = rf"\d{{1,2}}{clock}"
+    time_end = r"(?!\w)" if ascii_only else rf"(?:(?!\w)|(?={_one_of(_TIME_AFTER)}))"
+    at = rf"(?:{alternation(_AT)}\s+)?"
+    return re.compile(
+        # a digit; one that starts a number (\b\d, written so the pattern begins with a digit
+        # class) may start a date, time or counter
+        rf"\d(?:(?<!{word}\d)(?:"
+        # dates: ISO 8601 (with a time), numeric, CJK and Korean, day-first with a month name
+        rf"(?P<date>\d{{3}}-\d{{2}}-\d{{2}}(?:[t ]{time}{_ZONE})?(?!{word})"
+        r"|(?P<numeric>\d{0,3}[/.-]\d{1,2}[/.-]\d{2,4}(?!\d))"
+        + unspaced(
+            rf"\d{{0,3}}\s*년\s*\d{{1,2}}\s*월\s*\d{{1,2}}\s*일{_CJK_WEEKDAY}"
+            rf"|\d{{0,3}}\s*年\s*\d{{1,2}}\s*月(?:\s*\d{{1,2}}\s*日{_CJK_WEEKDAY})?"
+            rf"|\d?\s*月\s*\d{{1,2}}\s*[日号號]{_CJK_WEEKDAY}|\d?\s*월\s*\d{{1,2}}\s*일{_CJK_WEEKDAY}"
+            r"|\d?/\d{1,2}\s*[(（](?:[日月火水木金土]|[일월화수목금토])[)）]"
+        )
+        + r"|\d{3}\.\s\d{1,2}\.\s\d{1,2}\.?"
+        rf"|\d?(?:st|nd|rd|th|er)?\.?(?:\s+de)?\s+{month}(?:\s+de)?(?:{year})?"
+        rf"(?:,?\s+{at}{time}{_ZONE})?)"
+        # clock times: 12:34, 12:34:56, 9:05 pm, 5pm, 14時03分
+        rf"|(?P<time>\d?{clock}{_ZONE}{time_end}"
+        r"|\d?\s*[ap]\.?m\.?(?![a-z])(?!\w)"
+        + unspaced(rf"\d?\s*[時时點点시]\s*\d{{1,2}}\s*[分분](?:\s*\d{{1,2}}\s*[秒초])?{time_end}")
+        + r")"
+        # relative times and counters: "5 minutes ago", "5m ago", "vor 5 minuten", "1.2k views"
+        rf"|(?P<relative>\d*\s*{_UNITS}\s+ago(?![a-z])"
+        rf"|(?:{_after([w for w in _RELATIVE_LEADS if w.isascii() or not ascii_only])})"
+        rf"\d*\s+{alternation(_LEAD_UNITS)}(?!\w)"
+        rf"|\d?\s*{alternation(_AGO_UNITS)}\s*{alternation(_AGO)}(?!{letter}))"
+        rf"|(?P<counter>[\d.,]*\s*[km]?\+?\s*(?:{_COUNTED}|{alternation(_COUNTED_WORDS)})(?![a-z])"
+        rf"|(?:{_after([w for w in _COUNTER_LABELS if w.isascii() or not ascii_only])})"
+        rf"[\d.,]*[km]?(?![.,]|{word})"
+        rf"|(?:{_after(_COPYRIGHT_LABELS)})\d{{3}}(?:\s*[-–]\s*\d{{4}})?(?!\w)"
+        rf"|(?:{_after(_TIMING_LEADS)})[\d.,]*\s*(?:ms|milliseconds?|s|secs?|seconds?)(?![a-z]))"
+        # a day after what may be a month: "nov 30", "november 30, 2026 12:34" (a month and a
+        # year alone, "may 2026", is what a text says, not when it was served)
+        rf"|(?P<month_first>(?:{_after(_MONTH_ENDS)})\d?(?!\d)(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?"
+        rf"(?:,?\s+(?:at\s+)?{time}{_ZONE})?(?!\w))"
+        r")"
+        # or the digit is part of an identifier: it touches a letter, or 9 more digits follow
+        r"|(?P<mixed>(?<=[a-z]\d)|(?=[a-z])|(?=\d{9})))",
+        re.I,
+    )
+
+
+_DIGIT_LED = _digit_led(ascii_only=False)
+_DIGIT_LED_ASCII = _digit_led(ascii_only=True)
+_MONTH = rf"(?:{_one_of(_MONTHS)}\.?|{_one_of(_MONTHS_DOTTED)}\.?)(?![^\W\d_])"
+_WEEKDAY = rf"(?:{_one_of(_WEEKDAYS_EN)}\.?|{_one_of(_WEEKDAYS)})"
+# Ending where a digit-led date starts: the month of a month-first date (required), or what
+# goes with a date or time (optional): its weekday ("monday, 30 november", "Mi., 9. Dezember"),
+# "today" or "yesterday" ("heute, 14:03", "hier à 14h03", "昨天 14:03"), am or pm ("오후 2:03").
+_MONTH_BEFORE = re.compile(rf"(?:\b(?:{_WEEKDAY}),?\s+)?\b{_MONTH}\s*\Z", re.I)
+_LEAD_BEFORE = re.compile(
+    rf"(?:\b(?:{_WEEKDAY}|{_one_of(_DAYS)})[,،]?\s+(?:{_one_of(_AT)}\s+)?|\bhier(?:,\s*|\s+à\s+)"
+    rf"|{_one_of(_DAYS_UNSPACED)}\s*)?(?:{_one_of(_AM_PM)}\s*)?\Z",
     re.I,
 )
-# Ending where a digit-led date starts: the month of a month-first date (required), or the
-# weekday of any date or time (optional, "monday, 30 november"), so they go with it.
-_MONTH_BEFORE = re.compile(rf"(?:\b(?:{_WEEKDAY}),?\s+)?\b{_MONTH}\s*\Z", re.I)
-_WEEKDAY_BEFORE = re.compile(rf"\b(?:{_WEEKDAY}),?\s+\Z", re.I)
 _LOOK_BACK = 32  # characters: a weekday and a month name with their separators
+_NUMBER = re.compile(r"\d+")
 # Which machine answered, which some pages print: "served by node web5", "rendered on
 # app-03.example.com". Word-led, so looked for only when its verb is in the text.
 _SERVED_BY_VERBS = ("served", "generated", "rendered", "delivered", "processed")
@@ -145,6 +295,12 @@ _RELATIVE_WORDS = re.compile(
     r"|\b(?:today|yesterday)(?:\s+at)?\b"
 )
 _RELATIVE_CUES = ("ago", "just now", "today", "yesterday")
+# "Mis à jour hier", "Actualizado hoy": a line that ends with "today" or "yesterday" is a
+# byline. Found from the line breaks after one (a pattern led by a literal character is
+# searched for at the speed of str.find), the text being casefolded by then.
+_DAY_WORDS = ("hier", *_DAYS, *_DAYS_UNSPACED)
+_DAY_AT_BREAK = re.compile(f"\n(?:{_after(_DAY_WORDS, then=chr(10))})")
+_DAY_BEFORE = re.compile(rf"(?<!{_W}){_one_of(_DAY_WORDS)}\Z")
 
 # Identifiers: a token (letters, digits and + / = _ -) that mixes character classes. Those
 # with a digit are found by _DIGIT_LED; the rest by an upper-case letter after a lower-case
@@ -261,7 +417,7 @@ def _digit_led_matches(text: str) -> Iterator[re.Match[str]]:
     for at in sorted(starts):
         if at < end:
             continue
-        match = _DIGIT_LED.match(text, at)
+        match = _DIGIT_LED_ASCII.match(text, at)
         if match is not None:
             end = match.end()
             yield match
@@ -281,6 +437,25 @@ def _case_hints(text: str) -> list[int]:
     return hints
 
 
+def _plausible_time(text: str) -> bool:
+    """A clock time has an hour of 0-23 and minutes of 0-59: "28:25" and "87:85" are scores."""
+    numbers = _NUMBER.findall(text)
+    return int(numbers[0]) <= 23 and (len(numbers) < 2 or int(numbers[1]) <= 59)
+
+
+def _plausible_date(text: str) -> bool:
+    """A numeric date has a day and a month (in either order) and a year of four digits, or of
+    two after a two-digit day and month ("06.12.26"): "2.4.10" is a version, "123-45-67" a
+    phone number and "38-40-42" a list of sizes."""
+    first, second, third = _NUMBER.findall(text)
+    if len(first) == 4:  # 2026/12/06
+        return 1 <= int(second) <= 12 and 1 <= int(third) <= 31 and len(third) <= 2
+    low, high = sorted((int(first), int(second)))
+    if not (1 <= low <= 12 and high <= 31):
+        return False
+    return len(third) == 4 or len(third) == len(first) == len(second) == 2
+
+
 def _drop_volatile(text: str) -> str:
     """Identifiers, dates, times and counters: one pass over the digits, one over the
     upper-case letters that follow a lower-case one."""
@@ -298,7 +473,11 @@ def _drop_volatile(text: str) -> str:
                 continue  # "number 30", "must 5": not a date
             start = lead.start()
         elif kind in ("date", "time"):
-            lead = _WEEKDAY_BEFORE.search(text, max(out.last, start - _LOOK_BACK), start)
+            if kind == "time" and not _plausible_time(match[0]):
+                continue
+            if match["numeric"] is not None and not _plausible_date(match[0]):
+                continue
+            lead = _LEAD_BEFORE.search(text, max(out.last, start - _LOOK_BACK), start)
             if lead is not None:
                 start = lead.start()
         out.replace(start, match.end())
@@ -309,16 +488,34 @@ def _drop_volatile(text: str) -> str:
     return out.result()
 
 
+def _drop_days_at_line_end(text: str) -> str:
+    ends = [match.start() for match in _DAY_AT_BREAK.finditer(text)]
+    if text.endswith(_DAY_WORDS):
+        ends.append(len(text))
+    if not ends:
+        return text
+    out = _Rewriter(text)
+    for end in ends:
+        day = _DAY_BEFORE.search(text, max(out.last, end - 16), end)
+        if day is not None:
+            out.replace(day.start(), end)
+    return out.result()
+
+
 def normalize_content(text: str) -> str:
     """Text with the volatile tokens dropped, casefolded and whitespace-folded.
 
     Numbers stay unless they are dates, times, relative times, counters ("1.2k views",
     "Views: 12"), copyright years or identifiers; so a changed price, count, score or year in
-    a sentence is a changed fingerprint.
+    a sentence is a changed fingerprint. Text is composed (NFC) first: the same words served
+    decomposed (NFD, as macOS tools write Korean and Vietnamese) are the same content.
     """
+    if not text.isascii():
+        text = unicodedata.normalize("NFC", text)
     text = _drop_volatile(text).casefold()  # case tells random tokens from words
     if any(cue in text for cue in _RELATIVE_CUES):
         text = _RELATIVE_WORDS.sub(" ", text)
+    text = _drop_days_at_line_end(text)
     if any(verb in text for verb in _SERVED_BY_VERBS):
         text = _SERVED_BY.sub(" ", text)
     return fold_spaces(text)
