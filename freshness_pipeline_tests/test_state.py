@@ -294,6 +294,36 @@ def test_blocked_urls_stay_and_content_duplicates_are_marked():
     assert state.height == 6
 
 
+def test_pages_whose_paths_carry_other_numbers_are_not_copies_of_each_other():
+    """A concert's pages per day and spare parts by number fingerprint alike (dates and long
+    numbers are dropped): they were marked copies and fetched at a second copy's cost. A print
+    view of one of them still is its copy."""
+    urls = [
+        "http://a.example/event/2026-12-24",
+        "http://a.example/event/2026-12-25",
+        "http://a.example/event/2026-12-24?print=1",
+        "http://a.example/part/4006381333",
+        "http://a.example/part/4006381334",
+    ]
+    cands = candidates(*urls)
+    fps = ["concert", "concert", "concert", "seal", "seal"]
+    res = results(
+        [
+            {"url": u, "fetched_at": T0, "outcome": "new", "http_status": 200, "fingerprint": f}
+            for u, f in zip(urls, fps, strict=True)
+        ]
+    )
+    state = step(tables.empty("url_state"), cands, res, T0)
+    copies = dict(state.select("url", "duplicate_of").iter_rows())
+    assert copies == {
+        "http://a.example/event/2026-12-24": None,
+        "http://a.example/event/2026-12-25": None,
+        "http://a.example/event/2026-12-24?print=1": "http://a.example/event/2026-12-24",
+        "http://a.example/part/4006381333": None,
+        "http://a.example/part/4006381334": None,
+    }
+
+
 def test_the_change_prior_is_fit_from_url_state_and_scores_the_next_plan():
     """The wiring of url_state -> change_prior -> revisit_plan, without Dagster: the same
     functions the assets call, on the frames they pass."""

@@ -418,8 +418,17 @@ def content_duplicates() -> pl.Expr:
     """For a live page whose content fingerprint another page of its host shares, the copy we
     keep fetching; null otherwise. Print views, session-id URLs and mirrors then cost one
     fetch instead of one each. The copy kept is one a page of the host names as canonical,
-    if any of them is (the address the site wants its content known by), else the first URL."""
-    group = ["host", "fingerprint", "fingerprint_version"]
+    if any of them is (the address the site wants its content known by), else the first URL.
+
+    Pages whose paths carry other numbers are other items, whatever their fingerprints say:
+    the fingerprint drops dates and long numbers, so a concert's pages for the 24th and the
+    25th, or spare parts 4006381333 and 4006381334, read the same and were marked copies of one
+    another, fetched at a second copy's cost (found by an exploratory run). A print view or a
+    session's spelling of a page keeps its path's numbers."""
+    path_numbers = (
+        pl.col("url").str.extract(r"^[a-z]+://[^/?#]*([^?#]*)", 1).str.replace_all(r"\D+", "-")
+    )
+    group = ["host", "fingerprint", "fingerprint_version", path_numbers.alias("_path_numbers")]
     same = (
         (pl.col("status") == "active")
         & pl.col("fingerprint").is_not_null()
