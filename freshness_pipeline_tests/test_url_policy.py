@@ -169,3 +169,34 @@ def test_a_path_that_grows_on_every_answer_stops_at_a_segment_repeated_three_tim
     candidates = Warehouse(home).read("url_candidates")
     trap = candidates.filter(pl.col("url") == f"{base}/grow/a/a/a/")
     assert trap.select("allowed", "blocked_reason").row(0) == (False, TRAP_REASON)
+
+
+def test_a_page_that_mints_a_session_in_a_redirect_to_itself_is_one_url(tmp_path: Path) -> None:
+    """``/account/1`` answering ``302 /account/1?sid=<new id>`` on every request (sid being no
+    parameter stripped by default): each answer was a move to another URL, one more a cycle,
+    each fetched again every cycle after."""
+    seen: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        seen.append(request.path_qs)
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nAllow: /\n")
+        if request.path.startswith("/account/") and "sid" not in request.query:
+            sid = uuid.uuid4().hex[:12]
+            return web.Response(status=302, headers={"Location": f"{request.path}?sid={sid}"})
+        if request.path == "/moved":
+            return web.Response(status=301, headers={"Location": "/elsewhere?from=moved"})
+        return web.Response(text=PAGE.format(request.path), content_type="text/html")
+
+    home = tmp_path / "home"
+    with serve_on_loopback(handle) as base:
+        load_seeds(home, f"url\n{base}/account/1\n{base}/moved\n".encode(), added_at=T0)
+        _cycles(home, 4)
+    wh = Warehouse(home)
+    state = wh.read("url_state")
+    account = state.filter(pl.col("url") == f"{base}/account/1")
+    assert account["fingerprint"].is_not_null().all() and account["n_fetches"][0] == 4
+    assert not state.filter(pl.col("url").str.contains("sid=")).height
+    # a redirect to another path is a move, as before
+    moved = state.filter(pl.col("url") == f"{base}/moved")
+    assert moved["redirect_to"][0] == f"{base}/elsewhere?from=moved"

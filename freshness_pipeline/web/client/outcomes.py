@@ -11,7 +11,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from urllib.parse import urldefrag, urljoin
+from urllib.parse import parse_qsl, urldefrag, urljoin, urlsplit
 
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
@@ -101,16 +101,21 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
                 attempt.signal = classify_status(resp.status)
                 moved_to = await _classify(ctx, attempt, sent_as, resp, result)
             spelling = result.location
-            if moved_to != req.url or spelling is None or ctx.robots_allow is None:
+            if (
+                not _the_page_itself(req.url, moved_to)
+                or spelling is None
+                or ctx.robots_allow is None
+            ):
                 break
             if not ctx.robots_allow(spelling):
                 result.outcome = "error"
                 result.error = f"redirect to {spelling}, which robots.txt disallows"
                 break
             # The server's own spelling of the page the key names (another parameter order,
-            # a session or tracking parameter, another case): the page is there, asked for
-            # as the server writes it. Left a redirect, its target normalizes back to the key
-            # and the page is never fetched.
+            # a session or tracking parameter, another case, a parameter added): the page is
+            # there, asked for as the server writes it. Left a redirect, its target normalizes
+            # back to the key and the page is never fetched, or one more URL of the same page
+            # enters the crawl on every answer (a session id minted per request).
             sent_as = replace(req, url=spelling)
         else:
             result.outcome = "error"
@@ -153,6 +158,31 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
     if not result.sent:
         result.conditional, result.validator = False, None
     return result
+
+
+def _the_page_itself(key: str, moved_to: str | None) -> bool:
+    """Whether a redirect from the page ``key`` to ``moved_to`` (keyed) is the page itself:
+    the same key, or the same path with query parameters added to the page's own (``/a`` to
+    ``/a?sid=9d6e``, ``/a?id=1`` to ``/a?id=1&lang=en``). What a reader of ``key`` sees is
+    what is there; a minted session parameter taken for a move added a URL a cycle, each
+    fetched again every cycle after (found by an exploratory run)."""
+    if moved_to is None:
+        return False
+    if moved_to == key:
+        return True
+    page, there = urlsplit(key), urlsplit(moved_to)
+    if (page.scheme, page.netloc, page.path) != (there.scheme, there.netloc, there.path):
+        return False
+    own = parse_qsl(page.query, keep_blank_values=True)
+    added = parse_qsl(there.query, keep_blank_values=True)
+    if len(added) <= len(own):
+        return False
+    left = list(added)
+    for pair in own:
+        if pair not in left:
+            return False
+        left.remove(pair)
+    return True
 
 
 async def _classify(
