@@ -362,8 +362,10 @@ def test_a_host_whose_new_urls_never_end_does_not_keep_another_hosts_pages_waiti
             "url": f"http://news.example/p/{k:02d}",
             "host": "news.example",
             "status": "active",
-            "age": 0.1,
-            "rate": 0.0,
+            "age": 3.0,
+            "rate": 0.01,
+            # announced both after and before the waiting pages (updated articles, old ones)
+            "first_seen": NOW - timedelta(days=1 if k < 10 else 5),
         }
         for k in range(20)
     ] + [
@@ -379,8 +381,7 @@ def test_a_host_whose_new_urls_never_end_does_not_keep_another_hosts_pages_waiti
     frame = _cands(rows).with_columns(
         pl.Series(
             "first_seen_at",
-            # the fetched pages were announced after the waiting ones (updated articles)
-            [row.get("first_seen", NOW - timedelta(days=1)) for row in [*trap, *honest]],
+            [row["first_seen"] for row in [*trap, *honest]],
             dtype=pl.Datetime("us", "UTC"),
         )
     )
@@ -388,6 +389,11 @@ def test_a_host_whose_new_urls_never_end_does_not_keep_another_hosts_pages_waiti
     chosen = _selected(build_plan(frame, room, now=NOW, budget=20))
     waiting = [u for u in chosen if "/w/" in u]
     assert len(waiting) >= 8, chosen
+    # the same where only the priority pass decides: never-fetched pages of both hosts tie
+    # at the index's cap, and those of a host with fetched pages take their turns too
+    cfg = PlanConfig(new_share=0.0, discovery_max_share=0.0, verify_share=0.0)
+    chosen = _selected(build_plan(frame, room, now=NOW, budget=20, config=cfg))
+    assert len([u for u in chosen if "/w/" in u]) == 10, chosen
 
 
 def test_min_interval_is_respected_even_by_the_floor() -> None:

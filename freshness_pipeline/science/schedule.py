@@ -430,7 +430,12 @@ def _fill(
     """
     if pool.height == 0 or (quota is not None and quota <= 0):
         return pl.DataFrame(schema={"_idx": pl.Int64, "_host": pl.String, "_pos": pl.Int64})
-    pool = pool.with_columns(pl.col("_turn").rank("ordinal").over("_host").cast(pl.Int64))
+    # never-fetched pages first: they tie with each other at the index's cap, and numbered
+    # after a host's fetched pages they lost every tie to a host with more new URLs
+    fresh_first = pl.when(pl.col("_new")).then(0).otherwise(1 << 40)
+    pool = pool.with_columns(
+        (pl.col("_turn") + fresh_first).rank("ordinal").over("_host").cast(pl.Int64)
+    )
     ranked = (
         pool.sort(
             [*order, "_turn", "_url", "_idx"],
