@@ -276,7 +276,13 @@ RULES = """
 Structure first (`extract_content`): the text is the page's marked main content (`<main>`,
 `role=main`, its top-level `<article>`s, a schema.org `articleBody`), or the whole body when
 nothing is marked or the mark holds under 15 % of the body's text (a teaser `<article>` in a
-sidebar), plus any visible `<h1>` outside it and the title. Before that go: markup that is
+sidebar), plus any visible `<h1>` outside it and the title. What a browser shows in place
+counts where it shows: declarative shadow roots (`<template shadowrootmode>`) and React's
+streamed Suspense content (`<div hidden id="S:0">`, put where its `<template id="B:0">` and
+fallback stood). A shell showing under 80 characters is read with the prose of its JSON data
+blobs after what it shows. Class and id words leave out build hashes (`svelte-9ad7x2p`,
+`Body_p__q9ad4`) and read a BEM element by its own name (`article-banner__standfirst`).
+Before that go: markup that is
 never visible text (scripts, styles, iframes, `<time>`, buttons, selects, dialogs); hidden
 elements (`hidden`, `aria-hidden=true`, `display:none`, `visibility:hidden`); elements whose
 class or id has an ad, sponsor, promo, banner, outbrain or taboola word, or a cookie or consent
@@ -290,7 +296,8 @@ containers that hold only them (or a short lead-in); blocks whose first text is 
 alone or before a separator, so "Anzeige gegen Unbekannt ..." stays) up to the smallest
 ancestor with other text, and a bare label's short next element; recirculation lists, the
 heading ("Related articles", "Lesen Sie auch", "À lire aussi", "Te puede interesar",
-"Читайте также", "相关文章", "関連記事", "관련 기사", "Most read", ...) and the element after
+"Читайте также", "相关文章", "関連記事", "관련 기사", "Most read", "Trending in your area",
+"Picked for you", "Customers who bought ...", "Recently viewed", ...) and the element after
 it; then nav, aside, page-level header and footer, the ARIA roles
 navigation, banner, contentinfo, complementary, search, dialog, timer and marquee, and forms
 that do not wrap the page. None of the class, attribute or label rules removes an element that
@@ -308,7 +315,9 @@ zones, relative times ("5 minutes ago", "an hour ago", "5m ago", "just now", "vo
 "il y a 5 min", "5 ore fa", "3 часа назад", "3時間前", "3小时前", "3시간 전", "منذ 3 ساعات"),
 counters ("1.2K views", "34 comments", "Views: 1234", "1.234 Aufrufe", "Просмотров: 1234",
 "阅读 1234", "조회 1234") and visitor counters in the words such counters use ("You are
-visitor number 12359", "37 users online"), "N shares", how long the page took ("generated in
+visitor number 12359", "37 users online"), "N shares", a shop's urgency widgets ("12 sold
+in last 24 hours", "order within 2 hrs 13 mins"), a live blog's "3 new updates", "12 thoughts on"
+over comments, buttons showing a bare number (likes), how long the page took ("generated in
 0.44 seconds") and which machine served it ("served by node web5", "rendered on
 app-03.example.net in 321 ms"), the year after "©" or "Copyright", UUIDs, hex identifiers of
 8+ characters mixing digits and letters, base64-like tokens of 16+ characters, and runs of 10+

@@ -37,7 +37,8 @@ def test_an_empty_shell_is_read_from_its_data() -> None:
     assert fp(first) != fp(edited)  # the article's edit is a change
     assert fp(first) == fp(redeployed)  # a new build id is not
     record = content_record(first, content_type="text/html")
-    assert record.text == "The river rose by a metre overnight."
+    # what the shell shows comes first: a short page's own words count beside its data
+    assert record.text == "Loading\nThe river rose by a metre overnight."
     assert record.title == "News"
 
 

@@ -100,3 +100,31 @@ def test_no_real_article_is_an_error_page() -> None:
         judged[page.name] = error_page_kind(record.title, record.text)
     assert len(pages) >= 25
     assert {name: kind for name, kind in judged.items() if kind is not None} == {}
+
+
+@pytest.mark.parametrize(
+    ("title", "text"),
+    [
+        (
+            "Gone | Sarah Lane",
+            "A track from the album Rivers, released 2019: four minutes of "
+            "slow piano and voice, recorded in one take in a church in Bergen.",
+        ),
+        (
+            "Oops | Board Games Hub",
+            "A card game for two to six players: every mistake costs a "
+            "card, and the last player holding cards wins the round.",
+        ),
+        (
+            "Forbidden | FilmBase",
+            "Forbidden (2024) is a thriller directed by Anna Berg about a "
+            "family that finds a sealed room in their new house.",
+        ),
+    ],
+)
+def test_a_one_word_title_with_a_pages_text_is_a_page(title: str, text: str) -> None:
+    """A track, a game and a film of those names, each with a short description: classed
+    gone or error, they were never versioned (found by an exploratory run)."""
+    assert error_page_kind(title, f"{title}\n{text}") is None
+    # the same title over an error page's words is still one
+    assert error_page_kind(title, f"{title}\nSomething went wrong, please try again.") is not None

@@ -148,9 +148,9 @@ PINNED: dict[str, str] = {
 }
 
 REAL_PINNED: dict[str, str] = {
-    "ap_meta_refresh": "c379fef93768ddbc 446ef1c31dfed395 f23e08cc0a9578e4 84c404b0269e2dbf a34f718a7020fcfb",
+    "ap_meta_refresh": "c379fef93768ddbc 7fd6446422f5a564 0f61506ba98fa5a2 84c404b0269e2dbf a34f718a7020fcfb",
     "arabic_article": "7f8c5cf000f5b5a1 95546e961962fa17 3dc9c7b71018ce93 cba12afd01ef10c3 a81f41af7e98809f",
-    "article_with_br": "7432cd7559340c77 9df04c46bb5c0930 035500395f0b9ab3 02547fdd9a2359b1 405ce86a15093c1d",
+    "article_with_br": "7432cd7559340c77 26cf86ec77dedf03 71935c1cdd3b9a26 02547fdd9a2359b1 405ce86a15093c1d",
     "article_with_divs": "69726db8bbb8fc2d 9f41f13f43406b1d 46caa1f89ec54fa9 f1681a2108c27497 15420cef314422dc",
     "autoindustria": "399c1151efea3992 17caf7690d56405a 48a82ca8f94ba06b b80a477da533acb4 209b9b873bc23b60",
     "burmese_article": "02c1c71f4a725528 2f71255280775b5f f9b5595db7ba19d9 17271573252a5dde 5f0281017ab81aa4",
@@ -172,7 +172,7 @@ REAL_PINNED: dict[str, str] = {
     "time_001": "1502c6683f0354f6 34375dbdae2dee13 ba0b136746e3a25e bf3bfae639fd009a 602c4827d829d062",
     "video_article_02": "fa606729abe7ecdf 23cb08efaec87889 37ba25c0dcf59547 a30b5029e07d249f a66bbc01ed84697f",
     "wired_001": "dac2a443ae6f6ec7 d16aa69270f4b1dc 18c83e12f5e5df8b 54bc45438e2fe82d c33a353a67c2127a",
-    "wired_main_site": "c9ae526763a1f7f5 f12b44369236f0dd 11eacb8894601362 bc17914be05be3dc 59e8f0db4bd35ac6",
+    "wired_main_site": "c9ae526763a1f7f5 837dbf1532e5b516 c0ea1e9bea4c069f bc17914be05be3dc 59e8f0db4bd35ac6",
     "yahoo_main_site": "3241efc473953635 c77ba79b7c84f6aa fa7a274e4f7b13f5 f375771f61932e2b e728c0e92154a461",
     "yna_co_kr": "9dc11ef76d36723c f14edcd98e37b79e 3df54c5a4405c066 67532c81d3513040 4ee3bcf7f0deb7b7",
 }

@@ -67,7 +67,7 @@ _AD_WORDS = frozenset(
 )  # fmt: skip
 _CONSENT_WORDS = frozenset(
     ["cookie", "cookies", "cookiebanner", "cookiebar", "cookienotice", "cookieconsent",
-     "cookielaw", "cookiebot", "consent", "gdpr", "onetrust"]
+     "cookielaw", "cookiebot", "consent", "gdpr", "onetrust", "didomi", "usercentrics"]
 )  # fmt: skip
 _COUNTER_WORDS = frozenset(
     ["count", "counter", "counts", "views", "viewcount", "pageviews", "likes", "sharecount"]
@@ -90,6 +90,8 @@ _CANDIDATES = ",".join(
         '[class*="views" i]',
         '[class*="likes" i]',
         '[class*="outbrain" i]',
+        '[id*="didomi" i]',
+        '[id*="usercentrics" i]',
         '[id*="taboola" i]',
         "[hidden]",
         "[aria-hidden]",
@@ -97,6 +99,11 @@ _CANDIDATES = ",".join(
         "a[rel]",
     ]
 )
+# React's streamed server rendering sends a Suspense boundary's content late, as <div hidden
+# id="S:0">, which a script moves into place at once: a reader sees it (a price, the stock).
+# Dropped as hidden, a product's price was never seen, and a page whose data came before or
+# after the shell flushed read as changed (found by an exploratory run).
+_STREAMED_SEGMENT = re.compile(r"S:[0-9a-z]+", re.I)
 _INVISIBLE_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
 _WORD_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 _AD, _CONSENT, _COUNTER = "ad", "consent", "counter"
@@ -152,7 +159,12 @@ _RECIRCULATION_HEADING = re.compile(
     r"\W*(?:related(?:\s+(?:articles?|stories|posts|content|links|news|coverage|products))?"
     r"|you\s+(?:may|might)\s+also\s+(?:like|enjoy)|recommended(?:\s+(?:for\s+you|stories|reading))?"
     r"|more\s+(?:stories|articles|news|to\s+read)|read\s+next|trending(?:\s+now)?"
-    r"|most\s+(?:read|popular|viewed|shared)|popular\s+(?:now|stories|articles)"
+    r"|most\s+(?:read|popular|viewed|shared)|popular\s+(?:now|stories|articles|in\s+.{1,40})"
+    r"|trending\s+(?:in\s+.{1,40}|today|stories)|(?:picked|recommended|selected|chosen)\s+for\s+you"
+    r"|top\s+stories|because\s+you\s+(?:read|viewed|watched|liked)\b.{0,80}|editor'?s\s+picks?"
+    r"|customers\s+(?:who\s+(?:bought|viewed)|also\s+(?:bought|viewed))\b.{0,80}"
+    r"|recently\s+viewed(?:\s+(?:products|items))?|you\s+may\s+also\s+be\s+interested\s+in"
+    r"|recent\s+(?:content|posts|comments)|who'?s\s+online"
     # de
     r"|lesen\s+sie\s+auch|auch\s+interessant|das\s+könnte\s+sie\s+(?:auch\s+)?interessieren"
     r"|(?:ähnliche|verwandte|weitere|beliebte)\s+(?:artikel|beiträge|nachrichten)"
@@ -192,9 +204,29 @@ _LABELLED_SIBLING_MAX_CHARS = 200
 # the full word split is skipped.
 _WORD_START_STEM = re.compile(
     r"(?<![A-Za-z])(?i:ad|sponsor|banner|cookie|consent|promo|count|views|likes|outbrain"
-    r"|taboola|dfp|gdpr|onetrust|viewcount|pageviews|sharecount)"
+    r"|taboola|dfp|gdpr|onetrust|didomi|usercentrics|viewcount|pageviews|sharecount)"
     r"|(?<=[a-z])(?:A[Dd]|Sponsor|Banner|Promo|Count|Views|Likes)"
 )
+
+
+# A digit then a letter (not a size: 300x250): a build's hash, not words ("svelte-9ad7x2p",
+# CSS modules' "ArticleBody_paragraph__q9ad4"), whose "ad" once in a few hundred deploys
+# dropped every paragraph of a page (found by an exploratory run).
+_HASH_LIKE = re.compile(r"\d(?!x\d)[A-Za-z]")
+_SEGMENT_SEP = re.compile(r"[-_]+")
+
+
+def _named_words(names: str) -> str:
+    """The parts of class and id names that are words: build hashes left out, and of a BEM
+    element (``article-banner__standfirst``) its own name, not its block's (the block's element
+    carries the block's class itself)."""
+    kept = []
+    for token in names.split():
+        head, sep, tail = token.rpartition("__")
+        if sep:
+            token = head if _HASH_LIKE.search(tail) else tail
+        kept += [seg for seg in _SEGMENT_SEP.split(token) if not _HASH_LIKE.search(seg)]
+    return " ".join(kept)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -203,6 +235,7 @@ def _block_kind(class_: str | None, id_: str | None) -> str | None:
     names = f"{class_ or ''} {id_ or ''}"
     if not _WORD_START_STEM.search(names):
         return None
+    names = _named_words(names)
     words = {w.lower() for w in _WORD_PART.findall(names)}
     if words & _CONTENT_WORDS:
         return None
@@ -216,7 +249,9 @@ def _block_kind(class_: str | None, id_: str | None) -> str | None:
 
 
 def _hidden(attrs: dict[str, str | None]) -> bool:
-    if "hidden" in attrs or (attrs.get("aria-hidden") or "").strip().lower() == "true":
+    if "hidden" in attrs and not _STREAMED_SEGMENT.fullmatch(attrs.get("id") or ""):
+        return True
+    if (attrs.get("aria-hidden") or "").strip().lower() == "true":
         return True
     style = attrs.get("style")
     return bool(style and _INVISIBLE_STYLE.search(style))
@@ -304,6 +339,18 @@ def _first_own_text(node: LexborNode) -> str:
                 return text
         child = child.next
     return ""
+
+
+_BARE_COUNT = re.compile(r"[\d.,\s]*[kKmM]?")
+
+
+def _mark_counting_buttons(tree: LexborHTMLParser, marker: _Marker) -> None:
+    """A button whose text is a bare number (Substack's likes, comments and restacks, a
+    thumbs-up count) counts something; a button's words stay content ("Sold out")."""
+    for node in tree.tags("button"):
+        text = node_text(node)
+        if text and _BARE_COUNT.fullmatch(text):
+            marker.mark(node)
 
 
 def _mark_labelled_blocks(tree: LexborHTMLParser, marker: _Marker) -> None:
@@ -447,6 +494,7 @@ def remove_boilerplate(tree: LexborHTMLParser, *, protect: bool = False) -> list
     marker = _Marker(tree)
     _mark_ads(tree, marker)
     _mark_labelled_blocks(tree, marker)
+    _mark_counting_buttons(tree, marker)
     _mark_recirculation(tree, marker)
     headlines = _mark_chrome(tree, marker)
     if protect:

@@ -3,11 +3,20 @@ text, and removal of matched elements."""
 
 from __future__ import annotations
 
+import re
 import threading
 
 from selectolax.lexbor import LexborCSSSelector, LexborHTMLParser, LexborNode, SelectolaxError
 
-__all__ = ["css", "css_first", "css_selector_error", "drop_nodes", "node_text"]
+__all__ = [
+    "css",
+    "css_first",
+    "css_selector_error",
+    "drop_nodes",
+    "node_text",
+    "open_shadow_roots",
+    "place_streamed_segments",
+]
 
 
 def node_text(node: LexborNode | None) -> str:
@@ -61,3 +70,53 @@ def drop_nodes(nodes: list[LexborNode]) -> None:
         if node.mem_id not in seen:
             seen.add(node.mem_id)
             node.decompose()
+
+
+_TEMPLATE_TAGS = re.compile(rb"<template\b[^>]*>|</template\s*>", re.I)
+_SHADOW_ROOT = re.compile(rb"\sshadowroot(?:mode)?\s*=", re.I)
+
+
+def open_shadow_roots(document: bytes) -> bytes:
+    """``document`` with each declarative shadow root (``<template shadowrootmode=open>``, as
+    web components render on the server) made a ``<div>``: a browser shows its content in
+    place, and as a template, never visible text, the page's whole content was dropped (found by
+    an exploratory run). Other templates stay templates; nested ones are matched by depth."""
+    out: list[bytes] = []
+    opened: list[bool] = []
+    last = 0
+    for tag in _TEMPLATE_TAGS.finditer(document):
+        text = tag.group()
+        if text.startswith(b"</"):
+            if opened and opened.pop():
+                out += (document[last : tag.start()], b"</div>")
+                last = tag.end()
+        elif _SHADOW_ROOT.search(text):
+            opened.append(True)
+            out += (document[last : tag.start()], b"<div data-shadow-root>")
+            last = tag.end()
+        else:
+            opened.append(False)
+    return b"".join([*out, document[last:]])
+
+
+def place_streamed_segments(tree: LexborHTMLParser) -> None:
+    """React's streamed server rendering sends a Suspense boundary's content late, as
+    ``<div hidden id="S:0">``, which a script puts in place of the boundary's ``<template
+    id="B:0">`` and its fallback (a "Loading..." skeleton, up to the ``<!--/$-->`` comment) at
+    once. Put there: dropped as hidden, a product's price was never seen, and a page whose data
+    came before or after the shell flushed (content in place, or streamed at the end) read as
+    changed (found by an exploratory run)."""
+    for segment in css(tree, 'div[hidden][id^="S:"]'):
+        key = (segment.attributes.get("id") or "")[2:]
+        holder = css_first(tree, f'template[id="B:{key}"]') if key else None
+        if holder is None:
+            continue
+        after = holder.next
+        while after is not None and not (after.tag == "-comment" and after.html == "<!--/$-->"):
+            following = after.next
+            after.decompose()
+            after = following
+        del segment.attrs["hidden"]
+        holder.insert_before(segment)
+        holder.decompose()
+        segment.decompose()

@@ -8,7 +8,11 @@ their text is short. Both must hold: a page is judged an error page only when on
 title (split at the usual " | ", " - " separators between a page's and a site's name) is, word
 for word, one of the phrases below, alone or with an HTTP status code, and the whole text is
 under :data:`MAX_ERROR_PAGE_CHARS`. "Error - JavaScript | MDN" or "Error handling in Python"
-are long pages or longer titles, so reference pages about errors stay pages.
+are long pages or longer titles, so reference pages about errors stay pages. A title part of
+one word ("Gone", "Oops", "Forbidden", "Error") is also the name of a song, a game or a film:
+it counts only when the text says little else (under :data:`ONE_WORD_TITLE_CHARS` besides the
+title) or says more of an error (a longer phrase, "try again", a status code); "Gone | Sarah
+Lane" on a track's page, with its description, was a soft 404, never versioned.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-__all__ = ["MAX_ERROR_PAGE_CHARS", "ErrorPageKind", "error_page_kind"]
+__all__ = ["MAX_ERROR_PAGE_CHARS", "ONE_WORD_TITLE_CHARS", "ErrorPageKind", "error_page_kind"]
 
 #: an error page says little: a page with more text than this (title included) is content
 MAX_ERROR_PAGE_CHARS = 1500
@@ -87,8 +91,34 @@ _KIND_OF_CODE: dict[str, ErrorPageKind] = {
     "410": "not_found",
 }
 _CODE_RE = re.compile(rf"\b{_CODE}\b")
+#: a page titled with one error word says little else, or it is a page of that name
+ONE_WORD_TITLE_CHARS = 80
+#: what corroborates a one-word title: a longer phrase, an error page's usual sentences, or a
+#: status code in the text
+_ERROR_SENTENCES = (
+    r"try again",
+    r"went wrong",
+    r"no longer (?:available|exists)",
+    r"(?:could|can) ?not be (?:found|displayed)",
+    r"has been (?:removed|deleted|moved)",
+    r"(?:does not|doesn't) exist",
+)
+_CORROBORATING = re.compile(
+    rf"\b{_CODE}\b|"
+    + "|".join(
+        rf"\b(?:{p})\b"
+        for p in (*_ERROR_SENTENCES, *(p for ps in _PHRASES.values() for p in ps if " " in p))
+    )
+)
 _SEPARATORS = re.compile(r"\s+[|\-\u2013\u2014\u00b7\u00bb:]{1,2}\s+")
 _NOT_WORD = re.compile(r"[^\w']+")
+
+
+def _says_more(text: str, title_part: str) -> bool:
+    """Whether ``text`` (casefolded) is an error page's besides its title's one word: little
+    else, or more words of an error."""
+    body = _NOT_WORD.sub(" ", text.replace(title_part, " ", 1).replace("\u2019", "'")).strip()
+    return len(body) < ONE_WORD_TITLE_CHARS or _CORROBORATING.search(body) is not None
 
 
 def error_page_kind(title: str | None, text: str | None) -> ErrorPageKind | None:
@@ -107,6 +137,8 @@ def error_page_kind(title: str | None, text: str | None) -> ErrorPageKind | None
             continue
         code = _CODE_RE.search(words)
         if code is None:
+            if " " not in words and not _says_more((text or "").casefold(), part):
+                continue
             return kind
         return _KIND_OF_CODE.get(
             code.group(), "unavailable" if code.group()[0] == "5" else "denied"

@@ -13,7 +13,12 @@ from freshness_pipeline.science.fingerprint.boilerplate import (
     selected,
 )
 from freshness_pipeline.science.fingerprint.data_blobs import DATA_BLOB_MARKERS, data_prose
-from freshness_pipeline.science.fingerprint.dom import css, node_text
+from freshness_pipeline.science.fingerprint.dom import (
+    css,
+    node_text,
+    open_shadow_roots,
+    place_streamed_segments,
+)
 from freshness_pipeline.science.fingerprint.fields import read_fields
 from freshness_pipeline.science.fingerprint.links import page_links
 from freshness_pipeline.science.fingerprint.whitespace import fold_lines
@@ -85,9 +90,24 @@ def extract(document: str | bytes, selectors: Sequence[str]) -> str:
     return Extraction(document, selectors).text
 
 
-# A page whose content holds fewer characters than this (its title aside) is an empty shell:
-# a single-page application's text comes from its data blobs, if it has any.
-_SHELL_CHARS = 25
+def _with_open_shadow_roots(document: str | bytes) -> str | bytes:
+    """:func:`.dom.open_shadow_roots` where the page has a declarative shadow root (one search
+    of the source otherwise)."""
+    if isinstance(document, bytes):
+        return open_shadow_roots(document) if b"shadowroot" in document else document
+    if "shadowroot" not in document:
+        return document
+    return open_shadow_roots(document.encode("utf-8", "surrogatepass")).decode(
+        "utf-8", "surrogatepass"
+    )
+
+
+# A page whose content holds fewer characters than this (its title aside) is a shell: a
+# single-page application's text comes from its data blobs, if it has any, after what little
+# the page shows ("Loading your news...", or a short page's one line: "Sold out"), which still
+# counts. Read instead of it, a short page's own words were lost to the site's JSON-LD, and a
+# spinner longer than a few words turned the blob off (found by an exploratory run).
+_SHELL_CHARS = 80
 
 
 def _has_blob(document: str | bytes) -> bool:
@@ -123,7 +143,11 @@ class Extraction:
     ) -> None:
         if isinstance(selectors, str):
             selectors = [selectors]
+        document = _with_open_shadow_roots(document)
         tree = self.tree = LexborHTMLParser(document)
+        streamed = '"S:' in document if isinstance(document, str) else b'"S:' in document
+        if streamed:
+            place_streamed_segments(tree)  # React's streamed Suspense content, where it shows
         # Fields and structured data are read from the page as served: a price may sit in a
         # block the content rules drop, and JSON-LD is a script.
         self.fields = read_fields(tree, fields or {}, json_ld)
@@ -143,7 +167,9 @@ class Extraction:
                 # the scripts are gone from this tree: the blobs are read from the source
                 prose = data_prose(document)
                 if prose:
-                    body, self.roots, self.lead, self.data_text = prose, [], [], prose
+                    shown = body.strip()
+                    body = f"{shown}\n{prose}" if shown else prose
+                    self.roots, self.lead, self.data_text = [], [], body
         else:
             self.roots = selected(tree, selectors)
             body = "\n".join(node_text(n) for n in self.roots)

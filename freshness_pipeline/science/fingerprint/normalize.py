@@ -151,6 +151,8 @@ _COUNTED = (
     r"|visualizaciones|(?:users?|visitors?|guests?|members?|people)\s+online"
     # "917 shares", "12 people are viewing this", "42 online" (not "3 online courses")
     r"|shares?|(?:people|users|visitors|others|shoppers)\s+(?:are\s+)?(?:viewing|watching|looking)"
+    # a live blog's "3 new updates", WordPress's "12 thoughts on ..." over its comments
+    r"|new\s+(?:updates?|posts?|entries|comments?)|(?:thoughts?|responses?)\s+(?:on|to)\b"
     r"|online(?![ \t]*[a-z]))"
 )
 _COUNTED_WORDS = _words("""visualizzazioni visualizações visualizacoes weergaven wyświetleń
@@ -181,6 +183,7 @@ _COUNTER_LABELS = [
     for sep in (" ", ": ", ":", " : ")
 ] + ["visitor #", "visitor no"]  # fmt: skip
 _COUNTER_LABELS += [f"{v}{sep}" for v in _VIEW_LABELS for sep in ("", " ", ": ", ":", "：")]
+_COUNTDOWN_LEADS = ["within ", "in the next ", "in "]
 _COPYRIGHT_LABELS = ["© ", "©", "(c) ", "copyright ", "copyright © ", "copyright (c) "]
 # How long the server took, which some pages print: "generated in 0.12 s", "took 37 ms".
 _TIMING_LEADS = [
@@ -252,7 +255,12 @@ def _digit_led(ascii_only: bool) -> re.Pattern[str]:
         rf"|(?:{_after([w for w in _COUNTER_LABELS if w.isascii() or not ascii_only])})"
         rf"[\d.,]*[km]?(?![.,]|{word})"
         rf"|(?:{_after(_COPYRIGHT_LABELS)})\d{{3}}(?:\s*[-–]\s*\d{{4}})?(?!\w)"
-        rf"|(?:{_after(_TIMING_LEADS)})[\d.,]*\s*(?:ms|milliseconds?|s|secs?|seconds?)(?![a-z]))"
+        rf"|(?:{_after(_TIMING_LEADS)})[\d.,]*\s*(?:ms|milliseconds?|s|secs?|seconds?)(?![a-z])"
+        # a shop's urgency widgets: "12 sold in last 24 hours", "order within 2 hrs 13 mins"
+        r"|[\d.,]*\s*(?:sold|bought|purchased|orders?)\s+in\s+(?:the\s+)?(?:last|past)\s+\d+\s*"
+        r"(?:hours?|hrs?|h|days?|minutes?|mins?)(?![a-z])"
+        rf"|(?:{_after(_COUNTDOWN_LEADS)})\d*\s*(?:hours?|hrs?|h)\s*(?:and\s+)?\d+\s*"
+        r"(?:minutes?|mins?|m)(?![a-z]))"
         # a day after what may be a month: "nov 30", "november 30, 2026 12:34" (a month and a
         # year alone, "may 2026", is what a text says, not when it was served)
         rf"|(?P<month_first>(?:{_after(_MONTH_ENDS)})\d?(?!\d)(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?"

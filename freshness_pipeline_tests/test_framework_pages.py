@@ -1,0 +1,165 @@
+"""Change detection on pages as frameworks and shops render them, as an exploratory run served
+them: React's streamed Suspense content, declarative shadow roots, build hashes in class names,
+BEM blocks, short pages with JSON-LD, "Loading..." shells, personalised rails and a shop's
+urgency widgets."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from freshness_pipeline.science.fingerprint import content_fingerprint, extract_content
+
+ARTICLE = "<p>" + "The city council voted seven to two for the new bike lanes. " * 3 + "</p>"
+
+
+def fp(html: str) -> str:
+    return content_fingerprint(html.encode(), content_type="text/html; charset=utf-8")
+
+
+def _streamed(price: str, *, inline: bool) -> str:
+    block = f'<div class="product-price"><p>{price}</p><p>In stock</p></div>'
+    if inline:
+        boundary, tail = f"<!--$-->{block}<!--/$-->", ""
+    else:
+        boundary = '<!--$?--><template id="B:0"></template><div class="sk">Loading</div><!--/$-->'
+        tail = f'<div hidden id="S:0">{block}</div><script>$RC("B:0","S:0")</script>'
+    return (
+        "<html><head><title>Sweater</title></head><body><main><h1>Classic Crew Sweater</h1>"
+        f"{boundary}<p>Knitted in Portugal from long-staple cotton.</p></main>{tail}</body></html>"
+    )
+
+
+def test_reacts_streamed_content_counts_where_the_page_shows_it() -> None:
+    streamed = _streamed("$49.00", inline=False)
+    assert "$49.00" in extract_content(streamed)
+    assert fp(streamed) != fp(_streamed("$39.00", inline=False))  # the price edit is seen
+    # data before or after the shell flushed: the same page
+    assert fp(streamed) == fp(_streamed("$49.00", inline=True))
+
+
+def _shadow(text: str) -> str:
+    return (
+        "<html><head><title>News</title></head><body><news-article>"
+        '<template shadowrootmode="open"><article><h1>Bike lanes</h1>'
+        f'<x-body><template shadowroot="open"><p>{text}</p></template></x-body>'
+        "</article></template></news-article></body></html>"
+    )
+
+
+def test_a_declarative_shadow_root_is_the_pages_content() -> None:
+    page = _shadow("The council voted seven to two.")
+    assert "The council voted seven to two." in extract_content(page)
+    assert fp(page) != fp(_shadow("The council voted six to three."))
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [("svelte-1n46o8q", "svelte-9ad7x2p"), ("ArticleBody_p__x7k2m", "ArticleBody_p__q9ad4")],
+)
+def test_a_build_hash_in_a_class_name_is_not_a_word(before: str, after: str) -> None:
+    def page(cls: str) -> str:
+        paragraphs = "".join(
+            f'<p class="{cls}">Paragraph {k}: the council met again about the bike lanes.</p>'
+            for k in range(4)
+        )
+        return f"<html><body><article>{paragraphs}</article></body></html>"
+
+    assert fp(page(before)) == fp(page(after))
+    assert "bike lanes" in extract_content(page(after))
+
+
+def test_an_element_of_a_banner_block_is_named_for_itself() -> None:
+    def page(standfirst: str) -> str:
+        return (
+            '<html><body><article><div class="article-banner"><h1>Bike lanes</h1>'
+            f'<p class="article-banner__standfirst">{standfirst}</p></div>{ARTICLE}'
+            '</article><div class="ad-slot"><div class="ad-slot__inner">Buy socks</div></div>'
+            "</body></html>"
+        )
+
+    assert "A vote of seven to two" in extract_content(page("A vote of seven to two"))
+    assert "Buy socks" not in extract_content(page("x"))
+    assert fp(page("A vote of seven to two")) != fp(page("A vote of six to three"))
+
+
+def _short(status: str) -> str:
+    ld = {"@type": "Organization", "description": "Tickets for every show in the county.",
+          "slogan": "Your night out starts here"}  # fmt: skip
+    return (
+        f'<html><head><title>Show</title><script type="application/ld+json">{json.dumps(ld)}'
+        f"</script></head><body><main><p>{status}</p></main></body></html>"
+    )
+
+
+def test_a_short_pages_own_words_count_beside_its_json_ld() -> None:
+    assert fp(_short("On sale")) != fp(_short("Sold out"))
+    assert "Sold out" in extract_content(_short("Sold out"))
+
+
+def test_a_shell_showing_a_loading_line_is_read_from_its_data() -> None:
+    def shell(text: str) -> str:
+        data = {"props": {"pageProps": {"article": {"body": text}}}, "buildId": "b1"}
+        return (
+            '<html><head><title>News</title></head><body><div id="__next">Loading your '
+            'personalised news…</div><script id="__NEXT_DATA__" type="application/json">'
+            f"{json.dumps(data)}</script></body></html>"
+        )
+
+    assert fp(shell("The river rose by a metre overnight.")) != fp(
+        shell("The river rose by two metres overnight.")
+    )
+
+
+@pytest.mark.parametrize(
+    "heading",
+    [
+        "Trending in your area",
+        "Picked for you",
+        "Top stories",
+        "Customers Who Bought This Item Also Bought",
+        "Recently viewed",
+        "Because you read about bike lanes",
+    ],
+)
+def test_a_personalised_rail_is_not_the_content(heading: str) -> None:
+    def page(items: list[int]) -> str:
+        links = "".join(f"<li><a href=/s/{k}>Story number {k}</a></li>" for k in items)
+        return f"<html><body><main>{ARTICLE}<h2>{heading}</h2><ul>{links}</ul></main></body></html>"
+
+    assert fp(page([1, 2, 3])) == fp(page([7, 8, 9]))
+
+
+def test_a_shops_urgency_widgets_are_not_the_content() -> None:
+    def page(sold: int, hours: int, minutes: int) -> str:
+        return (
+            f"<html><body><main><h1>Sweater</h1><p>$49.00</p>{ARTICLE}"
+            f"<p>{sold} sold in last 24 hours</p><p>Order within {hours} hrs {minutes} mins to "
+            "get it by Friday</p></main></body></html>"
+        )
+
+    assert fp(page(12, 2, 13)) == fp(page(15, 1, 55))
+
+
+def test_counts_on_buttons_and_over_comments_are_not_the_content() -> None:
+    """Substack's like, comment and restack buttons, a live blog's "N new updates" and
+    WordPress's "N thoughts on ..." over its comments moved on every fetch."""
+
+    def page(likes: int, updates: int, thoughts: int) -> str:
+        return (
+            f"<html><body><main>{ARTICLE}<button>{likes}</button><button>{likes // 10}K</button>"
+            f"<button>Sold out</button><p>{updates} new updates</p>"
+            f"<h3>{thoughts} thoughts on “Bike lanes”</h3></main></body></html>"
+        )
+
+    assert fp(page(120, 3, 12)) == fp(page(131, 5, 14))
+    assert "Sold out" in extract_content(page(120, 3, 12))  # a button's words are content
+
+
+def test_a_consent_manager_without_landmarks_is_not_the_content() -> None:
+    def page(banner: bool) -> str:
+        cmp = '<div id="didomi-host"><p>We and our 812 partners value your privacy</p></div>'
+        return f"<html><body><div class='wrap'>{ARTICLE}{cmp if banner else ''}</div></body></html>"
+
+    assert fp(page(True)) == fp(page(False))
