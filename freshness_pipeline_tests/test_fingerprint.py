@@ -65,7 +65,9 @@ def test_version_is_an_int() -> None:
     #    numbers glued to Han, kana, Hangul or Thai letters); scores, versions and phone numbers
     #    kept; text composed (NFC); ad labels and "related" headings in other languages, a label
     #    only alone or before a separator; a stock count kept; an undeclared non-Latin legacy
-    #    charset detected
+    #    charset detected; React's streamed content in place, declarative shadow roots, build
+    #    hashes and BEM elements in class names, short shells read with their data, more rails
+    #    and widgets
     assert FINGERPRINT_VERSION == 7
     assert isinstance(FINGERPRINT_VERSION, int)
 
