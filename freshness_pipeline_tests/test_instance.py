@@ -119,3 +119,30 @@ def test_a_moved_or_copied_home_keeps_its_runs_and_views_in_itself(tmp_path):
             ).fetchone()
         assert str(place / "warehouse") in sql and f"{tmp_path}/home/" not in sql
     assert len(open_instance(moved).get_runs()) == 2  # the copy's run did not land here
+
+
+def test_queued_runs_go_one_at_a_time_and_an_old_homes_queue_is_brought_in_line(tmp_path):
+    """An asset-graph run ("Materialize all", an asset backfill) carries no cycle tag: beside
+    a cycle over the same hosts it fetched every page twice and lost one run's rows (found by
+    an exploratory run). The queue runs one run at a time; a home written with the old limit of
+    four is brought to one, and a limit its user set is left alone."""
+    import yaml
+
+    from freshness_pipeline.defs.instance import DAGSTER_YAML, _paths, dagster_home
+
+    def limit(folder) -> int:
+        data = yaml.safe_load((folder / "dagster.yaml").read_text())
+        return data["concurrency"]["runs"]["max_concurrent_runs"]
+
+    fresh = dagster_home(tmp_path / "fresh")
+    assert limit(fresh) == 1
+    for name, written, expected in (("old", 4, 1), ("mine", 3, 3)):
+        folder = tmp_path / name / "dagster"
+        folder.mkdir(parents=True)
+        text = DAGSTER_YAML.format(**_paths(folder))
+        (folder / "dagster.yaml").write_text(
+            text.replace("max_concurrent_runs: 1", f"max_concurrent_runs: {written}")
+        )
+        assert limit(dagster_home(tmp_path / name)) == expected
+    with dg.DagsterInstance.from_config(str(fresh)) as instance:
+        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"

@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 from freshness_pipeline.app.runner import load_seeds, run_cycle
+from freshness_pipeline.app.undo import undo_cycle
 from freshness_pipeline.synthweb import DEFAULT_START, SiteSpec, SyntheticWeb, build_world
 from freshness_pipeline.warehouse.crashpoints import ENV, UNDO_POINTS
 from freshness_pipeline.warehouse.storage import Warehouse
@@ -144,3 +145,37 @@ def test_a_cycle_dated_right_keeps_no_snapshot(crawl) -> None:
     assert not (home / "undo").exists()
     refused = run_freshness("undo", home=home)
     assert refused.returncode == 2 and "nothing to undo" in refused.stderr
+
+
+def test_a_refused_cycle_dated_ahead_does_not_say_it_kept_a_snapshot(tmp_path: Path) -> None:
+    """A future --now while another writer held the home said a snapshot was kept and `freshness
+    undo` would take the cycle back, then refused: nothing was kept (found by an exploratory
+    run)."""
+    home = tmp_path / "home"
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/a\n")
+    assert run_freshness("seed", str(seeds), home=home).returncode == 0
+    mistyped = datetime.now(UTC).replace(microsecond=0) + timedelta(days=365)
+    with Warehouse(home).exclusive("a test holding the home"):
+        refused = run_freshness("cycle", "--now", _iso(mistyped), "--dry-run", home=home)
+    assert refused.returncode == 75, refused.stderr
+    said = " ".join(refused.stderr.split())
+    assert "days after this machine's clock" in said and "freshness undo" not in said
+    assert read_undo_point(Warehouse(home)) is None
+
+
+def test_a_run_dated_far_past_its_hosts_newest_cycle_keeps_a_snapshot_too(crawl) -> None:
+    """A year typed wrong in the Dagster UI's launchpad went through no command: no warning, no
+    snapshot, nothing to undo (found by an exploratory run). The run's first step keeps one
+    when its time leaps more than LEAP past its hosts' newest cycle."""
+    web, home = crawl
+    before = _contents(home)
+    leaped = T1 + timedelta(days=365)
+    run_cycle(home, leaped, budget=12)  # as the UI's run: no snapshot asked for
+    point = read_undo_point(Warehouse(home))
+    assert point is not None and point.moment == leaped
+    undo_cycle(home)
+    assert _contents(home) == before
+    web.set_now(T2)
+    run_cycle(home, T2, budget=12)  # a step later, no leap: nothing kept
+    assert read_undo_point(Warehouse(home)) is None

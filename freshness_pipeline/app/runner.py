@@ -20,6 +20,7 @@ import dagster as dg
 import polars as pl
 from dagster._core.storage.defs_state.base import set_defs_state_storage
 
+from freshness_pipeline.app.undo import SNAPSHOT_NOTE
 from freshness_pipeline.config import ConfigError, PipelineConfig, load_config
 from freshness_pipeline.defs.assets.common import HELD_BACK
 from freshness_pipeline.defs.instance import dagster_home, open_instance
@@ -112,8 +113,7 @@ def run_cycle(
     warehouse = Warehouse(home)
     with warehouse.exclusive(f"cycle {now.isoformat()}"):
         warehouse.sweep_temp_files()
-        if undo_point:
-            keep_undo_point(warehouse, now)
+        kept = keep_undo_point(warehouse, now) if undo_point else None
         with contextlib.ExitStack() as opened:
             if instance is None:  # ours to close: its open databases and their WAL files
                 instance = opened.enter_context(open_instance(warehouse.home))
@@ -151,6 +151,8 @@ def run_cycle(
                 )
         if pruned_runs:
             outcome.notes.append(pruned_runs)
+        if kept is not None:
+            outcome.notes.append(SNAPSHOT_NOTE)
         if interrupted:
             outcome.notes.insert(0, interrupted)
         return outcome

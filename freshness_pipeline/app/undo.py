@@ -16,7 +16,7 @@ from pathlib import Path
 from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline.warehouse.undo import UndoSummary, undo_to_point
 
-__all__ = ["FUTURE_NOW_SLACK", "future_note", "undo_cycle"]
+__all__ = ["FUTURE_NOW_SLACK", "SNAPSHOT_NOTE", "future_note", "undo_cycle"]
 
 #: a --now further than this past the machine's clock is said, and the home snapshotted first
 FUTURE_NOW_SLACK = timedelta(days=1)
@@ -32,9 +32,14 @@ def future_note(moment: datetime, clock: datetime | None = None) -> str | None:
     return (
         f"--now {moment.isoformat()} is {ahead / timedelta(days=1):.0f} days after this "
         "machine's clock: the pages this cycle fetches are not planned again until their next "
-        "check after it, and later cycles with earlier times do not undo that; a snapshot of the "
-        "home from before it is kept, and `freshness undo` takes this cycle back"
+        "check after it, and later cycles with earlier times do not undo that"
     )
+
+
+#: said once the cycle ran, and only then: a cycle refused (the home busy) kept nothing
+SNAPSHOT_NOTE = (
+    "a snapshot of the home from before this cycle is kept: `freshness undo` takes the cycle back"
+)
 
 
 def undo_cycle(home: str | Path | None, *, since_ok: bool = False) -> UndoSummary:

@@ -38,7 +38,7 @@ DAGSTER_YAML = (
     + """\
 concurrency:
   runs:
-    max_concurrent_runs: 4
+    max_concurrent_runs: 1
     tag_concurrency_limits:
       - key: "freshness/cycle"
         limit: 1
@@ -74,12 +74,26 @@ def dagster_home(home: Path) -> Path:
         config.write_text(DAGSTER_YAML.format(**_paths(folder)))
     else:
         text = config.read_text()
-        moved = _repointed(text, folder)
+        moved = _one_run_at_a_time(_repointed(text, folder))
         if moved != text:
             tmp = config.with_name(f".{config.name}.tmp")
             tmp.write_text(moved)
             os.replace(tmp, config)
     return folder
+
+
+#: the run queue of the file this module wrote before runs went one at a time
+_FOUR_RUNS = (
+    '    max_concurrent_runs: 4\n    tag_concurrency_limits:\n      - key: "freshness/cycle"\n'
+)
+
+
+def _one_run_at_a_time(text: str) -> str:
+    """``text`` with the run queue this module once wrote (4 runs at once, one cycle job at a
+    time) letting one run at a time: an asset-graph run ("Materialize all", an asset backfill)
+    carries no cycle tag, ran beside a cycle over the same hosts, fetched every page twice
+    and lost one run's rows (found by an exploratory run). A limit a user set stays."""
+    return text.replace(_FOUR_RUNS, _FOUR_RUNS.replace(": 4", ": 1"), 1)
 
 
 _BASE_DIR = re.compile(r"^(?P<lead>\s*base_dir:\s*)(?P<path>\S+?)\s*$", re.MULTILINE)

@@ -89,7 +89,10 @@ class CycleResource(dg.ConfigurableResource):
         self, context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext
     ) -> datetime:
         if self.now:
-            return parse_now(self.now)
+            try:
+                return parse_now(self.now, "resources.cycle.config.now")
+            except ValueError as exc:  # the launchpad's field, not the command's option
+                raise dg.Failure(str(exc)) from None
         # context.run: an asset check's context has no run_id of its own
         record = context.instance.get_run_record_by_id(context.run.run_id)
         if record is None or record.create_timestamp is None:

@@ -29,7 +29,7 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from freshness_pipeline.warehouse.archive.files import ARCHIVE_DIRNAME, OPEN_SUFFIX
@@ -37,12 +37,14 @@ from freshness_pipeline.warehouse.crashpoints import crash_point
 from freshness_pipeline.warehouse.storage import Warehouse
 
 __all__ = [
+    "LEAP",
     "UNDONE_FILE",
     "UNDO_DIRNAME",
     "NothingToUndo",
     "UndoPoint",
     "UndoSummary",
     "keep_undo_point",
+    "leaped_from",
     "read_undo_point",
     "undo_to_point",
     "undone_cycles",
@@ -127,9 +129,28 @@ def _remove_tree(folder: Path) -> None:
     shutil.rmtree(doomed, ignore_errors=True)
 
 
+#: a cycle dated further than this past its hosts' newest cycle keeps a snapshot, wherever it
+#: was launched from (a year typed wrong in the UI's launchpad as on the command line)
+LEAP = timedelta(days=7)
+
+
+def leaped_from(newest: dict[str, datetime], hosts: list[str], moment: datetime) -> datetime | None:
+    """The hosts' newest cycle when ``moment`` is more than :data:`LEAP` after it (None
+    otherwise, or when none of them has run yet)."""
+    known = [newest[h] for h in hosts if h in newest]
+    if not known or moment - max(known) <= LEAP:
+        return None
+    return max(known)
+
+
 def keep_undo_point(wh: Warehouse, moment: datetime) -> UndoPoint:
-    """Snapshot the home before the cycle dated ``moment``; replaces any earlier snapshot. Call
-    under the home's writer lock (``Warehouse.exclusive``)."""
+    """Snapshot the home before the cycle dated ``moment``; replaces any earlier snapshot but
+    one of the same cycle (its other runs, a re-execution: the snapshot from before its first
+    stays). Call under the home's writer lock (``Warehouse.exclusive``), or in a run (which
+    holds the runs lock, so no writer of the command is at work)."""
+    kept = read_undo_point(wh)
+    if kept is not None and kept.moment == moment.astimezone(UTC):
+        return kept
     for left in wh.home.glob(f"{UNDO_DIRNAME}.*"):  # killed snapshots and removals
         shutil.rmtree(left, ignore_errors=True)
     building = wh.home / f"{UNDO_DIRNAME}.tmp-{uuid.uuid4().hex[:8]}"
@@ -189,7 +210,7 @@ def undo_to_point(wh: Warehouse, *, since_ok: bool = False) -> UndoSummary:
     if point is None:
         raise NothingToUndo(
             f"nothing to undo in {wh.home}: a snapshot is kept only before a cycle dated ahead "
-            "of the machine's clock, and none is left"
+            "of the machine's clock or more than 7 days after its hosts' newest, and none is left"
         )
     snapshot = _undo_dir(wh)
     seeds_dir = wh.table_dir("seeds")

@@ -15,6 +15,7 @@ from freshness_pipeline.defs.resources import CycleResource, HttpClientResource,
 from freshness_pipeline.stages.inventory import (
     cycle_inventory,
 )
+from freshness_pipeline.warehouse.undo import keep_undo_point, leaped_from
 
 
 @cycle_asset
@@ -31,10 +32,21 @@ def url_inventory(
 ) -> dg.Output[pl.DataFrame]:
     """Everything known about which URLs exist, per host, with its source and sitemap lastmod."""
     wh, hosts = step_start(context, warehouse, "url_inventory")
+    now = cycle.cycle_now(context)
+    leaped = leaped_from(wh.newest_cycles(), hosts, now)
+    if leaped is not None:
+        # a year typed wrong in the launchpad froze its pages for a year, and no cycle dated
+        # right could repair it (found by an exploratory run)
+        keep_undo_point(wh, now)
+        context.log.warning(
+            f"this cycle's now ({now.isoformat()}) is {(now - leaped).days} days after these "
+            f"hosts' newest cycle ({leaped.isoformat()}): a snapshot of the home is kept, and "
+            "`freshness undo` takes the cycle back if the date was a mistake"
+        )
     made = cycle_inventory(
         wh,
         hosts,
-        cycle.cycle_now(context),
+        now,
         http=None if cycle.dry_run else http,
         log=context.log,
     )
