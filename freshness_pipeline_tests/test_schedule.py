@@ -855,19 +855,6 @@ def test_pages_a_sitemap_stopped_listing_are_checked_first_within_their_share() 
     assert plain.filter(pl.col("reason") == "delisted").height == 0
 
 
-def test_a_page_never_fetched_that_left_its_sitemap_waits_in_the_new_share() -> None:
-    """The early look at a delisted page asks whether its copy is gone; a page never fetched
-    has no copy. A calendar's sitemap dropped yesterday's days on every read, and those took
-    the delisted share every cycle (found by an exploratory run)."""
-    rows = [{"status": "new", "value": 100.0} for _ in range(10)]
-    rows += [{"age": 0.5, "value": 1.0, "rate": 0.01} for _ in range(10)]
-    cands = _cands(rows).with_columns(delisted=pl.Series([True] * 20))
-    cfg = PlanConfig(reestimate_share=0, verify_share=0, delisted_share=0.1, new_share=0.0)
-    checks = build_plan(cands, BIG, now=NOW, budget=30, config=cfg)
-    looked = checks.filter(pl.col("reason") == "delisted")
-    assert looked.height == 3 and (looked["status"] == "active").all()
-
-
 def test_delisting_needs_a_complete_read_after_the_last_listing_and_no_fetch_since() -> None:
     from freshness_pipeline.stages.plan import with_delisting
 

@@ -532,10 +532,7 @@ def build_plan(
         & not_gone_or_blocked
         & (age >= cfg.max_interval_days * cfg.floor_hard_factor).fill_null(False),
         _new=spaced & (status == "new"),
-        # an early look at a page its sitemap stopped listing: whether the copy is gone; a
-        # page never fetched has none, and waits in the new share (a calendar's sitemap
-        # drops yesterday's days on every read, and they took that share each cycle)
-        _delist=spaced & not_gone_or_blocked & pl.col("_delisted") & (status != "new"),
+        _delist=spaced & not_gone_or_blocked & pl.col("_delisted"),
         _reest=spaced
         & (
             (
