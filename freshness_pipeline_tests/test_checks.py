@@ -136,6 +136,8 @@ def test_a_hosts_tag_narrows_the_check_to_those_hosts(tmp_path):
         tmp_path / "all", [stand_in("url_candidates", frame)], checks.candidates_have_unique_urls
     )
     assert not evaluation.passed and evaluation.metadata["hosts"].value == 2
+    # the UI's check result says it in words (it said only "failed" and the metadata keys)
+    assert evaluation.description == "1 rows repeat a canonical URL"
     only_a = frame.filter(pl.col("host") == "a.example")
     _, evaluation = run(
         tmp_path / "a",
@@ -144,6 +146,7 @@ def test_a_hosts_tag_narrows_the_check_to_those_hosts(tmp_path):
         tags=hosts_tag(["a.example"]),
     )
     assert evaluation.passed and evaluation.metadata["hosts"].value == 1
+    assert evaluation.description == "each URL once"
 
 
 # --------------------------------------------------------------------------- url_candidates

@@ -108,7 +108,11 @@ def duplicate_urls(frame: pl.DataFrame) -> int:
 def candidates_have_unique_urls(url_candidates: pl.DataFrame) -> dg.AssetCheckResult:
     """Two rows for one canonical URL would mean two fetches and two states for one page."""
     dups = duplicate_urls(url_candidates)
-    return dg.AssetCheckResult(passed=dups == 0, metadata={"duplicate_urls": dups})
+    return dg.AssetCheckResult(
+        passed=dups == 0,
+        description=f"{dups} rows repeat a canonical URL" if dups else "each URL once",
+        metadata={"duplicate_urls": dups},
+    )
 
 
 @cycle_check("robots", blocking=True, columns={"robots": ("host",)})
@@ -118,9 +122,16 @@ def robots_one_row_per_host(robots: pl.DataFrame) -> dg.AssetCheckResult:
     hosts = robots["host"]
     repeated = robots.height - hosts.n_unique() if robots.height else 0
     unnamed = int(hosts.is_null().sum()) if robots.height else 0
+    said = f"{robots.height - repeated} hosts, {repeated} repeated rows, {unnamed} without a host"
     return dg.AssetCheckResult(
         passed=repeated == 0 and unnamed == 0,
-        metadata={"hosts": robots.height - repeated, "repeated_rows": repeated, "no_host": unnamed},
+        description=said,
+        # distinct hosts in the table; "hosts" (what the run read) is the wrapper's
+        metadata={
+            "robots_hosts": robots.height - repeated,
+            "repeated_rows": repeated,
+            "no_host": unnamed,
+        },
     )
 
 
@@ -170,7 +181,12 @@ def plan_within_budget(revisit_plan: pl.DataFrame, cycle: CycleResource) -> dg.A
     if crowded:
         worst = max(crowded, key=lambda h: crowded[h])
         metadata["worst_host"] = f"{worst} (+{crowded[worst]})"
-    return dg.AssetCheckResult(passed=over == 0 and not crowded, metadata=metadata)
+    said = f"{selected} fetches planned, {over} over the budget"
+    if crowded:
+        said += f", {len(crowded)} hosts planned past their Crawl-delay ({metadata['worst_host']})"
+    return dg.AssetCheckResult(
+        passed=over == 0 and not crowded, description=said, metadata=metadata
+    )
 
 
 def unaccounted_urls(plan: pl.DataFrame, results: pl.DataFrame) -> int:
@@ -188,7 +204,13 @@ def results_account_for_plan(
 ) -> dg.AssetCheckResult:
     """Every planned URL must come back as a result or as 'deferred'; none may vanish."""
     missing = unaccounted_urls(revisit_plan, fetch_results)
-    return dg.AssetCheckResult(passed=missing == 0, metadata={"planned_without_result": missing})
+    return dg.AssetCheckResult(
+        passed=missing == 0,
+        description=f"{missing} planned URLs without a result"
+        if missing
+        else "every planned URL has a result",
+        metadata={"planned_without_result": missing},
+    )
 
 
 #: fewer verified pages than this in a run say too little to judge the model by
@@ -224,6 +246,7 @@ def verify_sample_matches_the_model(fetch_results: pl.DataFrame) -> dg.AssetChec
     return dg.AssetCheckResult(
         passed=not judged or not cal.surprising,
         severity=dg.AssetCheckSeverity.WARN,
+        description=str(metadata["verdict"]),
         metadata=metadata,
     )
 
@@ -248,7 +271,13 @@ def state_keeps_every_candidate(
     a red check in the UI is more useful than a failed run whose fetches already happened.
     """
     missing = candidates_missing_from_state(url_candidates, url_state)
-    return dg.AssetCheckResult(passed=missing == 0, metadata={"candidates_missing": missing})
+    return dg.AssetCheckResult(
+        passed=missing == 0,
+        description=f"{missing} candidates missing from url_state"
+        if missing
+        else "every candidate is in url_state",
+        metadata={"candidates_missing": missing},
+    )
 
 
 #: the checks of the default per-host assets (cycle_checks(n) for host buckets)
