@@ -93,8 +93,12 @@ class CycleResource(dg.ConfigurableResource):
                 return parse_now(self.now, "resources.cycle.config.now")
             except ValueError as exc:  # the launchpad's field, not the command's option
                 raise dg.Failure(str(exc)) from None
-        # context.run: an asset check's context has no run_id of its own
-        record = context.instance.get_run_record_by_id(context.run.run_id)
+        # context.run: an asset check's context has no run_id of its own. A re-execution (from
+        # failure, or of chosen steps) is the same cycle: its time is the first run's, or the
+        # plan of one time was fetched and recorded as of another (found by an exploratory run)
+        record = context.instance.get_run_record_by_id(
+            context.run.root_run_id or context.run.run_id
+        )
         if record is None or record.create_timestamp is None:
             raise dg.Failure("the cycle has no `now`: pass resources.cycle.config.now")
         created = record.create_timestamp
