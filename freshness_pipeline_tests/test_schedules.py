@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from freshness_pipeline.defs.schedules import cycle_run_config, stale_definitions
 from freshness_pipeline.warehouse.storage import Warehouse
@@ -50,3 +51,23 @@ def test_an_unreadable_freshness_toml_is_named(tmp_path: Path) -> None:
     (wh.home / "freshness.toml").write_text("[partitioning]\nhost_buckets = 'many'\n")
     note = stale_definitions(0, wh)
     assert note is not None and note.startswith("freshness.toml is unreadable")
+
+
+def test_a_cron_that_is_no_cron_expression_skips_every_tick_and_the_location_loads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`FRESHNESS_CYCLE_CRON='every 5 minutes'` made Dagster refuse the schedule, and the whole
+    code location failed to load (found by an exploratory run)."""
+    import dagster as dg
+
+    from freshness_pipeline.defs.schedules import DEFAULT_CRON, build_cycle_schedule
+
+    monkeypatch.setenv("FRESHNESS_CYCLE_CRON", "every 5 minutes")
+    schedule = build_cycle_schedule()
+    assert schedule.cron_schedule == DEFAULT_CRON
+    with dg.instance_for_test() as instance:
+        context = dg.build_schedule_context(instance=instance, scheduled_execution_time=T0)
+        result = schedule.evaluate_tick(context)
+    assert result.skip_message is not None and "'every 5 minutes'" in result.skip_message
+    monkeypatch.setenv("FRESHNESS_CYCLE_CRON", "*/5 * * * *")
+    assert build_cycle_schedule().cron_schedule == "*/5 * * * *"

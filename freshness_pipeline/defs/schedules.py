@@ -9,6 +9,7 @@ hosts is one run however many hosts there are. Each tick also deletes the runs o
 import os
 
 import dagster as dg
+from dagster._utils.schedules import is_valid_cron_schedule
 
 from freshness_pipeline.config import ConfigError, load_config
 from freshness_pipeline.defs.instance_upkeep import prune_instance
@@ -52,15 +53,33 @@ def stale_definitions(
     )
 
 
+def cycle_cron() -> tuple[str, str | None]:
+    """The schedule's cron and, when ``FRESHNESS_CYCLE_CRON`` is no cron expression, why it is
+    not used: Dagster refuses the definition, and the whole code location failed to load (no
+    assets, no UI) for a typo in one setting (found by an exploratory run). The default cron
+    stands in and every tick skips, saying so."""
+    cron = os.environ.get(CRON_ENV, DEFAULT_CRON)
+    if is_valid_cron_schedule(cron):
+        return cron, None
+    return DEFAULT_CRON, (
+        f"{CRON_ENV}={cron!r} is not a cron expression (five fields, e.g. '0 * * * *'): fix it "
+        "and reload the code location; no cycle is scheduled until then"
+    )
+
+
 def build_cycle_schedule(host_buckets: int = 0) -> dg.ScheduleDefinition:
+    cron, bad_cron = cycle_cron()
+
     @dg.schedule(
         name="freshness_cycle_schedule",
         job=freshness_cycle_job,
-        cron_schedule=os.environ.get(CRON_ENV, DEFAULT_CRON),
+        cron_schedule=cron,
         execution_timezone="UTC",
         default_status=dg.DefaultScheduleStatus.STOPPED,
     )
     def freshness_cycle_schedule(context: dg.ScheduleEvaluationContext):
+        if bad_cron:
+            return dg.SkipReason(bad_cron)
         warehouse = Warehouse()
         stale = stale_definitions(host_buckets, warehouse)
         if stale:
