@@ -17,10 +17,10 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from freshness_pipeline.warehouse import tables
-from freshness_pipeline.warehouse.layout import scan_files
+from freshness_pipeline.warehouse.layout import file_identity, scan_files
 from freshness_pipeline.warehouse.storage import Warehouse
 
-__all__ = ["forget_unrecorded_cycle"]
+__all__ = ["forget_unrecorded_cycle", "plans_carried_out"]
 
 #: running totals with a row per cycle: the dead cycle's rows go
 _PER_CYCLE = ("fetch_totals",)
@@ -56,3 +56,16 @@ def forget_unrecorded_cycle(wh: Warehouse, moment: datetime) -> list[str]:
         for table in _RECOUNTED:
             wh.partition_file(table, host).unlink(missing_ok=True)
     return unrecorded
+
+
+def plans_carried_out(wh: Warehouse, hosts: list[str]) -> list[str]:
+    """Hosts whose url_state was written after their plan: the plan was fetched and recorded.
+    Selected alone, the fetch step fetched such a plan again, without validators, and recorded
+    every page 'new' a second time (found by an exploratory run)."""
+    done = []
+    for host in hosts:
+        planned = file_identity(str(wh.partition_file("revisit_plan", host)))
+        recorded = file_identity(str(wh.partition_file("url_state", host)))
+        if planned is not None and recorded is not None and recorded[1] > planned[1]:
+            done.append(host)
+    return done

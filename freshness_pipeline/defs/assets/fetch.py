@@ -21,6 +21,17 @@ from freshness_pipeline.stages.fetch import (
     release_freed_memory,
     run_fetch_stage,
 )
+from freshness_pipeline.warehouse.unrecorded import plans_carried_out
+
+
+def _plans_in_this_run(context: dg.AssetExecutionContext) -> bool:
+    """Whether this run makes the plan it fetches (the whole group, a cycle job), or is a
+    re-execution of one that did (its failed steps, with the plan it made)."""
+    run = context.run
+    if run.parent_run_id is not None:
+        return True
+    selection = run.asset_selection
+    return selection is None or dg.AssetKey("revisit_plan") in selection
 
 
 @cycle_multi_asset("fetch_results", "host_capacity", "page_versions", "changes")
@@ -48,6 +59,13 @@ def fetch_results(
     now = cycle.cycle_now(context)
     if cycle.dry_run:
         raise dg.Failure("fetch_results does not run in a dry run; select the planning assets only")
+    carried_out = [] if _plans_in_this_run(context) else plans_carried_out(wh, hosts)
+    if carried_out:
+        raise dg.Failure(
+            f"the plan of {len(carried_out)} of these hosts ({', '.join(carried_out[:3])}"
+            f"{' ...' if len(carried_out) > 3 else ''}) was fetched and recorded already: "
+            "materialize from url_inventory (the whole group) for a new cycle"
+        )
     stage = run_fetch_stage(
         revisit_plan,
         hosts,
