@@ -28,9 +28,8 @@ def _plans_in_this_run(context: dg.AssetExecutionContext) -> bool:
     """Whether this run makes the plan it fetches (the whole group, a cycle job), or is a
     re-execution of one that did (its failed steps, with the plan it made)."""
     run = context.run
-    if run.parent_run_id is not None:
-        return True
-    selection = run.asset_selection
+    first = context.instance.get_run_by_id(run.root_run_id) if run.root_run_id else None
+    selection = (first or run).asset_selection
     return selection is None or dg.AssetKey("revisit_plan") in selection
 
 
