@@ -613,8 +613,9 @@ def undo(
     ] = False,
     home: HomeOption = None,
 ) -> None:
-    """Take back the last cycle dated ahead of the machine's clock (a mistyped --now): every
-    table and archive file as they were before it. Seeds stay as they are now."""
+    """Take back the last cycle dated ahead of the machine's clock, or over 7 days after its
+    hosts' newest (a mistyped --now or launchpad time): every table and archive file as they
+    were before it. Seeds stay as they are now."""
     from freshness_pipeline.app.undo import undo_cycle
     from freshness_pipeline.warehouse.storage import HomeBusy
     from freshness_pipeline.warehouse.undo import NothingToUndo
