@@ -200,3 +200,33 @@ def test_a_page_that_mints_a_session_in_a_redirect_to_itself_is_one_url(tmp_path
     # a redirect to another path is a move, as before
     moved = state.filter(pl.col("url") == f"{base}/moved")
     assert moved["redirect_to"][0] == f"{base}/elsewhere?from=moved"
+
+
+def test_a_querys_semicolons_and_equals_signs_go_on_the_wire_as_written(tmp_path: Path) -> None:
+    """A legacy app separating its query with ';' was asked for `id=1%3Bcolor%3Dred`: a 404,
+    and the page marked gone (found by an exploratory run). The key keeps what the site wrote,
+    so the request does."""
+    from freshness_pipeline.science.normalize import normalize_url
+
+    assert normalize_url("http://a.example/item?id=1;color=red") == (
+        "http://a.example/item?id=1;color=red"
+    )
+    assert normalize_url("http://a.example/x?z=1&q=a=b") == "http://a.example/x?q=a=b&z=1"
+    assert normalize_url("http://a.example/x?q=a%3Bb") == "http://a.example/x?q=a%3Bb"
+    seen: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        seen.append(request.raw_path)
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nAllow: /\n")
+        if request.raw_path == "/item?id=1;color=red":
+            return web.Response(text=PAGE.format("Item 1 in red"), content_type="text/html")
+        return web.Response(status=404)
+
+    home = tmp_path / "home"
+    with serve_on_loopback(handle) as base:
+        load_seeds(home, f"url\n{base}/item?id=1;color=red\n".encode(), added_at=T0)
+        _cycles(home, 1)
+    assert "/item?id=1;color=red" in seen
+    state = Warehouse(home).read("url_state")
+    assert state["status"].to_list() == ["active"]

@@ -12,7 +12,8 @@ dropping it, because credentials must not end up in the warehouse and the page b
 the page without them; lower-case scheme and host; IDN hosts to punycode (UTS #46, the encoding
 aiohttp/yarl use when they send the request); compress IPv6 literals; drop a trailing dot on the
 host and the default port; drop the fragment; percent-encoding normalization, dot segments and
-query sorting by :func:`w3lib.url.canonicalize_url`; remove tracking and session parameters (and
+query sorting by :func:`w3lib.url.canonicalize_url` (a query's ';' and an '=' inside a value
+kept as written); remove tracking and session parameters (and
 a servlet's ``;jsessionid=`` path parameter); empty path -> ``/``.
 """
 
@@ -42,7 +43,7 @@ MAX_URL_LENGTH = 2048
 
 #: Raise whenever a rule here changes what a URL normalizes to: cached canonical forms
 #: (table url_canonical) made under another version are normalized again.
-RULES_VERSION = "2"
+RULES_VERSION = "3"
 
 #: Query parameters that identify a campaign, a click, a mail recipient or a visit, never the
 #: content.
@@ -298,6 +299,36 @@ def _strip_query(query: str, matcher: _ParamMatcher) -> str:
     return "&".join(kept)
 
 
+# A query's ';' (a separator to the servers of HTML 4's day, Perl's CGI and many Java apps) and
+# an '=' inside a value are what the site wrote: w3lib encodes them as %3B and %3D, and the key is
+# what goes on the wire, so `/item?id=1;color=red` was asked for as `id=1%3Bcolor%3Dred`, a 404,
+# and the page marked gone (found by an exploratory run). They pass w3lib as private-use
+# characters (encoded as below, which no URL holds) and are put back after it.
+_KEPT = {";": "\ue000", "=": "\ue001"}
+_KEPT_ENCODED = {"%EE%80%80": ";", "%EE%80%81": "="}
+
+
+def _protect_separators(query: str) -> tuple[str, bool]:
+    """``query`` with its ';' and the '=' inside values as private-use characters, and whether
+    it had any."""
+    if ";" not in query and query.count("=") <= query.count("&") + 1:
+        return query, False
+    parts = []
+    for part in query.split("&"):
+        key, sep, value = part.partition("=")
+        key = key.replace(";", _KEPT[";"])
+        value = value.replace(";", _KEPT[";"]).replace("=", _KEPT["="])
+        parts.append(f"{key}{sep}{value}")
+    protected = "&".join(parts)
+    return protected, protected != query
+
+
+def _restore_separators(query: str) -> str:
+    for encoded, char in _KEPT_ENCODED.items():
+        query = query.replace(encoded, char)
+    return query
+
+
 def _split_web_url(url: str) -> tuple[SplitResult, str]:
     """The parts of an http(s) URL with a host, and its lower-cased scheme; InvalidURL naming
     what is missing or wrong otherwise."""
@@ -326,13 +357,14 @@ def _normalize_once(url: str, matcher: _ParamMatcher) -> tuple[str, str]:
     parts, scheme = _split_web_url(url)
     host, port = _split_authority(scheme, parts.netloc)
     authority = _authority(host, port)
-    rebuilt = urlunsplit((scheme, authority, parts.path, parts.query, ""))
+    query, kept = _protect_separators(parts.query)
+    rebuilt = urlunsplit((scheme, authority, parts.path, query, ""))
     try:
         canonical = canonicalize_url(rebuilt, keep_fragments=False)
     except (ValueError, UnicodeError) as exc:
         raise InvalidURL(f"cannot canonicalize URL ({exc})") from None
     out = urlsplit(canonical)
-    query = _strip_query(out.query, matcher)
+    query = _strip_query(_restore_separators(out.query) if kept else out.query, matcher)
     path = out.path
     if ";" in path and matcher.matches("jsessionid"):
         path = _SESSION_PATH_PARAM.sub("", path)
