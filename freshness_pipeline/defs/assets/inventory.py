@@ -37,12 +37,19 @@ def url_inventory(
     if leaped is not None:
         # a year typed wrong in the launchpad froze its pages for a year, and no cycle dated
         # right could repair it (found by an exploratory run)
-        keep_undo_point(wh, now)
-        context.log.warning(
+        said = (
             f"this cycle's now ({now.isoformat()}) is {(now - leaped).days} days after these "
-            f"hosts' newest cycle ({leaped.isoformat()}): a snapshot of the home is kept, and "
-            "`freshness undo` takes the cycle back if the date was a mistake"
+            f"hosts' newest cycle ({leaped.isoformat()})"
         )
+        try:
+            keep_undo_point(wh, now)
+        except OSError as exc:  # a full disk, or another group's snapshot beside this one
+            context.log.warning(f"{said}: no snapshot could be kept ({exc})")
+        else:
+            context.log.warning(
+                f"{said}: a snapshot of the home is kept, and `freshness undo` takes the cycle "
+                "back if the date was a mistake"
+            )
     made = cycle_inventory(
         wh,
         hosts,
