@@ -99,11 +99,6 @@ _CANDIDATES = ",".join(
         "a[rel]",
     ]
 )
-# React's streamed server rendering sends a Suspense boundary's content late, as <div hidden
-# id="S:0">, which a script moves into place at once: a reader sees it (a price, the stock).
-# Dropped as hidden, a product's price was never seen, and a page whose data came before or
-# after the shell flushed read as changed (found by an exploratory run).
-_STREAMED_SEGMENT = re.compile(r"S:[0-9a-z]+", re.I)
 _INVISIBLE_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
 _WORD_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 _AD, _CONSENT, _COUNTER = "ad", "consent", "counter"
@@ -249,9 +244,7 @@ def _block_kind(class_: str | None, id_: str | None) -> str | None:
 
 
 def _hidden(attrs: dict[str, str | None]) -> bool:
-    if "hidden" in attrs and not _STREAMED_SEGMENT.fullmatch(attrs.get("id") or ""):
-        return True
-    if (attrs.get("aria-hidden") or "").strip().lower() == "true":
+    if "hidden" in attrs or (attrs.get("aria-hidden") or "").strip().lower() == "true":
         return True
     style = attrs.get("style")
     return bool(style and _INVISIBLE_STYLE.search(style))
