@@ -205,11 +205,12 @@ def _allowed_as_written(
         return False
     if not variants:
         return True
+    stripped = config.strip_params_for(host)
     for variant in variants:
         if variant == url:
             continue
         try:
-            written = as_discovered(variant, strip_params=config.strip_params_for(host))
+            written = as_discovered(variant, strip_params=stripped)
         except ValueError:
             continue
         if written != url and not policy.can_fetch(written):
@@ -286,7 +287,10 @@ def apply_robots(
 #: nested without end); the limits of Heritrix's TooManyPathSegments and PathologicalPath rules
 MAX_PATH_SEGMENTS = 20
 TRAP_REPEATS = 3
-TRAP_REASON = "looks like a crawler trap: a path segment repeated 3 times, or over 20 segments"
+TRAP_REASON = (
+    f"looks like a crawler trap: a path segment repeated {TRAP_REPEATS} times, or over "
+    f"{MAX_PATH_SEGMENTS} segments"
+)
 
 
 def hold_back_traps(candidates: pl.DataFrame) -> pl.DataFrame:
@@ -295,11 +299,8 @@ def hold_back_traps(candidates: pl.DataFrame) -> pl.DataFrame:
     end (found by an exploratory run)."""
     path = pl.col("url").str.extract(r"^[a-z]+://[^/?#]*(/[^?#]*)", 1).fill_null("/")
     segments = path.str.strip_chars_start("/").str.split("/")
-    repeated = segments.list.eval(
-        (pl.element() != "")
-        & (pl.element() == pl.element().shift(1))
-        & (pl.element() == pl.element().shift(2))
-    ).list.any()
+    same_as_before = [pl.element() == pl.element().shift(k) for k in range(1, TRAP_REPEATS)]
+    repeated = segments.list.eval(pl.all_horizontal(pl.element() != "", *same_as_before)).list.any()
     trap = repeated | (segments.list.len() > MAX_PATH_SEGMENTS)
     return (
         candidates.with_columns(_trap=trap)
