@@ -629,7 +629,7 @@ def undo(
         raise _failed("undo refused", exc, BUSY_EXIT) from exc
     except OSError as exc:
         raise _unwritable(exc, "undo") from exc
-    later = len([at for at in done.cycles if at != done.moment])
+    later = len(done.later)
     console.print(
         f"took back the cycle of {done.moment.isoformat()}"
         + (f" and {later} cycle(s) after it" if later else "")

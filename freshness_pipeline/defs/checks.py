@@ -100,6 +100,11 @@ def _define(check: CycleCheck, partitions_def: dg.PartitionsDefinition) -> dg.As
     return run_check
 
 
+def _said(count: int, what: str, none: str) -> str:
+    """A check's result in words, as the UI shows it beside passed or failed."""
+    return f"{count} {what}" if count else none
+
+
 def duplicate_urls(frame: pl.DataFrame) -> int:
     return frame.height - frame["url"].n_unique() if frame.height else 0
 
@@ -110,7 +115,7 @@ def candidates_have_unique_urls(url_candidates: pl.DataFrame) -> dg.AssetCheckRe
     dups = duplicate_urls(url_candidates)
     return dg.AssetCheckResult(
         passed=dups == 0,
-        description=f"{dups} rows repeat a canonical URL" if dups else "each URL once",
+        description=_said(dups, "rows repeat a canonical URL", "each URL once"),
         metadata={"duplicate_urls": dups},
     )
 
@@ -206,9 +211,9 @@ def results_account_for_plan(
     missing = unaccounted_urls(revisit_plan, fetch_results)
     return dg.AssetCheckResult(
         passed=missing == 0,
-        description=f"{missing} planned URLs without a result"
-        if missing
-        else "every planned URL has a result",
+        description=_said(
+            missing, "planned URLs without a result", "every planned URL has a result"
+        ),
         metadata={"planned_without_result": missing},
     )
 
@@ -273,9 +278,9 @@ def state_keeps_every_candidate(
     missing = candidates_missing_from_state(url_candidates, url_state)
     return dg.AssetCheckResult(
         passed=missing == 0,
-        description=f"{missing} candidates missing from url_state"
-        if missing
-        else "every candidate is in url_state",
+        description=_said(
+            missing, "candidates missing from url_state", "every candidate is in url_state"
+        ),
         metadata={"candidates_missing": missing},
     )
 

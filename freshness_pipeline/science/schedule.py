@@ -419,10 +419,10 @@ def _fill(
     each row's place among its host's rows in this pass's pool, the newest and the longest
     waiting by turns: every host's first before any host's second), not in URL order:
     never-fetched pages all tie at the index's cap, and in URL order one host's thousands of
-    sitemap URLs would take every slot before another host's seeds got one. The order of places is computed once in
-    ``_prepare`` and numbered again within the pool: numbered among all of a host's candidates,
-    a host whose fetched pages held the first places lost every tie to a host whose new URLs
-    did, and a sitemap trap took a whole budget.
+    sitemap URLs would take every slot before another host's seeds got one. The order of
+    places is computed once in ``_prepare`` and numbered again within the pool: numbered among
+    all of a host's candidates, a host whose fetched pages held the first places lost every tie
+    to a host whose new URLs did, and a sitemap trap took a whole budget.
 
     Vectorized: within the sorted pool a row fits iff its rank among its host's rows is within
     the host's remaining room (rows that do not fit consume nothing), and the pass takes the

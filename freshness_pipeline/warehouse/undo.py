@@ -82,6 +82,11 @@ class UndoSummary:
     removed: int = 0
     cycles: list[datetime] = field(default_factory=list)
 
+    @property
+    def later(self) -> list[datetime]:
+        """The cycles taken back besides the mistaken one."""
+        return [at for at in self.cycles if at != self.moment]
+
 
 def _undo_dir(wh: Warehouse) -> Path:
     return wh.home / UNDO_DIRNAME
@@ -227,7 +232,7 @@ def undo_to_point(wh: Warehouse, *, since_ok: bool = False) -> UndoSummary:
             if at is not None and not _kept_as_is(relative, seeded):
                 cycles.add(at)
     summary.cycles = sorted(cycles)
-    later = [at for at in summary.cycles if at != point.moment]
+    later = summary.later
     if later and not since_ok:
         shown = ", ".join(at.isoformat() for at in later[:3]) + (" ..." if len(later) > 3 else "")
         raise ValueError(
