@@ -6,6 +6,7 @@ through a redirect."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -36,6 +37,26 @@ def _loopback(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
 
 
+def _site(
+    route: Callable[[web.Request], web.Response | None], seen: list[str] | None = None
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """A loopback site whose robots.txt allows everything, answering what ``route`` says, and
+    elsewhere (``route`` says None) a page of its own words; ``seen`` gets every request's path
+    and query as sent."""
+
+    async def handle(request: web.Request) -> web.Response:
+        if seen is not None:
+            seen.append(request.raw_path)
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nAllow: /\n")
+        answer = route(request)
+        if answer is not None:
+            return answer
+        return web.Response(text=PAGE.format(request.path), content_type="text/html")
+
+    return handle
+
+
 def test_a_page_that_redirects_to_itself_with_a_session_the_host_strips_is_fetched(
     tmp_path: Path,
 ) -> None:
@@ -45,18 +66,15 @@ def test_a_page_that_redirects_to_itself_with_a_session_the_host_strips_is_fetch
     and one more ?sid= row in the inventory each cycle."""
     seen: list[str] = []
 
-    async def handle(request: web.Request) -> web.Response:
-        seen.append(request.path_qs)
-        if request.path == "/robots.txt":
-            return web.Response(text="User-agent: *\nAllow: /\n")
-        if "sid" not in request.query:
-            return web.Response(
-                status=302, headers={"Location": f"{request.path}?sid={uuid.uuid4().hex[:12]}"}
-            )
-        return web.Response(text=PAGE.format(request.path), content_type="text/html")
+    def session(request: web.Request) -> web.Response | None:
+        if "sid" in request.query:
+            return None
+        return web.Response(
+            status=302, headers={"Location": f"{request.path}?sid={uuid.uuid4().hex[:12]}"}
+        )
 
     home = tmp_path / "home"
-    with serve_on_loopback(handle) as base:
+    with serve_on_loopback(_site(session, seen)) as base:
         host = base.removeprefix("http://")
         home.mkdir()
         (home / "freshness.toml").write_text(f'[hosts."{host}"]\nstrip_params = ["sid"]\n')
@@ -127,15 +145,13 @@ def test_as_discovered_keeps_the_sites_spelling_less_tracking_parameters() -> No
 
 
 def test_a_users_seed_row_wins_over_a_value_inherited_through_a_redirect(tmp_path: Path) -> None:
-    async def handle(request: web.Request) -> web.Response:
-        if request.path == "/robots.txt":
-            return web.Response(text="User-agent: *\nAllow: /\n")
+    def moved(request: web.Request) -> web.Response | None:
         if request.path == "/r":
             return web.Response(status=301, headers={"Location": "/t"})
-        return web.Response(text=PAGE.format(request.path), content_type="text/html")
+        return None
 
     home = tmp_path / "home"
-    with serve_on_loopback(handle) as base:
+    with serve_on_loopback(_site(moved)) as base:
         load_seeds(home, f"url,value,url_class\n{base}/r,5,premium\n".encode(), added_at=T0)
         _cycles(home, 2)
         load_seeds(home, f"url,value,url_class\n{base}/t,0.1,cheap\n".encode(), added_at=T0)
@@ -152,16 +168,13 @@ def test_a_path_that_grows_on_every_answer_stops_at_a_segment_repeated_three_tim
     kept and fetched every cycle, the plan growing without end."""
     seen: list[str] = []
 
-    async def handle(request: web.Request) -> web.Response:
-        seen.append(request.path)
-        if request.path == "/robots.txt":
-            return web.Response(text="User-agent: *\nAllow: /\n")
+    def growing(request: web.Request) -> web.Response | None:
         if request.path.startswith("/grow/"):
             return web.Response(status=302, headers={"Location": "a/"})
-        return web.Response(text=PAGE.format(request.path), content_type="text/html")
+        return None
 
     home = tmp_path / "home"
-    with serve_on_loopback(handle) as base:
+    with serve_on_loopback(_site(growing, seen)) as base:
         load_seeds(home, f"url\n{base}/grow/\n{base}/page\n".encode(), added_at=T0)
         _cycles(home, 6)
     grown = sorted({p for p in seen if p.startswith("/grow/")})
@@ -175,21 +188,17 @@ def test_a_page_that_mints_a_session_in_a_redirect_to_itself_is_one_url(tmp_path
     """``/account/1`` answering ``302 /account/1?sid=<new id>`` on every request (sid being no
     parameter stripped by default): each answer was a move to another URL, one more a cycle,
     each fetched again every cycle after."""
-    seen: list[str] = []
 
-    async def handle(request: web.Request) -> web.Response:
-        seen.append(request.path_qs)
-        if request.path == "/robots.txt":
-            return web.Response(text="User-agent: *\nAllow: /\n")
+    def minting(request: web.Request) -> web.Response | None:
         if request.path.startswith("/account/") and "sid" not in request.query:
             sid = uuid.uuid4().hex[:12]
             return web.Response(status=302, headers={"Location": f"{request.path}?sid={sid}"})
         if request.path == "/moved":
             return web.Response(status=301, headers={"Location": "/elsewhere?from=moved"})
-        return web.Response(text=PAGE.format(request.path), content_type="text/html")
+        return None
 
     home = tmp_path / "home"
-    with serve_on_loopback(handle) as base:
+    with serve_on_loopback(_site(minting)) as base:
         load_seeds(home, f"url\n{base}/account/1\n{base}/moved\n".encode(), added_at=T0)
         _cycles(home, 4)
     wh = Warehouse(home)
@@ -215,16 +224,13 @@ def test_a_querys_semicolons_and_equals_signs_go_on_the_wire_as_written(tmp_path
     assert normalize_url("http://a.example/x?q=a%3Bb") == "http://a.example/x?q=a%3Bb"
     seen: list[str] = []
 
-    async def handle(request: web.Request) -> web.Response:
-        seen.append(request.raw_path)
-        if request.path == "/robots.txt":
-            return web.Response(text="User-agent: *\nAllow: /\n")
+    def legacy(request: web.Request) -> web.Response | None:
         if request.raw_path == "/item?id=1;color=red":
             return web.Response(text=PAGE.format("Item 1 in red"), content_type="text/html")
         return web.Response(status=404)
 
     home = tmp_path / "home"
-    with serve_on_loopback(handle) as base:
+    with serve_on_loopback(_site(legacy, seen)) as base:
         load_seeds(home, f"url\n{base}/item?id=1;color=red\n".encode(), added_at=T0)
         _cycles(home, 1)
     assert "/item?id=1;color=red" in seen
