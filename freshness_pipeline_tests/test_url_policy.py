@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 
 from freshness_pipeline.app.runner import load_seeds, run_cycle
-from freshness_pipeline.science.normalize import as_discovered
+from freshness_pipeline.science.normalize import as_discovered, normalize_url, request_spelling
 from freshness_pipeline.stages.candidates import TRAP_REASON
 from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline_tests.support import serve_on_loopback
@@ -125,7 +125,7 @@ def test_robots_rules_hold_for_the_spelling_the_site_wrote_not_only_the_sorted_k
         _cycles(home, 3)
     forbidden = [p for p in seen if p.startswith(("/?", "/search"))]
     assert forbidden == []
-    assert "/list?a=1&b=2" in seen and "/news" in seen  # allowed pages are fetched
+    assert "/list?b=2&a=1" in seen and "/news" in seen  # allowed pages, as the site wrote them
     candidates = Warehouse(home).read("url_candidates")
     blocked = candidates.filter(~pl.col("allowed"))["url"].to_list()
     assert sorted(blocked) == sorted(
@@ -142,6 +142,23 @@ def test_as_discovered_keeps_the_sites_spelling_less_tracking_parameters() -> No
     assert as_discovered("http://a.example/p?utm_source=m&b=1") == "http://a.example/p?b=1"
     assert as_discovered("http://a.example/p;jsessionid=AB12?x=1") == "http://a.example/p?x=1"
     assert as_discovered("http://a.example/p?sid=3", strip_params=["sid"]) == "http://a.example/p"
+
+
+def test_a_request_spelling_is_the_sites_path_and_query_under_the_keys_authority() -> None:
+    def spell(written: str, strip: list[str] | None = None) -> str | None:
+        if strip is None:
+            return request_spelling(written, normalize_url(written))
+        return request_spelling(
+            written, normalize_url(written, strip_params=strip), strip_params=strip
+        )
+
+    assert spell("http://a.example/p?a=1&b=2") is None  # the key as written
+    assert spell("http://a.example/p?b=2&a=1") == "http://a.example/p?b=2&a=1"
+    assert spell("HTTP://A.example:80/p?b=2&utm_source=m&a=1#x") == "http://a.example/p?b=2&a=1"
+    assert spell("http://a.example/p?q=caf\u00e9") is None  # differs from the key in escapes only
+    assert spell("http://a.example/p?sid=9&b=1", strip=["sid"]) is None
+    assert spell("http://a.example/p?sid=9&b=1&a=2", strip=["sid"]) == "http://a.example/p?b=1&a=2"
+    assert request_spelling("http://[::1", "http://a.example/") is None
 
 
 def test_a_users_seed_row_wins_over_a_value_inherited_through_a_redirect(tmp_path: Path) -> None:
@@ -215,8 +232,6 @@ def test_a_querys_semicolons_and_equals_signs_go_on_the_wire_as_written(tmp_path
     """A legacy app separating its query with ';' was asked for `id=1%3Bcolor%3Dred`: a 404,
     and the page marked gone (found by an exploratory run). The key keeps what the site wrote,
     so the request does."""
-    from freshness_pipeline.science.normalize import normalize_url
-
     assert normalize_url("http://a.example/item?id=1;color=red") == (
         "http://a.example/item?id=1;color=red"
     )
@@ -236,3 +251,49 @@ def test_a_querys_semicolons_and_equals_signs_go_on_the_wire_as_written(tmp_path
     assert "/item?id=1;color=red" in seen
     state = Warehouse(home).read("url_state")
     assert state["status"].to_list() == ["active"]
+
+
+def test_a_page_is_asked_for_as_the_site_wrote_it_where_the_key_is_another_spelling(
+    tmp_path: Path,
+) -> None:
+    """The key is for joining tables; servers answer their own spelling. A front-controller
+    route (``index.php?/blog/post``) keyed as ``?%2Fblog%2Fpost=``, an escaped ``+`` in a path
+    (``/tag/c%2B%2B``, a space to many path decoders) keyed as ``c++``, ``?flag`` as
+    ``?flag=`` and an order-sensitive query sorted: each was a 404 and the page marked gone.
+    A tracking parameter still stays off the wire, and results stay under the key."""
+    written = ["/index.php?/blog/post-1", "/tag/c%2B%2B", "/feed?flag", "/sig?b=2&a=1"]
+    seen: list[str] = []
+
+    def strict(request: web.Request) -> web.Response | None:
+        if request.path == "/sitemap.xml":
+            listed = "".join(
+                f"<url><loc>http://{request.host}{p.replace('&', '&amp;')}&amp;utm_source=x</loc>"
+                "</url>"
+                if "?" in p
+                else f"<url><loc>http://{request.host}{p}</loc></url>"
+                for p in written
+            )
+            return web.Response(
+                text=f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{listed}</urlset>',
+                content_type="application/xml",
+            )
+        if request.path == "/":
+            return None
+        if request.raw_path not in written:
+            return web.Response(status=404)
+        return web.Response(text=PAGE.format(f"Post {request.raw_path}"), content_type="text/html")
+
+    home = tmp_path / "home"
+    with serve_on_loopback(_site(strict, seen)) as base:
+        keys = sorted(normalize_url(base + p) for p in written)
+        assert all(request_spelling(base + p, normalize_url(base + p)) for p in written)
+        load_seeds(home, f"url\n{base}/\n".encode(), added_at=T0)
+        _cycles(home, 2)
+    wh = Warehouse(home)
+    state = wh.read("url_state").filter(pl.col("url").is_in(keys)).sort("url")
+    assert state["url"].to_list() == keys
+    assert state["status"].to_list() == ["active"] * 4, state.select("url", "last_outcome")
+    asked = [p for p in seen if p not in ("/robots.txt", "/sitemap.xml", "/")]
+    assert sorted(set(asked)) == sorted(written)
+    assert sorted(set(wh.read("fetch_log")["url"].to_list()) & set(keys)) == keys
+    assert wh.read("fetch_log").filter(pl.col("http_status") == 404).height == 0

@@ -26,7 +26,7 @@ from urllib.parse import SplitResult, unquote_plus, urlsplit, urlunsplit
 
 import idna
 import polars as pl
-from w3lib.url import canonicalize_url
+from w3lib.url import canonicalize_url, safe_url_string
 
 __all__ = [
     "MAX_URL_LENGTH",
@@ -36,6 +36,7 @@ __all__ = [
     "InvalidURL",
     "normalize_url",
     "normalize_url_column",
+    "request_spelling",
     "url_authority",
 ]
 
@@ -426,6 +427,34 @@ def as_discovered(
     return urlunsplit(
         (parts.scheme, parts.netloc, path or "/", _strip_query(parts.query, matcher), "")
     )
+
+
+def request_spelling(
+    written: str,
+    key: str,
+    *,
+    strip_params: Iterable[str] | re.Pattern[str] | None = TRACKING_PARAMS,
+) -> str | None:
+    """What to ask a server for when the site never wrote the key: the key's scheme and
+    authority with the path and query as ``written`` (:func:`as_discovered`); None when that is
+    the key itself or ``written`` does not parse.
+
+    The key is a spelling for joining tables, not always one the server answers:
+    ``/index.php?/blog/post`` keys as ``?%2Fblog%2Fpost=``, ``/tag/c%2B%2B`` as ``/tag/c++``
+    (``+`` is a space to many path decoders), ``?flag`` as ``?flag=``, and an order-sensitive
+    query is sorted. The authority is the key's, so the Host header and TLS name stay in the
+    one form the host is keyed, paced and allowed under."""
+    try:
+        site = urlsplit(as_discovered(written, strip_params=strip_params))
+        canonical = urlsplit(key)
+        # percent-encoded as it goes on the wire, so that a spelling differing from the key
+        # only there (``?q=café``) is the key
+        sent = safe_url_string(
+            urlunsplit((canonical.scheme, canonical.netloc, site.path or "/", site.query, ""))
+        )
+    except ValueError:
+        return None
+    return None if sent == key else sent
 
 
 def url_authority(url: str) -> str:

@@ -17,6 +17,7 @@ from freshness_pipeline.science.normalize import (
     RULES_VERSION,
     as_discovered,
     normalize_url_column,
+    request_spelling,
 )
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.storage import Warehouse
@@ -169,11 +170,43 @@ def canonical_candidates(
             pl.col("lastmod").max(),
             pl.col("first_seen_at").min(),
             pl.col("listed_until").max(),
+            (pl.col("url") == pl.col("canonical")).any().alias(_KEY_WRITTEN),
+            pl.col("url").first().alias(_SPELLING),  # rows are in SOURCE_RANK order
         )
         .rename({"canonical": "url"})
         .with_columns(pl.col("value").fill_null(1.0))
     )
-    return grouped, invalid
+    return with_request_spellings(grouped, config or PipelineConfig()), invalid
+
+
+#: canonical_candidates' temporary columns: whether the site (or a seed) ever wrote the key
+#: itself, and the spelling a request takes when not
+_KEY_WRITTEN = "_key_written"
+_SPELLING = "_spelling"
+
+
+def with_request_spellings(grouped: pl.DataFrame, config: PipelineConfig) -> pl.DataFrame:
+    """``request_url``: what a fetch asks the server for, where it is not the key. A key that
+    appears as written somewhere is sent as it is; otherwise the first source's spelling (a
+    seed's before a sitemap's, as SOURCE_RANK orders them) less tracking and session
+    parameters (science.normalize.request_spelling). Only those rows go through the per-URL
+    call: most keys are spelled as their sites write them."""
+    unwritten = grouped.filter(~pl.col(_KEY_WRITTEN))
+    spelled = pl.DataFrame(
+        {
+            "url": unwritten["url"],
+            "request_url": [
+                request_spelling(written, key, strip_params=config.strip_params_for(host))
+                for written, key, host in zip(
+                    unwritten[_SPELLING], unwritten["url"], unwritten["host"], strict=True
+                )
+            ],
+        },
+        schema={"url": pl.String, "request_url": pl.String},
+    )
+    return grouped.join(spelled, on="url", how="left", maintain_order="left").drop(
+        _KEY_WRITTEN, _SPELLING
+    )
 
 
 def cached_normalization(

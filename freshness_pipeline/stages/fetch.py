@@ -108,7 +108,7 @@ def fetch_requests(plan: pl.DataFrame, config: PipelineConfig) -> list[FetchRequ
     )
     keys = [failing, *([pl.col("rank")] if "rank" in selected.columns else [])]
     selected = selected.sort(keys, nulls_last=True, maintain_order=True)
-    missing = {**_PACE, "archived": pl.String}
+    missing = {**_PACE, "archived": pl.String, "request_url": pl.String}
     filled = [pl.lit(None, dtype=t).alias(c) for c, t in missing.items() if c not in selected]
     extractions, extraction_index = config.extractions()
     return [
@@ -126,6 +126,7 @@ def fetch_requests(plan: pl.DataFrame, config: PipelineConfig) -> list[FetchRequ
             concurrency=row["host_concurrency"],
             archived=ArchivedOriginal.from_json(row["archived"]) if row["archived"] else None,
             archived_json=row["archived"] or None,
+            request_url=row["request_url"],
         )
         for row in selected.with_columns(filled)
         .select(
@@ -137,6 +138,7 @@ def fetch_requests(plan: pl.DataFrame, config: PipelineConfig) -> list[FetchRequ
             "fingerprint",
             "crawl_delay",
             "archived",
+            "request_url",
             *_PACE,
         )
         .iter_rows(named=True)

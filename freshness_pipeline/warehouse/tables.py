@@ -84,6 +84,9 @@ URL_CANDIDATES: Schema = {
     "listed_until": UTC_TIME,
     "allowed": pl.Boolean,
     "blocked_reason": pl.String,
+    # what a fetch asks the server for when no source wrote the key itself (the site's own
+    # query order, ``?flag``, ``?/path``); null: the key (stages.candidates.with_request_spellings)
+    "request_url": pl.String,
 }
 
 REVISIT_PLAN: Schema = {
@@ -126,6 +129,8 @@ REVISIT_PLAN: Schema = {
     "version_observed_at": UTC_TIME,
     # failed fetches in a row before this cycle: such a page is fetched after its host's others
     "consecutive_errors": pl.Int64,
+    # the candidate's request_url: the spelling sent (null: the key)
+    "request_url": pl.String,
 }
 
 #: The outcomes of an answer that says the page is there (fetch_results, fetch_log): a

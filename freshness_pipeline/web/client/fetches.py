@@ -68,6 +68,9 @@ class FetchRequest:
     # The URL class's fields (name -> CSS selector) and whether its JSON-LD counts.
     fields: dict[str, str] | None = None
     json_ld: bool = False
+    # What to ask the server for when it is not ``url`` (the key): the site's own spelling of
+    # the page (stages.candidates.with_request_spellings). Results stay under ``url``.
+    request_url: str | None = None
 
 
 @dataclass

@@ -87,7 +87,7 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
     t0 = time.perf_counter()
     token = CURRENT_ATTEMPT.set(attempt)
     try:
-        sent_as = req
+        sent_as = replace(req, url=req.request_url) if req.request_url else req
         for hop in range(_SAME_PAGE_HOPS + 1):
             if hop:
                 await attempt.host.wait_for_gap()
