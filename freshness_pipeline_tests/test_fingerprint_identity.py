@@ -167,7 +167,7 @@ REAL_PINNED: dict[str, str] = {
     "japanese_article": "c5113676449b5b25 ebfa6fb5a72ee27b 86c31e487daf3949 e8ba190bbd068e2a a6ac353d90f3fc00",
     "japanese_article2": "94a935e9b9def561 489c6f0b3e822285 05cde843a9915eca 8bece6cf6db4d394 5be00172fa8ccb92",
     "latvian_article": "77e52df951b5b7a9 dde1dee66595c571 af54f67cbd80b4ed 9ac6913d2d267c6a 277c792a8a06b8ff",
-    "spanish_article": "8b50eb898c874db6 aeea09c12ebc6d7c 63ca3f964fabd5e3 c94d902f5cd5e0ea a484fa5659ffce1a",
+    "spanish_article": "8b50eb898c874db6 396dac8fa75674ca bd015552b2cdde6c 18aed98f612a70b3 c41d3af55a7301aa",
     "thai_article": "c3514d7fc3cbc91b 4643b007cf4387f4 b558ee7ee0dd49b9 7b6ebf9aa326af18 7900ebc0c3e87cec",
     "time_001": "1502c6683f0354f6 34375dbdae2dee13 ba0b136746e3a25e bf3bfae639fd009a 602c4827d829d062",
     "video_article_02": "fa606729abe7ecdf 23cb08efaec87889 37ba25c0dcf59547 a30b5029e07d249f a66bbc01ed84697f",

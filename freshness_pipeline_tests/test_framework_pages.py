@@ -163,3 +163,57 @@ def test_a_consent_manager_without_landmarks_is_not_the_content() -> None:
         return f"<html><body><div class='wrap'>{ARTICLE}{cmp if banner else ''}</div></body></html>"
 
     assert fp(page(True)) == fp(page(False))
+
+
+def test_counts_in_blocks_drawn_as_buttons_are_not_the_content() -> None:
+    """Substack draws its like, comment and restack buttons as a div and links whose class says
+    button, the count in a label inside: the counts moved on every fetch."""
+
+    def page(likes: int, comments: int) -> str:
+        return (
+            f"<html><body><main><h1>Bike lanes</h1>{ARTICLE}<div class='post-ufi'>"
+            "<div class='like-button-container post-ufi-button'><svg></svg>"
+            f"<div class='label'>{likes}</div></div><a class='post-ufi-button comment'><svg></svg>"
+            f"<div class='label'>{comments}</div></a><div class='post-ufi-button'>Share</div>"
+            "<a class='btn btn-primary'>Sold out</a></div></main></body></html>"
+        )
+
+    assert fp(page(42, 12)) == fp(page(47, 14))
+    assert "Sold out" in extract_content(page(42, 12))  # a button's words are content
+
+
+def test_a_rail_under_an_aria_heading_is_not_the_content() -> None:
+    """Magento titles its cross-sell block with ``<strong role="heading">``, not an h2."""
+
+    def page(items: list[str]) -> str:
+        products = "".join(f"<li><a>{name}</a><span>$44.00</span></li>" for name in items)
+        return (
+            f"<html><body><main><h1>Classic Crew Sweater</h1><p>$49.00</p>{ARTICLE}"
+            '<div class="block crosssell"><div class="block-title"><strong role="heading" '
+            'aria-level="2">Customers Who Bought This Item Also Bought</strong></div>'
+            f'<div class="block-content"><ol>{products}</ol></div></div></main></body></html>'
+        )
+
+    assert fp(page(["Merino Socks", "Linen Shirt"])) == fp(page(["Denim Cap", "Travel Mug"]))
+
+
+def test_a_short_brief_in_main_is_the_content_beside_a_long_rail() -> None:
+    """A two-sentence brief in ``<main>`` holds little of a page whose 30-headline "Latest
+    news" block sits outside it: the whole body was read instead, the block's rotation a change
+    on every fetch, and the brief's one edit one change among many."""
+
+    def page(brief: str, start: int) -> str:
+        rail = "".join(
+            f"<li><a href=/n/{k}>Headline number {k} of the day</a></li>"
+            for k in range(start, start + 30)
+        )
+        return (
+            f"<html><body><main><article><h1>Storm warning</h1><p>{brief}</p></article></main>"
+            f"<div class='latest'><h3>Latest</h3><ul>{rail}</ul></div></body></html>"
+        )
+
+    brief = (
+        "Forecasters expect heavy rain tonight. Residents near the river are asked to move cars."
+    )
+    assert fp(page(brief, 0)) == fp(page(brief, 40))
+    assert fp(page(brief, 0)) != fp(page(brief.replace("tonight", "on Sunday"), 40))

@@ -335,12 +335,15 @@ def _first_own_text(node: LexborNode) -> str:
 
 
 _BARE_COUNT = re.compile(r"[\d.,\s]*[kKmM]?")
+#: what a page draws as a button: the element, the ARIA role, and blocks whose class says so
+#: (Substack's ``post-ufi-button`` links, ``like-btn``), whatever their tag
+_COUNTING_BUTTONS = 'button,[role="button" i],[class*="button" i],[class*="btn" i]'
 
 
 def _mark_counting_buttons(tree: LexborHTMLParser, marker: _Marker) -> None:
     """A button whose text is a bare number (Substack's likes, comments and restacks, a
     thumbs-up count) counts something; a button's words stay content ("Sold out")."""
-    for node in tree.tags("button"):
+    for node in css(tree, _COUNTING_BUTTONS):
         text = node_text(node)
         if text and _BARE_COUNT.fullmatch(text):
             marker.mark(node)
@@ -404,7 +407,7 @@ def _mark_recirculation(tree: LexborHTMLParser, marker: _Marker) -> None:
     """A "Related articles" heading and the list after it, inside the content as well: four of
     twenty stories picked per request made an unchanged article a change on every fetch (found
     by an exploratory run)."""
-    for heading in css(tree, "h2,h3,h4,h5,h6"):
+    for heading in css(tree, 'h2,h3,h4,h5,h6,[role="heading" i]'):
         label = fold_spaces(node_text(heading))
         if not _RECIRCULATION_HEADING.fullmatch(label):
             continue
