@@ -514,6 +514,54 @@ def test_a_complete_walk_is_remembered_and_a_broken_one_keeps_the_last(
     )
 
 
+def test_an_emptied_sitemap_is_no_complete_read_until_it_stays_empty(sites: list[Site]) -> None:
+    """A valid but empty urlset (a generator that failed, a CDN stub) was taken as a complete
+    read: every page it stopped listing became an early check, with no warning (found by an
+    exploratory run). It is a warning, the last complete read stands, and a listing that stays
+    small is taken on its third read."""
+    site = sites[0]
+    site.serve("/robots.txt", f"Sitemap: {site.base}/sitemap.xml\n".encode())
+    urls = "".join(f"<url><loc>{site.base}/p/{n}</loc></url>" for n in range(40))
+    site.serve(
+        "/sitemap.xml",
+        f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'.encode(),
+    )
+    row = discover(site, T0).robots_row
+    assert (row["sitemaps_read_at"], row["sitemaps_read_entries"]) == (T0, 40)
+    site.serve(
+        "/sitemap.xml",
+        b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"></urlset>',
+    )
+    for k in (1, 2, 3):
+        found = discover(site, T0 + timedelta(hours=6 * k), cached=row)
+        row = found.robots_row
+        assert found.walk is not None and found.walk.complete
+        if k < 3:
+            assert [p.kind for p in found.problems] == ["shrunk"]
+            assert "0 URLs, 40 at their last complete read" in str(found.problems[0])
+            assert found.counts["sitemap_hosts_read_completely"] == 0
+            assert (row["sitemaps_read_at"], row["sitemaps_read_entries"]) == (T0, 40)
+        else:  # three reads in a row: the site's own listing
+            assert found.problems == []
+            assert (row["sitemaps_read_at"], row["sitemaps_read_entries"]) == (
+                T0 + timedelta(hours=18),
+                0,
+            )
+    # a host that drops a few of many, or half, is read as it says
+    site.serve(
+        "/sitemap.xml",
+        f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>'.encode(),
+    )
+    row = discover(site, T0 + timedelta(days=2), cached=row).robots_row
+    half = "".join(f"<url><loc>{site.base}/p/{n}</loc></url>" for n in range(20))
+    site.serve(
+        "/sitemap.xml",
+        f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{half}</urlset>'.encode(),
+    )
+    found = discover(site, T0 + timedelta(days=3), cached=row)
+    assert found.problems == [] and found.robots_row["sitemaps_read_entries"] == 20
+
+
 def test_sitemap_xml_is_guessed_once_per_robots_ttl_and_a_404_is_no_warning(
     sites: list[Site],
 ) -> None:

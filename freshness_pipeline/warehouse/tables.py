@@ -52,6 +52,9 @@ ROBOTS: Schema = {
     # now only if that cycle's walk was complete: only then is a URL it no longer lists news.
     "sitemaps_read_at": UTC_TIME,
     "sitemaps_read_entries": pl.Int64,
+    # complete reads in a row listing under half of sitemaps_read_entries (web.discovery): an
+    # emptied or gutted listing is a broken generator far more often than a site's pages gone
+    "sitemaps_shrunk_reads": pl.Int64,
     # Per sitemap file asked for (robots.txt's and index children): when it was last asked for
     # and the <lastmod> its index gave it then, so the next walk reads first what it has not
     # read or what changed (web.sitemaps.reads). Files unlisted for 30 days are dropped.

@@ -57,6 +57,7 @@ SITEMAP_STATE_COLUMNS = (
     "sitemap_probe_found",
     "sitemaps_read_at",
     "sitemaps_read_entries",
+    "sitemaps_shrunk_reads",
     "sitemap_reads",
 )
 
@@ -112,7 +113,9 @@ class HostDiscovery:
             counts["sitemap_files_recovered"] = walk.files_recovered
             counts["sitemap_entries"] = len(walk.entries)
             counts["sitemap_entries_recovered"] = walk.entries_recovered
-            counts["sitemap_hosts_read_completely"] = int(walk.complete)
+            counts["sitemap_hosts_read_completely"] = int(
+                walk.complete and not any(p.kind == "shrunk" for p in self.problems)
+            )
         counts["sitemap_probes"] = int(self.probed)
         counts["sitemap_probes_found"] = int(
             self.probed and bool(self.robots_row.get("sitemap_probe_found"))
@@ -245,8 +248,43 @@ async def _discover_one(
             sitemap_probe_found=first.format is not None,
         )
     if walk.complete:
-        row.update(sitemaps_read_at=now, sitemaps_read_entries=len(walk.entries))
+        shrunk = _shrunk_read(row, len(walk.entries))
+        if shrunk is not None:
+            result.problems.append(shrunk)
+        else:
+            row.update(
+                sitemaps_read_at=now,
+                sitemaps_read_entries=len(walk.entries),
+                sitemaps_shrunk_reads=0,
+            )
     return result
+
+
+#: a complete read listing under half the URLs of the last one, and this many fewer, is taken
+#: as broken until this many reads in a row list as few
+SHRINK_MIN_LOST = 10
+SHRINK_ACCEPTED_AFTER = 3
+
+
+def _shrunk_read(row: dict[str, Any], listed: int) -> SitemapProblem | None:
+    """Why a complete walk is not taken as one, noting it in ``row``; None when it is. A valid
+    but empty or gutted urlset (a generator that failed half way, a CDN serving a stub) read as
+    complete made every page it stopped listing an early check, silently (found by an
+    exploratory run); a listing that stays small is the site's, and is taken on the third read
+    (gone pages are found by their fetches meanwhile)."""
+    before = row.get("sitemaps_read_entries")
+    if before is None or listed * 2 >= before or before - listed < SHRINK_MIN_LOST:
+        return None
+    reads = (row.get("sitemaps_shrunk_reads") or 0) + 1
+    if reads >= SHRINK_ACCEPTED_AFTER:
+        return None
+    row["sitemaps_shrunk_reads"] = reads
+    return SitemapProblem(
+        "shrunk",
+        f"the host's sitemaps list {listed} URLs, {before} at their last complete read: not "
+        f"taken as complete (the URLs it no longer lists are not checked early) unless "
+        f"{SHRINK_ACCEPTED_AFTER - reads} more reads list as few",
+    )
 
 
 async def discover_hosts_async(

@@ -44,6 +44,7 @@ ProblemKind = Literal[
     "url_cap",
     "file_cap",
     "time_cap",
+    "shrunk",
 ]
 # What each kind of problem means, for logs and run metadata.
 PROBLEM_LABELS: dict[ProblemKind, str] = {
@@ -57,6 +58,8 @@ PROBLEM_LABELS: dict[ProblemKind, str] = {
     "url_cap": "URL limit reached, the rest not read",
     "file_cap": "sitemap file limit reached, the rest not read",
     "time_cap": "the host's time for sitemaps this cycle ran out, the rest not read",
+    "shrunk": "sitemaps list under half the URLs of the last complete read: not taken as "
+    "complete until they list as few again",
 }
 PROBLEM_KINDS: tuple[ProblemKind, ...] = get_args(ProblemKind)
 
