@@ -199,7 +199,7 @@ def test_a_cycle_for_a_host_never_seeded_is_a_usage_error(tmp_path):
     for named in ("a.example", "https://A.example:443/any/page", "A.EXAMPLE"):
         planned = run_freshness(*plan, "--host", named, home=tmp_path)
         assert planned.returncode == 0, planned.stderr
-        assert "1 planned" in planned.stdout and "fetched" not in planned.stdout  # nothing was
+        assert "1 planned" in planned.stdout and "sent" not in planned.stdout  # nothing was
     typo = run_freshness(*plan, "--host", "nosuch.example", home=tmp_path)
     assert typo.returncode == 2, typo.stderr  # bad arguments, not a failed pipeline
     assert "unknown host(s): nosuch.example" in typo.stderr and "Traceback" not in typo.stderr

@@ -257,11 +257,17 @@ def cycle(
             "tables are intact"
         )
         raise typer.Exit(1) from exc
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(outcome.outcomes.items()))
-    done = "" if dry_run else f", {outcome.fetched} fetched"
+    # what was sent, by outcome, apart from what was not: "100 fetched (..., deferred 11,
+    # error 6, ...)" read as 100 answers when 11 were never asked for (their budget went to
+    # other hosts' next best) and 6 failed (found by an exploratory run)
+    answered = {k: v for k, v in outcome.outcomes.items() if k != "deferred"}
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(answered.items()))
+    done = "" if dry_run else f", {outcome.fetched} requests sent"
+    deferred = outcome.outcomes.get("deferred", 0)
     console.print(
         f"cycle {moment.isoformat()}: {len(outcome.hosts)} hosts, {outcome.planned} planned{done}"
         + (f" ({counts})" if counts else "")
+        + (f", {deferred} planned fetches deferred" if deferred else "")
     )
     if outcome.held_back:
         held = "; ".join(f"{reason}: {n}" for reason, n in sorted(outcome.held_back.items()))
