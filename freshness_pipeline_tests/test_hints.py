@@ -1,3 +1,4 @@
+import math
 from datetime import UTC, datetime, timedelta
 
 import polars as pl
@@ -11,7 +12,7 @@ from freshness_pipeline.science.hints import (
     lastmod_hints,
     lastmod_says,
 )
-from freshness_pipeline.science.schedule import build_plan
+from freshness_pipeline.science.schedule import PlanConfig, build_plan
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -216,3 +217,36 @@ def test_planner_acts_on_hints() -> None:
     assert gain["u1"] == pytest.approx(1 / 0.1)  # certainly stale: the whole index
     assert gain["u2"] == 0.0
     assert 0 < gain["u3"] < gain["u1"]
+
+
+def test_an_unchanged_hint_leaves_the_chance_its_host_missed_a_change() -> None:
+    """Taken as certain, a trusted "unchanged" zeroed a page's gain, and a host that froze its
+    lastmods after earning trust hid its changes for days: the wronged pages were never fetched,
+    and only their fetches could lower the host's recall. By Bayes, an unchanged hint of a host
+    with recall r leaves (1 - r) / ((1 - r) p + 1 - p) of the gain: little for a page the model
+    gives even odds, most of it for one it is all but sure changed."""
+    cands = pl.DataFrame(
+        {
+            "url": ["even", "even-unhinted", "sure", "strict"],
+            "host": ["h"] * 4,
+            "status": ["active"] * 4,
+            "last_fetched_at": [NOW - timedelta(hours=6)] * 4,
+            "change_rate": [2.77, 2.77, 40.0, 2.77],  # p = 0.5 over 6 hours, and 1 - e^-10
+            "hinted_change": [False, None, False, False],
+            "hint_recall": [0.95, None, 0.95, 1.0],
+        }
+    )
+    caps = pl.DataFrame({"host": ["h"], "capacity": [10]})
+    plan = build_plan(cands, caps, now=NOW, budget=4, config=PlanConfig(posterior_index=False))
+    gain = dict(zip(plan["url"], plan["expected_gain"], strict=True))
+    p = 1 - math.exp(-2.77 / 4)
+    assert gain["even"] == pytest.approx(gain["even-unhinted"] * 0.05 / (0.05 * p + 1 - p))
+    sure = build_plan(
+        cands.with_columns(hinted_change=pl.lit(None, dtype=pl.Boolean)),
+        caps,
+        now=NOW,
+        budget=4,
+        config=PlanConfig(posterior_index=False),
+    ).filter(pl.col("url") == "sure")["expected_gain"][0]
+    assert gain["sure"] > 0.99 * sure  # all but sure of a change: the hint says little
+    assert gain["strict"] == 0.0  # a host whose lastmod never missed a change

@@ -948,3 +948,42 @@ def test_probe_settings_are_checked() -> None:
         PlanConfig(probe_max_ratio=0.0)
     with pytest.raises(ValueError, match="shares"):
         PlanConfig(new_share=0.5, reestimate_share=0.3, probe_share=0.3)
+
+
+def test_a_hosts_pages_seen_once_wait_for_its_never_fetched_ones() -> None:
+    """At a budget too small for every seed, the re-estimation of pages seen once and the probes
+    took a tenth of each cycle while a quarter of the seeds were never fetched: the crawl lost to
+    round robin (found by an exploratory run). A host with a backlog after the new pass keeps
+    those checks for later; a host without one, and a gone page's check, do not wait."""
+    backlog = [{"host": "a.example", "status": "new", "age": None} for _ in range(30)]
+    seen_once = [{"host": "a.example", "age": 2.0, "rate": 0.01} for _ in range(5)]
+    gone = [{"host": "a.example", "status": "gone", "age": 40.0}]
+    other = [{"host": "b.example", "age": 2.0, "rate": 0.01} for _ in range(5)]
+    cands = _cands(backlog + seen_once + gone + other).with_columns(
+        n_obs=pl.Series([0] * 30 + [1] * 5 + [3] + [1] * 5)
+    )
+    config = PlanConfig(reestimate_share=0.2, new_share=0.1, verify_share=0.0, probe_share=0.0)
+    plan = build_plan(cands, _caps(a_example=100, b_example=100), now=NOW, budget=10, config=config)
+    reest = plan.filter(pl.col("reason") == "reestimate")
+    assert sorted(set(reest["host"])) == ["a.example", "b.example"]
+    from_a = reest.filter(pl.col("host") == "a.example")
+    assert from_a["status"].to_list() == ["gone"]  # not a page seen once
+    assert (
+        plan.filter(
+            pl.col("selected") & (pl.col("host") == "a.example") & (pl.col("status") == "new")
+        ).height
+        >= 7
+    )
+    # once the host's seeds are all fetched, its pages seen once are checked again
+    fetched = cands.filter(pl.col("status") != "new")
+    later = build_plan(
+        fetched, _caps(a_example=100, b_example=100), now=NOW, budget=10, config=config
+    )
+    assert (
+        later.filter(
+            (pl.col("reason") == "reestimate")
+            & (pl.col("host") == "a.example")
+            & (pl.col("status") == "active")
+        ).height
+        > 0
+    )

@@ -176,14 +176,16 @@ def lastmod_hints(
     min_recall: float = 0.9,
     min_evidence: float = 5.0,
 ) -> pl.DataFrame:
-    """``pages`` plus ``lastmod_says``, ``host_trust``, ``hinted_change``, ``lastmod_dates``
-    and ``lastmod_age_days``.
+    """``pages`` plus ``lastmod_says``, ``host_trust``, ``hinted_change``, ``hint_recall``,
+    ``lastmod_dates`` and ``lastmod_age_days``.
 
     ``pages``: host, lastmod (sitemap lastmod, null if none), last_fetched_at (null if never).
     ``trust``: as from :func:`host_trust`. ``hinted_change`` is True (trusted "changed since our
     last fetch"), False (trusted "unchanged") or null (no hint, or the host has not earned
     trust for this kind of hint). ``host_trust`` is the host's trust score (null: no evidence).
-    ``lastmod_dates``: the host has earned trust for both kinds, so its lastmod may date a
+    ``hint_recall``: on a trusted "unchanged", the host's recall, how often its lastmod moved
+    when a page changed (how far the hint may be believed: science.schedule). ``lastmod_dates``:
+    the host has earned trust for both kinds, so its lastmod may date a
     change (a lastmod that moves with every change and only then); ``lastmod_age_days``, on such
     hosts, :func:`lastmod_age_days` of the page (null elsewhere).
     """
@@ -203,7 +205,14 @@ def lastmod_hints(
         utc_column(pages, "last_fetched_at"),
         utc_literal(now),
     )
-    added = ("lastmod_says", "host_trust", "hinted_change", "lastmod_dates", "lastmod_age_days")
+    added = (
+        "lastmod_says",
+        "host_trust",
+        "hinted_change",
+        "hint_recall",
+        "lastmod_dates",
+        "lastmod_age_days",
+    )
     base = pages.drop([c for c in added if c in pages.columns])
     enough = pl.col("_ev").fill_null(0.0) >= min_evidence
     dates = enough & (pl.col("_prec") >= min_precision) & (pl.col("_rec") >= min_recall)
@@ -226,7 +235,8 @@ def lastmod_hints(
             dates.fill_null(False).alias("lastmod_dates"),
         )
         .with_columns(
-            lastmod_age_days=pl.when(pl.col("lastmod_dates")).then("_age").cast(pl.Float64)
+            lastmod_age_days=pl.when(pl.col("lastmod_dates")).then("_age").cast(pl.Float64),
+            hint_recall=pl.when(~pl.col("hinted_change")).then("_rec"),
         )
         .drop("_host", "_ev", "_prec", "_rec", "_age")
     )

@@ -226,7 +226,9 @@ def with_lastmod_hints(inputs: pl.DataFrame, evidence: pl.DataFrame, now: dateti
     trust = host_trust(evidence, now=now)
     pages = inputs.select("host", "lastmod", pl.col("last_seen_at").alias("last_fetched_at"))
     hints = lastmod_hints(pages, trust, now=now)
-    return inputs.with_columns(hints.select("hinted_change", "lastmod_dates", "lastmod_age_days"))
+    return inputs.with_columns(
+        hints.select("hinted_change", "hint_recall", "lastmod_dates", "lastmod_age_days")
+    )
 
 
 def with_delisting(inputs: pl.DataFrame, robots: pl.DataFrame) -> pl.DataFrame:
