@@ -104,12 +104,31 @@ RESULT_COLUMNS = (
     "outcome",
     "location",
     "canonical",
+    "feeds",
     "fetched_at",
     "http_status",
     "retry_after_s",
 )
 #: what a URL found by a pointer takes from the url_state row of the URL that pointed to it
 STATE_COLUMNS = ("url", "value", "url_class")
+
+
+def announced_by_host(results: pl.DataFrame) -> dict[str, tuple[str, ...]]:
+    """The feeds each host's pages announced at their last fetch (or that were feeds), most
+    announced first."""
+    if "feeds" not in results.columns:  # a results frame from before the column
+        return {}
+    counted = (
+        results.select("host", pl.col("feeds").explode().alias("feed"))
+        .drop_nulls()
+        .group_by("host", "feed")
+        .len()
+        .sort(["host", "len", "feed"], descending=[False, True, False])
+    )
+    by_host: dict[str, list[str]] = {}
+    for host, feed, _ in counted.iter_rows():
+        by_host.setdefault(host, []).append(feed)
+    return {host: tuple(feeds) for host, feeds in by_host.items()}
 
 
 def pointers(results: pl.DataFrame) -> pl.DataFrame:
@@ -263,9 +282,14 @@ def refresh_robots_and_sitemaps(
     held = dict(holds.iter_rows())
     bases = host_base_urls(known, hosts)
     pace = dict(wh.read("host_capacity", hosts, columns=["host", "gap_s"]).iter_rows())
+    announced = announced_by_host(answers)
     targets = [
         DiscoveryTarget(
-            host=h, base_url=bases[h], cached=cached_by_host.get(h), min_gap_s=pace.get(h)
+            host=h,
+            base_url=bases[h],
+            cached=cached_by_host.get(h),
+            min_gap_s=pace.get(h),
+            feeds=announced.get(h, ()),
         )
         for h in hosts
         if h not in held

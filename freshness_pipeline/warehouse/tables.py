@@ -55,6 +55,9 @@ ROBOTS: Schema = {
     # complete reads in a row listing under half of sitemaps_read_entries (web.discovery): an
     # emptied or gutted listing is a broken generator far more often than a site's pages gone
     "sitemaps_shrunk_reads": pl.Int64,
+    # feeds the host's pages announced (or pages that were feeds), read beside its sitemaps;
+    # one that answers 404 or 410 or is no feed is dropped (web.discovery)
+    "feeds": pl.List(pl.String),
     # Per sitemap file asked for (robots.txt's and index children): when it was last asked for
     # and the <lastmod> its index gave it then, so the next walk reads first what it has not
     # read or what changed (web.sitemaps.reads). Files unlisted for 30 days are dropped.
@@ -161,6 +164,9 @@ FETCH_RESULTS: Schema = {
     # the URL a page names as its canonical one, when another than its own (link element or
     # Link header): url_inventory finds it (same host only), url_state keeps it
     "canonical": pl.String,
+    # feeds of its host the page announces (<link rel=alternate type=...rss+xml>), or its own
+    # URL when it is a feed: the next cycle's discovery reads them
+    "feeds": pl.List(pl.String),
     "retry_after_s": pl.Float64,
     "error": pl.String,
     "sent": pl.Boolean,

@@ -59,6 +59,7 @@ SITEMAP_STATE_COLUMNS = (
     "sitemaps_read_entries",
     "sitemaps_shrunk_reads",
     "sitemap_reads",
+    "feeds",
 )
 
 # What discovery counts per host (HostDiscovery.counts); a run's metadata sums them.
@@ -72,6 +73,8 @@ COUNT_KEYS = (
     "sitemap_probes",
     "sitemap_probes_found",
     "sitemap_hosts_read_completely",
+    # feeds the host's pages announced (or pages that were feeds), read beside its sitemaps
+    "announced_feeds_read",
     # entries a host's sitemaps listed for other hosts, dropped (the inventory counts them)
     "sitemap_entries_of_other_hosts",
     *(f"sitemap_problems_{kind}" for kind in PROBLEM_KINDS),
@@ -86,6 +89,8 @@ class DiscoveryTarget:
     # the gap between requests the host has taught us (science.capacity): robots.txt and
     # sitemap requests keep it too, since a host that throttles bursts counts them all
     min_gap_s: float | None = None
+    # feeds the host's pages announced at their last fetch (or pages that were feeds)
+    feeds: tuple[str, ...] = ()
 
 
 @dataclass
@@ -100,6 +105,7 @@ class HostDiscovery:
     problems: list[SitemapProblem] = field(default_factory=list)  # warnings
     notes: list[str] = field(default_factory=list)  # worth an info line, not a warning
     probed: bool = False  # /sitemap.xml was asked for because robots.txt names none
+    feeds_read: int = 0  # announced feeds read (web.discovery._read_feeds)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -117,6 +123,7 @@ class HostDiscovery:
                 walk.complete and not any(p.kind == "shrunk" for p in self.problems)
             )
         counts["sitemap_probes"] = int(self.probed)
+        counts["announced_feeds_read"] = self.feeds_read
         counts["sitemap_probes_found"] = int(
             self.probed and bool(self.robots_row.get("sitemap_probe_found"))
         )
@@ -215,12 +222,15 @@ async def _discover_one(
         return result
     sitemaps = policy.sitemaps
     guessed = f"{target.base_url}{GUESSED_SITEMAP_PATH}"
+    delay = max(policy.crawl_delay or 0.0, learned)
+    feeds = [f for f in announced_feeds(row.get("feeds"), target.feeds) if f not in sitemaps]
     if not sitemaps:
         if not probe_due(target.cached, target.host, now):
-            return result  # its last answer stands; saying so every cycle would be noise
+            # its last answer stands; saying so every cycle would be noise
+            await _read_feeds(session, feeds, row, result, settings, delay, now, deadline, archive)
+            return result
         sitemaps = [guessed]
         result.probed = True
-    delay = max(policy.crawl_delay or 0.0, learned)
     walk = await fetch_sitemap_entries(
         session,
         sitemaps,
@@ -247,6 +257,7 @@ async def _discover_one(
             sitemap_probe_status=first.http_status,
             sitemap_probe_found=first.format is not None,
         )
+    await _read_feeds(session, feeds, row, result, settings, delay, now, deadline, archive)
     if walk.complete:
         shrunk = _shrunk_read(row, len(walk.entries))
         if shrunk is not None:
@@ -258,6 +269,71 @@ async def _discover_one(
                 sitemaps_shrunk_reads=0,
             )
     return result
+
+
+#: the most feeds a host's pages may announce that are read each cycle (the newest kept)
+MAX_HOST_FEEDS = 8
+#: a feed that answered one of these, or was no feed, is forgotten (its page announces it again
+#: if it comes back)
+_FEED_GONE_STATUSES = frozenset({404, 410})
+
+
+def announced_feeds(kept: Iterable[str] | None, announced: Iterable[str]) -> list[str]:
+    """The host's feeds to read: those its pages announced at their last fetch first, then
+    those kept from before, at most MAX_HOST_FEEDS."""
+    feeds: list[str] = []
+    for url in [*announced, *(kept or [])]:
+        if url not in feeds:
+            feeds.append(url)
+    return feeds[:MAX_HOST_FEEDS]
+
+
+async def _read_feeds(
+    session: aiohttp.ClientSession,
+    feeds: list[str],
+    row: dict[str, Any],
+    result: HostDiscovery,
+    settings: FetchSettings,
+    delay: float,
+    now: datetime,
+    deadline: float,
+    archive: ArchiveWriter | None,
+) -> None:
+    """Read the feeds the host's pages announced, beside its sitemaps: many sites list their
+    new pages in a feed their pages link to (``<link rel=alternate>``) and nowhere else, and a
+    feed given as a seed was read as a page, its items never crawled (found by an exploratory
+    run). Apart from the sitemap walk, so that a feed that fails leaves the sitemaps' reading
+    complete; items that leave a feed say nothing (a feed keeps its newest only). A feed that
+    is gone or no feed is forgotten, with a note, not a warning each cycle."""
+    if not feeds:
+        row["feeds"] = row.get("feeds") or None
+        return
+    walk = await fetch_sitemap_entries(
+        session,
+        feeds,
+        user_agent=settings.user_agent,
+        timeout=settings.total_timeout,
+        max_sitemaps=len(feeds),
+        crawl_delays={result.host: delay} if delay else None,
+        archive=archive,
+        fetched_at=now,
+        deadline=deadline,
+    )
+    dropped = {
+        p.sitemap_url
+        for p in walk.problems
+        if p.kind == "not_sitemap" or p.http_status in _FEED_GONE_STATUSES
+    }
+    for problem in walk.problems:
+        if problem.sitemap_url in dropped:
+            result.notes.append(f"announced feed forgotten: {problem}")
+        else:
+            result.problems.append(problem)
+    for entry in walk.entries:
+        entry.from_feed = True  # whatever the file was, a page's feed lists recent items
+    result.entries.extend(walk.entries)
+    result.feeds_read = sum(f.format is not None for f in walk.files)
+    row["feeds"] = [f for f in feeds if f not in dropped] or None
 
 
 #: a complete read listing under half the URLs of the last one, and this many fewer, is taken

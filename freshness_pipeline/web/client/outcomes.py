@@ -28,7 +28,7 @@ from freshness_pipeline.web.client.body import (
     read_limited,
 )
 from freshness_pipeline.web.client.context import CURRENT_ATTEMPT, Attempt, CycleContext
-from freshness_pipeline.web.client.fetches import FetchRequest, FetchResult
+from freshness_pipeline.web.client.fetches import FetchRequest, FetchResult, host_key
 from freshness_pipeline.web.client.headers import (
     content_age_days,
     header_text,
@@ -38,6 +38,7 @@ from freshness_pipeline.web.client.headers import (
 )
 from freshness_pipeline.web.client.settings import FetchSettings
 from freshness_pipeline.web.netguard import BLOCKED_PREFIX, check_url_scheme, find_blocked_error
+from freshness_pipeline.web.sitemaps.read import is_feed
 from freshness_pipeline.web.throttle import Signal, classify_status
 
 __all__ = ["THROTTLE_STATUSES", "default_fingerprinter", "fetch_one"]
@@ -294,6 +295,9 @@ async def _classify(
         result.canonical = _page_link(req.url, links.canonical, links.base) or (
             _link_header_canonical(req.url, resp)
         )
+        result.feeds = _announced_feeds(req.url, links.feeds, links.base, attempt.host.key) or (
+            [req.url] if is_feed(result.content_type, read.body) else None
+        )
         error_page = (
             error_page_kind(record.title, record.text)
             if record.fingerprint != req.prev_fingerprint
@@ -472,6 +476,19 @@ def _page_link(page_url: str, href: str | None, base: str | None = None) -> str 
     except ValueError:
         return None
     return None if urldefrag(target).url == urldefrag(page_url).url else target
+
+
+def _announced_feeds(
+    page_url: str, hrefs: tuple[str, ...], base: str | None, host: str
+) -> list[str] | None:
+    """The feeds a page announces, made absolute, that are on its own host (a feed elsewhere
+    is that host's to list); None when there are none."""
+    feeds = []
+    for href in hrefs:
+        url = _page_link(page_url, href, base)
+        if url is not None and host_key(url) == host and url not in feeds:
+            feeds.append(url)
+    return feeds or None
 
 
 _LINK_VALUE = re.compile(r"<([^>]*)>([^<]*)")

@@ -63,7 +63,7 @@ PROBLEM_LABELS: dict[ProblemKind, str] = {
 }
 PROBLEM_KINDS: tuple[ProblemKind, ...] = get_args(ProblemKind)
 
-SitemapFormat = Literal["urlset", "sitemapindex", "rss", "rdf", "atom", "text"]
+SitemapFormat = Literal["urlset", "sitemapindex", "rss", "rdf", "atom", "jsonfeed", "text"]
 #: The format a file is in, by the local name of its root element.
 FORMAT_BY_ROOT: dict[str, SitemapFormat] = {
     "urlset": "urlset",
@@ -73,7 +73,7 @@ FORMAT_BY_ROOT: dict[str, SitemapFormat] = {
     "feed": "atom",
 }
 #: The formats read as feeds (through feedparser), not as sitemaps.
-FEED_FORMATS: frozenset[SitemapFormat] = frozenset({"rss", "rdf", "atom"})
+FEED_FORMATS: frozenset[SitemapFormat] = frozenset({"rss", "rdf", "atom", "jsonfeed"})
 #: The element each format lists one URL in.
 RECORD_TAG_BY_FORMAT: dict[SitemapFormat, str] = {
     "urlset": "url",

@@ -1,17 +1,24 @@
 """RSS 2.0, RSS 1.0/RDF and Atom feeds through feedparser, which knows their dialects and
-dates better than a reading of their XML by hand would."""
+dates better than a reading of their XML by hand would; JSON Feed (jsonfeed.org), which
+feedparser does not read, through the standard library's JSON parser."""
 
 from __future__ import annotations
 
 import calendar
 import io
+import json
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 import feedparser  # type: ignore[import-untyped]
 
-from freshness_pipeline.web.sitemaps.entries import SitemapEntry, parse_w3c_datetime
+from freshness_pipeline.web.sitemaps.entries import (
+    ParsedSitemap,
+    SitemapEntry,
+    SitemapProblem,
+    parse_w3c_datetime,
+)
 from freshness_pipeline.web.sitemaps.records import RecordCollector, absolute_url
 
 
@@ -71,3 +78,56 @@ def parse_feed(data: bytes, records: RecordCollector) -> bool:
     return bool(result.get("bozo")) and not isinstance(
         exc, feedparser.exceptions.ThingsNobodyCaresAboutButMe
     )
+
+
+#: what a JSON Feed's ``version`` starts with (1.0 and 1.1)
+JSON_FEED_VERSION = "https://jsonfeed.org/version/"
+
+
+def parse_json_feed(data: bytes, source_url: str, max_urls: int) -> ParsedSitemap | None:
+    """Entries of a JSON Feed: each item's ``url`` (else ``external_url``) dated by its
+    ``date_modified``, else ``date_published``; None when ``data`` is no JSON Feed. A file over
+    the feed cap was cut before it got here and does not parse: it is no feed then."""
+    try:
+        feed = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(feed, dict) or not str(feed.get("version", "")).startswith(JSON_FEED_VERSION):
+        return None
+    items = feed.get("items")
+    entries: list[SitemapEntry] = []
+    skipped = 0
+    capped = False
+    for item in items if isinstance(items, list) else []:
+        if len(entries) >= max_urls:
+            capped = True
+            break
+        link = item.get("url") or item.get("external_url") if isinstance(item, dict) else None
+        url = absolute_url(link, source_url) if isinstance(link, str) else None
+        if url is None:
+            skipped += 1
+            continue
+        when = next(
+            (
+                parse_w3c_datetime(item[key])
+                for key in ("date_modified", "date_published")
+                if isinstance(item.get(key), str) and parse_w3c_datetime(item[key]) is not None
+            ),
+            None,
+        )
+        entries.append(SitemapEntry(url, when, source_url, from_feed=True))
+    parsed = ParsedSitemap("jsonfeed", entries=entries, complete=not capped)
+    if skipped:
+        parsed.recovered = True
+        parsed.problems.append(
+            SitemapProblem(
+                "malformed", f"{skipped} item(s) without a usable url, skipped", source_url
+            )
+        )
+    if capped:
+        parsed.problems.append(
+            SitemapProblem(
+                "url_cap", f"more than {max_urls} URLs in one file; the rest not read", source_url
+            )
+        )
+    return parsed

@@ -12,6 +12,7 @@ from typing import Any
 
 from lxml import etree  # type: ignore[import-untyped]
 
+from freshness_pipeline.science.fingerprint.links import FEED_TYPES
 from freshness_pipeline.web.sitemaps.entries import (
     FEED_FORMATS,
     FORMAT_BY_ROOT,
@@ -24,16 +25,18 @@ from freshness_pipeline.web.sitemaps.entries import (
     SitemapEntry,
     SitemapProblem,
 )
-from freshness_pipeline.web.sitemaps.feeds import parse_feed
+from freshness_pipeline.web.sitemaps.feeds import JSON_FEED_VERSION, parse_feed, parse_json_feed
 from freshness_pipeline.web.sitemaps.records import RecordCollector, absolute_url, local_name
 
 __all__ = [
+    "is_feed",
     "parse_sitemap",
     "read_sitemap",
 ]
 
 _PARSE_CHUNK = 1 << 20
 _SNIFF_BYTES = 1 << 20  # how far into a file its root element may start
+_FEED_SNIFF_BYTES = 4096  # how far into a page its feed's root or JSON Feed version must be
 
 
 # Entities, DTDs and the network stay off whatever a file asks for; recover keeps what a broken
@@ -393,10 +396,36 @@ def read_sitemap(
         return ParsedSitemap(None, problems=problems)
     if data[:1] == b"<":
         return _parse_xml(data, source_url, max_urls, problems, cut, utf16)
+    if data[:1] == b"{":
+        feed = parse_json_feed(data[:MAX_FEED_BYTES], source_url, max_urls)
+        if feed is not None:
+            feed.problems[:0] = problems
+            feed.complete = feed.complete and not cut
+            return feed
     parsed = _parse_text(data, source_url, max_urls)
     parsed.problems[:0] = problems
     parsed.complete = parsed.complete and not cut
     return parsed
+
+
+_FEED_ROOTS = frozenset({"rss", "feed", "RDF"})
+
+
+def is_feed(content_type: str | None, body: bytes) -> bool:
+    """Whether a fetched page is a feed: by its media type, or an XML or JSON body whose root
+    is one (many feeds are served as text/xml or application/json). A user who seeds a feed
+    means its items; read as a page, none of them entered the crawl (found by an exploratory
+    run)."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if media in FEED_TYPES:
+        return True
+    head = body[:_FEED_SNIFF_BYTES].removeprefix(_UTF8_BOM).lstrip(b" \t\r\n")
+    if media.endswith("json"):
+        return head[:1] == b"{" and JSON_FEED_VERSION.encode() in head
+    if media.endswith("xml") and head[:1] == b"<":
+        root = _sniff_root(head)
+        return root is not None and root.rsplit("}", 1)[-1] in _FEED_ROOTS
+    return False
 
 
 def parse_sitemap(
