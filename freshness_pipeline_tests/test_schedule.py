@@ -748,7 +748,9 @@ def test_uncertainty_moves_priority_both_ways() -> None:
     rows = [{"rate": 0.05, "age": 20.0}, {"rate": 0.05, "age": 20.0}]
     rows += [{"rate": 0.05, "age": 400.0}, {"rate": 0.05, "age": 400.0}]
     cands = _cands(rows).with_columns(n_changes=pl.Series([0, 200, 0, 200]))
-    plan = build_plan(cands, BIG, now=NOW, budget=1, config=PlanConfig(verify_share=0.0))
+    # (a horizon past the ages, which the default one would cap both long-unvisited at)
+    config = PlanConfig(verify_share=0.0, horizon_days=1000.0)
+    plan = build_plan(cands, BIG, now=NOW, budget=1, config=config)
     gain = plan["expected_gain"].to_list()
     assert gain[0] < gain[1]
     assert gain[2] > gain[3]
@@ -987,3 +989,22 @@ def test_a_hosts_pages_seen_once_wait_for_its_never_fetched_ones() -> None:
         ).height
         > 0
     )
+
+
+def test_a_first_copy_is_credited_with_the_freshness_of_the_horizon_at_most() -> None:
+    """A never-fetched page's index is E[1/λ] under the prior: a prior with a little weight near
+    λ = 0 put it at 487 days, above any revisit, and pages worth 100x went unvisited for ten
+    cycles while pages worth 1 got their first copy (found by an exploratory run). Credited with
+    the horizon's freshness at most, a stale page worth 100x is revisited first, and among pages
+    of equal worth a first copy still goes first."""
+    rows = [{"status": "new", "age": None, "rate": 0.002} for _ in range(5)]
+    rows += [{"value": 100.0, "age": 0.5, "rate": 4.0}, {"age": 0.5, "rate": 4.0}]
+    cands = _cands(rows)
+    config = PlanConfig(new_share=0.0, reestimate_share=0.0, verify_share=0.0, probe_share=0.0)
+    plan = build_plan(cands, BIG, now=NOW, budget=2, config=config)
+    gain = plan["expected_gain"].to_list()
+    assert gain[0] == pytest.approx(config.horizon_days)  # 1/λ = 500 days, capped
+    assert _selected(plan)[0] == cands["url"][5]  # the page worth 100
+    assert cands["url"][6] not in _selected(plan)  # a first copy before a revisit of equal worth
+    with pytest.raises(ValueError, match="horizon_days"):
+        PlanConfig(horizon_days=0.0)
