@@ -647,3 +647,28 @@ def test_a_news_sitemap_dates_its_entries_by_publication_date() -> None:
         ("https://example.com/news/2", utc(2026, 12, 4)),  # a lastmod wins
         ("https://example.com/news/3", None),
     ]
+
+
+def test_language_versions_a_url_names_are_found_undated_and_outside_the_cap() -> None:
+    """``<xhtml:link rel="alternate" hreflang>`` is how a sitemap announces a page's language
+    versions: the versions it listed nowhere else were never found (an exploratory run). They
+    come undated (the record's lastmod is its own page's) and do not count against the
+    protocol's 50,000 records a file."""
+    records = "".join(
+        f"<url><loc>https://a.example/en/{n}</loc><lastmod>2026-12-01</lastmod>"
+        f'<xhtml:link rel="alternate" hreflang="de" href="https://a.example/de/{n}"/>'
+        f'<xhtml:link rel="alternate" hreflang="en" href="https://a.example/en/{n}"/>'
+        '<xhtml:link rel="canonical" href="https://a.example/x"/></url>'
+        for n in range(3)
+    )
+    body = (
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" '
+        f'xmlns:xhtml="http://www.w3.org/1999/xhtml">{records}</urlset>'
+    ).encode()
+    parsed = read_sitemap(body, SRC, max_urls=3)
+    assert parsed.complete and not parsed.problems
+    locs = [(e.loc, e.lastmod) for e in parsed.entries]
+    assert ("https://a.example/en/2", utc(2026, 12, 1)) in locs
+    assert [loc for loc, when in locs if when is None] == [
+        f"https://a.example/de/{n}" for n in range(3)
+    ]

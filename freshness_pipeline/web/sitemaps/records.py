@@ -74,12 +74,15 @@ class RecordCollector:
         self.children: list[str] = []
         self.child_lastmods: dict[str, datetime] = {}
         self.capped = False
+        # language versions taken (they do not count against the cap on records, which is the
+        # protocol's on <url> elements, but are bounded by it in their own right)
+        self.alternates = 0
 
     def take(self, elem: Any) -> bool:
         """Use a finished element if it is a record; False once the cap stops the file."""
         if local_name(elem.tag) != self.record:
             return True
-        if len(self.entries) + len(self.children) >= self.max_urls:
+        if len(self.entries) - self.alternates + len(self.children) >= self.max_urls:
             self.capped = True
             return False
         url = absolute_url(_child_text(elem, "loc"), self.source_url)
@@ -89,6 +92,8 @@ class RecordCollector:
                 lastmod = _publication_date(elem)
             if self.fmt != "sitemapindex":
                 self.entries.append(SitemapEntry(url, lastmod, self.source_url))
+                if self.fmt == "urlset":
+                    self._take_alternates(elem, url)
             else:
                 self.children.append(url)
                 if lastmod is not None:
@@ -103,3 +108,17 @@ class RecordCollector:
             while elem.getprevious() is not None:
                 del parent[0]
         return True
+
+    def _take_alternates(self, elem: Any, url: str) -> None:
+        """The language versions a ``<url>`` names (``<xhtml:link rel="alternate"
+        hreflang=".." href="..">``), the way search engines are told of them: pages of the site
+        the sitemap lists nowhere else were never found (found by an exploratory run). Undated:
+        the record's lastmod is its own page's."""
+        for link in elem.iterchildren("{*}link"):
+            if (link.get("rel") or "").strip().lower() != "alternate":
+                continue
+            other = absolute_url(link.get("href"), self.source_url)
+            if other is None or other == url or self.alternates >= self.max_urls:
+                continue
+            self.alternates += 1
+            self.entries.append(SitemapEntry(other, None, self.source_url))
