@@ -290,17 +290,28 @@ def update_state(
     sitemap_age = pl.when(
         pl.col("observed_changed") & (pl.col("_sm_age") <= pl.col("observed_interval"))
     ).then("_sm_age")
-    observations = merged.filter(pl.col("observed_interval").is_not_null()).select(
+    observed = merged.filter(pl.col("observed_interval").is_not_null()).select(
         "url",
         pl.col("observed_interval").alias("interval_days"),
         pl.col("observed_changed").alias("changed"),
         pl.coalesce(pl.when(dating).then("observed_age"), sitemap_age).alias("age_days"),
+        duration_days(pl.col("hint_quiet_until") - pl.col("observed_since")).alias("_quiet"),
     )
+    quiet, observations = hinted_quiet(observed)
     had_ages = pl.col(AGE_COLUMN).list.drop_nulls().list.len().fill_null(0) > 0
-    merged = merged.with_columns(ages_dropped=had_ages & distrusted)
+    merged = merged.with_columns(
+        ages_dropped=had_ages & distrusted,
+        # a trusted "unchanged" this cycle on a page not fetched: quiet up to now; an
+        # observation made takes the quiet in (hinted_quiet) and starts it over
+        hint_quiet_until=pl.when(pl.col("observed_since").is_not_null())
+        .then(None)
+        .when(pl.col("_sm_quiet").fill_null(False))
+        .then(pl.lit(now).cast(tables.UTC_TIME))
+        .otherwise("hint_quiet_until"),
+    )
     # in url_state's order, so that the refit (and a re-run of this cycle) sums in one order
     with_history = (
-        append_observations(merged, observations)
+        append_observations(append_observations(merged, quiet), observations)
         .with_columns(
             pl.when(distrusted).then(None).otherwise(pl.col(AGE_COLUMN)).alias(AGE_COLUMN)
         )
@@ -401,17 +412,59 @@ EMPTY_FINGERPRINT = content_fingerprint(b"", content_type="text/html")
 
 
 def sitemap_dating(plan: pl.DataFrame) -> pl.DataFrame:
-    """Per planned URL: ``_sm_dates`` (its host's sitemap lastmod may date changes) and
-    ``_sm_age`` (the quiet days it gives, null if none); a plan written before the plan carried
-    them conforms to nulls."""
+    """Per planned URL: ``_sm_dates`` (its host's sitemap lastmod may date changes), ``_sm_age``
+    (the quiet days it gives, null if none) and ``_sm_quiet`` (a trusted lastmod says it has not
+    changed since its last fetch); a plan written before the plan carried them conforms to
+    nulls."""
     schema = tables.SCHEMAS["revisit_plan"]
-    return plan.select(
+    columns = (
+        ("lastmod_dates", "_sm_dates"),
+        ("lastmod_age_days", "_sm_age"),
+        ("hinted_change", "_sm_hint"),
+    )
+    return (
+        plan.select(
+            "url",
+            *(
+                (pl.col(c) if c in plan.columns else pl.lit(None, dtype=schema[c])).alias(alias)
+                for c, alias in columns
+            ),
+        )
+        .unique("url", keep="first")
+        .with_columns(_sm_quiet=~pl.col("_sm_hint"))
+        .drop("_sm_hint")
+    )
+
+
+def hinted_quiet(observed: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """This cycle's observations with the quiet a trusted sitemap lastmod vouched for taken out
+    of them: (the quiet parts, what is left). On a host whose lastmod has earned trust a page is
+    fetched when its lastmod moves, so every fetch found a change, and the rates the intervals
+    gave were those of pages that change at every look: 3.3/day on pages changing 0.16/day
+    (found by an exploratory run). Each cycle the lastmod said "unchanged" was a look without a
+    fetch: the interval is quiet up to the last of them (``_quiet`` days after its start), then
+    holds the change. Only a changed observation is split (an unchanged one is quiet
+    throughout), and only where the change, dated or not, fits after the quiet part."""
+    remainder = pl.col("interval_days") - pl.col("_quiet")
+    splits = (
+        pl.col("changed")
+        & (pl.col("_quiet") > 0)
+        & (remainder > 0)
+        & (pl.col("age_days").is_null() | (pl.col("age_days") <= remainder))
+    ).fill_null(False)
+    quiet = observed.filter(splits).select(
         "url",
-        *(
-            (pl.col(c) if c in plan.columns else pl.lit(None, dtype=schema[c])).alias(alias)
-            for c, alias in (("lastmod_dates", "_sm_dates"), ("lastmod_age_days", "_sm_age"))
-        ),
-    ).unique("url", keep="first")
+        pl.col("_quiet").alias("interval_days"),
+        pl.lit(False).alias("changed"),
+        pl.lit(None, dtype=pl.Float64).alias("age_days"),
+    )
+    rest = observed.select(
+        "url",
+        pl.when(splits).then(remainder).otherwise("interval_days").alias("interval_days"),
+        "changed",
+        "age_days",
+    )
+    return quiet, rest
 
 
 def content_duplicates() -> pl.Expr:

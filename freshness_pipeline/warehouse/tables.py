@@ -244,6 +244,10 @@ URL_STATE: Schema = {
     "obs_interval_days": pl.List(pl.Float64),
     "obs_changed": pl.List(pl.Boolean),
     "obs_age_days": pl.List(pl.Float64),
+    # the last cycle start at which a trusted sitemap lastmod said the page had not changed
+    # since its last fetch (null: none since): a later fetch's interval is quiet up to it
+    # (stages.state)
+    "hint_quiet_until": UTC_TIME,
     # the URL's last archived original (archive.ArchivedOriginal as JSON), and when its newest
     # version in page_versions was observed
     "archived": pl.String,
