@@ -259,3 +259,34 @@ def test_budget_a_host_left_goes_to_the_reserve_of_the_others_in_the_same_cycle(
     assert cap[stuck.host]["accepted_cap"] == 2 and cap[stuck.host]["concurrency"] == 1
     assert (cap[good.host]["planned"], cap[good.host]["refilled"]) == (2, 3)
     assert cap[good.host]["sent"] == 5 and cap[good.host]["deferred"] == 0
+
+
+def test_a_host_that_answered_only_failures_keeps_the_pace_it_had_before_it_went_down() -> None:
+    """Every request 503 (robots.txt too) is a host that is down, not one pacing us: each 503
+    doubled the fetcher's gap, and the host came back paced at 8 s a request, its first cycle
+    back over three minutes (found by an exploratory run). A 429 among the answers, or any
+    answer served, is the host speaking of its pace: that gap is learned as before."""
+    before = next_host_capacity(
+        tables.empty("host_capacity"),
+        cycle_rows(h_example={"gap_s": 0.1, "sent": 10, "planned": 10}),
+        NOW,
+        max_concurrency=2,
+    )
+    later = NOW + timedelta(hours=6)
+    outage = {"gap_s": 8.0, "sent": 6, "planned": 10, "throttled": 6, "failures": 6}
+    down = next_host_capacity(
+        tables.conform("host_capacity", before),
+        cycle_rows(h_example=outage),
+        later,
+        max_concurrency=2,
+    ).row(0, named=True)
+    assert down["gap_s"] == pytest.approx(0.1 * GAP_RECOVERY)  # the pace from before
+    assert down["concurrency"] == 1  # one request at a time until it answers
+    for spoke in ({"rate_limited": 1}, {"failures": 5}):
+        paced = next_host_capacity(
+            tables.conform("host_capacity", before),
+            cycle_rows(h_example={**outage, **spoke}),
+            later,
+            max_concurrency=2,
+        ).row(0, named=True)
+        assert paced["gap_s"] == 8.0, spoke

@@ -117,6 +117,8 @@ CYCLE_COLUMNS = {
     "failures": pl.Int64,
     "pauses": pl.Int64,  # Retry-After pauses waited out within the cycle
     "refilled": pl.Int64,  # fetches given to the host from budget another host left
+    # 429 answers: the host saying "slower" in so many words (a 503 may be a host that is down)
+    "rate_limited": pl.Int64,
 }
 
 
@@ -148,6 +150,13 @@ def next_host_capacity(
     answered = pl.col("sent") > 0
     throttled = pl.col("throttled") > 0
     gap_now = pl.coalesce(pl.col("gap_s"), pl.col("_prev_gap"), pl.lit(0.0))
+    if "rate_limited" in cycle.columns:
+        # A host that answered nothing but failures, none of them a 429, was down, not pacing
+        # us: each of its 503s had doubled the fetcher's gap, and the host came back paced at
+        # 8 s a request, its first cycle back over three minutes (found by an exploratory run).
+        # The pace from before the outage stands; one request at a time until it answers.
+        down = answered & (pl.col("failures") >= pl.col("sent")) & (pl.col("rate_limited") == 0)
+        gap_now = pl.when(down).then(pl.coalesce("_prev_gap", pl.lit(0.0))).otherwise(gap_now)
     recovered = gap_now * GAP_RECOVERY
     gap = (
         pl.when(throttled)

@@ -515,6 +515,10 @@ def capacity_observations(
         .alias("throttled"),
         (pl.col("sent") & (pl.col("outcome") == "error")).sum().cast(pl.Int64).alias("failures"),
         (pl.col("plan_reason") == REFILL_REASON).sum().cast(pl.Int64).alias("refilled"),
+        (pl.col("sent") & (pl.col("http_status") == 429))
+        .sum()
+        .cast(pl.Int64)
+        .alias("rate_limited"),
     )
     pace = pl.DataFrame(
         [
@@ -535,7 +539,15 @@ def capacity_observations(
             "pauses": pl.Int64,
         },
     )
-    counts = ["planned", "sent", "deferred", "deferred_by_host", "throttled", "failures"]
+    counts = [
+        "planned",
+        "sent",
+        "deferred",
+        "deferred_by_host",
+        "throttled",
+        "failures",
+        "rate_limited",
+    ]
     return (
         per_host.join(allowed, on="host", how="left")
         .join(outcomes, on="host", how="left")
