@@ -69,7 +69,8 @@ def test_version_is_an_int() -> None:
     #    hashes and BEM elements in class names, short shells read with their data, more rails
     #    and widgets
     # 8: a <main> of 100 characters or more is the content whatever its share of the page;
-    #    bare counts in blocks drawn as buttons and rails under ARIA headings dropped
+    #    bare counts in blocks drawn as buttons, rails under ARIA headings and the pre-HTML5
+    #    landmarks named by id (#header, #footer, #sidebar-*, #nav, ...) dropped
     assert FINGERPRINT_VERSION == 8
     assert isinstance(FINGERPRINT_VERSION, int)
 

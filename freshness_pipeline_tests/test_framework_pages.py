@@ -217,3 +217,24 @@ def test_a_short_brief_in_main_is_the_content_beside_a_long_rail() -> None:
     )
     assert fp(page(brief, 0)) == fp(page(brief, 40))
     assert fp(page(brief, 0)) != fp(page(brief.replace("tonight", "on Sunday"), 40))
+
+
+def test_the_landmarks_of_pages_from_before_html5_are_chrome() -> None:
+    """A Drupal 7 page has no <header>, <aside> or roles, only div#header, div#sidebar-first
+    and div#footer: its weather widget and "Recent content" list were content, a change on
+    every fetch (found by an exploratory run). Ids name the page's blocks; a class named
+    "header" inside the content stays."""
+
+    def page(weather: str, recent: list[int], byline: str = "By Jane Porter") -> str:
+        items = "".join(f"<li><a href=/n/{k}>Story {k}</a></li>" for k in recent)
+        return (
+            "<html><body><div id='page'><div id='header'><a href=/>Springfield Gazette</a>"
+            f"<div class='weather'>Springfield {weather}, light rain</div></div>"
+            f"<div id='sidebar-first'><h2>Recent content</h2><ul>{items}</ul></div>"
+            f"<div class='content'><div class='header'>{byline}</div>{ARTICLE}</div>"
+            "<div id='footer'>Powered by Drupal</div></div></body></html>"
+        )
+
+    assert fp(page("5°C", [1, 2, 3])) == fp(page("12°C", [4, 5, 6]))
+    assert "By Jane Porter" in extract_content(page("5°C", [1]))
+    assert fp(page("5°C", [1])) != fp(page("5°C", [1], byline="By John Smith"))

@@ -44,6 +44,14 @@ _NOISE = ",".join(NOISE_TAGS)
 # ":not(main *)..." selectors, every element of the page would be tested against them.
 _CHROME = "nav,aside,[role],h1"
 _PAGE_LEVEL_BLOCKERS = frozenset(("main", "article", "header", "footer"))
+# The landmarks of pages from before HTML5's, named by id: a Drupal 7 or classic WordPress page
+# has no <header>, <aside> or roles, only div#header, div#sidebar-first, div#footer, and kept
+# its weather widget and "Recent content" list as content (found by an exploratory run). An id
+# names one block of the page; classes name styles and are left alone.
+_LEGACY_CHROME = (
+    '[id="header" i],[id="footer" i],[id="navigation" i],[id="nav" i],[id="menu" i],'
+    '[id^="sidebar" i]'
+)
 # The page itself: no rule drops these, whatever they are marked as (a chrome role on <html> or
 # <body> is a template's mistake; taken at its word it would drop the whole page, and lexbor
 # refuses to remove the root).
@@ -454,8 +462,8 @@ def _mark_chrome(tree: LexborHTMLParser, marker: _Marker) -> list[str]:
             tag != "h1" and (node.attrs.get("role") or "").strip().lower() in _CHROME_ROLES
         ):
             marker.mark(node)
-    for node in (*tree.tags("header"), *tree.tags("footer")):
-        if not _within(node, _holds_page_level):
+    for node in (*tree.tags("header"), *tree.tags("footer"), *css(tree, _LEGACY_CHROME)):
+        if node.tag not in _PAGE_ROOTS and not _within(node, _holds_page_level):
             marker.mark(node)
     for node in forms:
         if len(node_text(node)) * 2 < len(marker.body_text):
