@@ -46,6 +46,7 @@ __all__ = [
     "lastmod_age_days",
     "lastmod_hints",
     "lastmod_says",
+    "unchanged_hint_odds",
 ]
 
 HOST_TRUST_SCHEMA = {
@@ -240,3 +241,19 @@ def lastmod_hints(
         )
         .drop("_host", "_ev", "_prec", "_rec", "_age")
     )
+
+
+def unchanged_hint_odds(recall: pl.Expr, rate: pl.Expr, age_days: pl.Expr) -> pl.Expr:
+    """What is left of a page's gain when its host's trusted lastmod says "unchanged": the
+    chance it changed all the same over the chance the model gave it. With ``recall`` r (how
+    often the host's lastmod moved when a page changed) and p the model's chance of a change
+    since the last fetch (Poisson at ``rate`` over ``age_days``), Bayes gives (1 - r) p /
+    ((1 - r) p + 1 - p), a small share for most pages and most of the gain where the model is
+    all but sure of a change. Taken as zero, a host that froze its lastmods after earning trust
+    hid changes for days: the pages it wronged were the ones never fetched, and only their
+    fetches could say so (found by an exploratory run). Without a recall (an older plan's
+    inputs), the hint is taken at its word: nothing is left."""
+    miss = (1.0 - recall).clip(0.0, 1.0)
+    changed = 1.0 - (-rate * age_days.clip(lower_bound=0.0)).exp()
+    odds = miss / (miss * changed + 1.0 - changed)
+    return pl.when(changed < 1.0).then(odds).otherwise(1.0).fill_null(0.0).fill_nan(0.0)

@@ -79,6 +79,7 @@ import polars as pl
 
 from freshness_pipeline.science.estimate import DEFAULT_CLASS, PRIORS_BY_CLASS, by_class
 from freshness_pipeline.science.gains import posterior_capture_gain, posterior_freshness_index
+from freshness_pipeline.science.hints import unchanged_hint_odds
 from freshness_pipeline.science.timecols import as_utc, duration_days, utc_column
 
 __all__ = [
@@ -403,7 +404,9 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
     if hint is not None:
         gain = (
             pl.when(hint.not_().fill_null(False))
-            .then(gain * _unchanged_hint_odds())
+            .then(
+                gain * unchanged_hint_odds(pl.col("_recall"), pl.col("_rate"), pl.col("age_days"))
+            )
             .otherwise(gain)
         )
     if config.objective == "freshness":
@@ -416,21 +419,6 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
     return work.with_columns(expected_gain=gain).with_columns(
         priority=pl.col("_value") * pl.col("expected_gain") / pl.col("_cost")
     )
-
-
-def _unchanged_hint_odds() -> pl.Expr:
-    """What is left of a page's gain when its host's trusted lastmod says "unchanged": the
-    chance it changed all the same over the chance the model gave it. With recall r (how often
-    the host's lastmod moved when a page changed) and p the model's chance of a change since
-    the last fetch, Bayes gives (1 - r) p / ((1 - r) p + 1 - p), a small share for most pages
-    and most of the gain where the model is all but sure of a change. Taken as zero, a host
-    that froze its lastmods after earning trust hid changes for days: the pages it wronged were
-    the ones never fetched, and only their fetches could say so (found by an exploratory run).
-    Without a recall (an older plan's inputs), the hint is taken at its word."""
-    miss = (1.0 - pl.col("_recall")).clip(0.0, 1.0)
-    changed = 1.0 - (-pl.col("_rate") * pl.col("age_days").clip(lower_bound=0.0)).exp()
-    odds = miss / (miss * changed + 1.0 - changed)
-    return pl.when(changed < 1.0).then(odds).otherwise(1.0).fill_null(0.0).fill_nan(0.0)
 
 
 def _capacities(host_capacity: pl.DataFrame) -> pl.DataFrame:
