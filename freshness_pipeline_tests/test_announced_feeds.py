@@ -136,3 +136,22 @@ def test_a_page_is_a_feed_by_its_media_type_or_its_root() -> None:
     assert [(e.loc, e.lastmod, e.from_feed) for e in parsed.entries] == [
         ("https://a.example/note/1", datetime(2026, 5, 3, 10, tzinfo=UTC), True)
     ]
+
+
+def test_a_feed_robots_txt_disallows_is_not_read(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        asked.append(request.path)
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nDisallow: /feed.xml\n")
+        if request.path == "/":
+            return web.Response(text=HOME, content_type="text/html")
+        return web.Response(status=404)
+
+    home = tmp_path / "home"
+    with serve_on_loopback(handle) as base:
+        load_seeds(home, f"url\n{base}/\n".encode(), added_at=T0)
+        run_cycle(home, T0)
+        run_cycle(home, T0 + timedelta(hours=6))
+    assert "/feed.xml" not in asked

@@ -223,7 +223,13 @@ async def _discover_one(
     sitemaps = policy.sitemaps
     guessed = f"{target.base_url}{GUESSED_SITEMAP_PATH}"
     delay = max(policy.crawl_delay or 0.0, learned)
-    feeds = [f for f in announced_feeds(row.get("feeds"), target.feeds) if f not in sitemaps]
+    # robots.txt's rules hold for a feed a page announced (a site's `Disallow: /feed/`); the
+    # sitemaps robots.txt names itself are its own invitation
+    feeds = [
+        f
+        for f in announced_feeds(row.get("feeds"), target.feeds)
+        if f not in sitemaps and policy.can_fetch(f)
+    ]
     if not sitemaps:
         if not probe_due(target.cached, target.host, now):
             # its last answer stands; saying so every cycle would be noise
