@@ -580,11 +580,11 @@ def test_cycles_a_trusted_lastmod_said_unchanged_are_quiet_time_of_the_next_inte
     cands = candidates(url)
     times = [T0 + timedelta(days=i) for i in range(5)]
 
-    def cycle(previous, at, *, fetched=None, hint=None, sitemap_age=None):
+    def cycle(previous, at, *, fetched=None, hint=None, sitemap_age=None, trusted=True):
         res = one_fetch(url, at, *fetched, None, False) if fetched else results([])
         plan = plan_for([url]).with_columns(
             hinted_change=pl.lit(hint, pl.Boolean),
-            lastmod_dates=pl.lit(True),
+            lastmod_dates=pl.lit(trusted),
             lastmod_age_days=pl.lit(sitemap_age, pl.Float64),
         )
         return update_state(previous, cands, res, plan, at).state
@@ -593,6 +593,10 @@ def test_cycles_a_trusted_lastmod_said_unchanged_are_quiet_time_of_the_next_inte
     s = cycle(s, times[1], hint=False)  # quiet, not fetched
     s = cycle(s, times[2], hint=False)
     assert s["hint_quiet_until"][0] == times[2]
+    # a host whose sitemap lost its trust since loses the quiet it vouched for
+    lost = cycle(s, times[3], fetched=("changed", "f1"), trusted=False)
+    assert lost["obs_interval_days"][0].to_list() == pytest.approx([3.0])
+    assert lost["hint_quiet_until"][0] is None
     s = cycle(s, times[3], fetched=("changed", "f1"), hint=True, sitemap_age=0.25)
     row = s.row(0, named=True)
     assert row["obs_interval_days"] == pytest.approx([2.0, 1.0])

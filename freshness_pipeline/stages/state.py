@@ -295,7 +295,10 @@ def update_state(
         pl.col("observed_interval").alias("interval_days"),
         pl.col("observed_changed").alias("changed"),
         pl.coalesce(pl.when(dating).then("observed_age"), sitemap_age).alias("age_days"),
-        duration_days(pl.col("hint_quiet_until") - pl.col("observed_since")).alias("_quiet"),
+        # (a host that lost its sitemap's trust since loses the quiet it vouched for)
+        pl.when(~distrusted)
+        .then(duration_days(pl.col("hint_quiet_until") - pl.col("observed_since")))
+        .alias("_quiet"),
     )
     quiet, observations = hinted_quiet(observed)
     had_ages = pl.col(AGE_COLUMN).list.drop_nulls().list.len().fill_null(0) > 0
@@ -303,7 +306,7 @@ def update_state(
         ages_dropped=had_ages & distrusted,
         # a trusted "unchanged" this cycle on a page not fetched: quiet up to now; an
         # observation made takes the quiet in (hinted_quiet) and starts it over
-        hint_quiet_until=pl.when(pl.col("observed_since").is_not_null())
+        hint_quiet_until=pl.when(pl.col("observed_since").is_not_null() | distrusted)
         .then(None)
         .when(pl.col("_sm_quiet").fill_null(False))
         .then(pl.lit(now).cast(tables.UTC_TIME))
