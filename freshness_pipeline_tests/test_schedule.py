@@ -1008,3 +1008,32 @@ def test_a_first_copy_is_credited_with_the_freshness_of_the_horizon_at_most() ->
     assert cands["url"][6] not in _selected(plan)  # a first copy before a revisit of equal worth
     with pytest.raises(ValueError, match="horizon_days"):
         PlanConfig(horizon_days=0.0)
+
+
+def test_a_pass_takes_tied_rows_host_by_host_within_each_hosts_room() -> None:
+    """science.host_turns, the pass every share is filled by: a host listed twice gets the
+    stricter room, and rows tied on the order go host by host, not in URL order."""
+    from freshness_pipeline.science.host_turns import fill, host_rooms
+
+    rooms = host_rooms(
+        pl.DataFrame({"host": ["a", "a", "b", None], "capacity": [3, 2, 5, 9]})
+    ).sort("_host")
+    assert rooms.rows() == [("a", 2), ("b", 5)]
+    pool = pl.DataFrame(
+        {
+            "_idx": list(range(6)),
+            "_host": ["a"] * 4 + ["b"] * 2,
+            "_url": [f"u{i}" for i in range(6)],
+            "_new": [True] * 6,
+            "_turn": [1, 2, 3, 4, 1, 2],
+            "priority": [1.0] * 6,
+        }
+    )
+    taken = fill(pool, rooms, ["priority"], [True], quota=3)
+    assert taken["_idx"].to_list() == [0, 4, 1]  # a, b, a: each host's first before its second
+    assert fill(pool, rooms, ["priority"], [True], quota=None)["_idx"].sort().to_list() == [
+        0,
+        1,
+        4,
+        5,
+    ]  # a's room is 2

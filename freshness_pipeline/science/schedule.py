@@ -80,6 +80,7 @@ import polars as pl
 from freshness_pipeline.science.estimate import DEFAULT_CLASS, PRIORS_BY_CLASS, by_class
 from freshness_pipeline.science.gains import posterior_capture_gain, posterior_freshness_index
 from freshness_pipeline.science.hints import unchanged_hint_odds
+from freshness_pipeline.science.host_turns import fill, host_rooms, host_turn
 from freshness_pipeline.science.timecols import as_utc, duration_days, utc_column
 
 __all__ = [
@@ -248,32 +249,6 @@ def _prior_alpha_expr(class_col: pl.Expr) -> pl.Expr:
     return _by_class(class_col, {k: a for k, (a, _) in PRIORS_BY_CLASS.items()})
 
 
-def _host_turn(candidates: pl.DataFrame, now_lit: pl.Expr) -> pl.Expr:
-    """A row's place among its host's rows, the tie-break that takes hosts in turn (``_fill``):
-    the most recently announced and the longest waiting by turns (newest, oldest, second
-    newest, second oldest, ...), then by URL. Announced: the date a sitemap or feed gave the
-    entry (``lastmod``; one in the future says nothing), else when the crawl first saw it
-    (``first_seen_at``). Never-fetched pages tie on everything else. In URL order a feed or
-    sitemap with a backlog of a thousand old entries kept every new article waiting until the
-    backlog was fetched, two weeks at 20 fetches a cycle; newest first alone, a sitemap that
-    lists new URLs on every read (a calendar) kept the host's older pages waiting for ever
-    (both found by exploratory runs)."""
-    cols = set(candidates.columns)
-    none = pl.lit(None, dtype=pl.Datetime("us", "UTC"))
-    lastmod = utc_column(candidates, "lastmod") if "lastmod" in cols else none
-    first_seen = utc_column(candidates, "first_seen_at") if "first_seen_at" in cols else none
-    announced = pl.coalesce(pl.when(lastmod <= now_lit).then(lastmod), first_seen)
-    newest_first = announced.rank("dense", descending=True).cast(pl.Int64).fill_null(pl.len() + 1)
-    by_url = pl.col("url").cast(pl.String).rank("ordinal").cast(pl.Int64)
-    host = pl.col("host").cast(pl.String)
-    # undated rows (neither date known) come after the dated ones, in URL order
-    place = (newest_first * (pl.len() + 1) + by_url).rank("ordinal").over(host).cast(pl.Int64)
-    dated = announced.is_not_null()
-    from_oldest = dated.sum().over(host).cast(pl.Int64) + 1 - place
-    interleaved = pl.when(place <= from_oldest).then(2 * place - 1).otherwise(2 * from_oldest)
-    return pl.when(dated).then(interleaved).otherwise(place)
-
-
 def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.DataFrame:
     """Typed working frame: one row per candidate with the columns the fill needs."""
     cols = set(candidates.columns)
@@ -365,7 +340,7 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
         opt("expected_gain_override", pl.lit(None, dtype=pl.Float64))
         .cast(pl.Float64)
         .alias("_gain_override"),
-        _host_turn(candidates, now_lit).alias("_turn"),
+        host_turn(candidates, now_lit).alias("_turn"),
         gone_recheck_wait_days(
             duration_days(last - utc_column(candidates, "gone_at"))
             if "gone_at" in cols
@@ -421,65 +396,6 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
     )
 
 
-def _capacities(host_capacity: pl.DataFrame) -> pl.DataFrame:
-    return (
-        host_capacity.select(
-            pl.col("host").cast(pl.String).alias("_host"),
-            pl.col("capacity").cast(pl.Int64).fill_null(0).clip(lower_bound=0).alias("_room"),
-        )
-        .drop_nulls("_host")
-        .group_by("_host")
-        .agg(pl.col("_room").min())  # duplicates: the stricter limit wins
-    )
-
-
-def _fill(
-    pool: pl.DataFrame,
-    room: pl.DataFrame,
-    order: list[str],
-    descending: list[bool],
-    quota: int | None,
-) -> pl.DataFrame:
-    """Greedy pass over ``pool`` in ``order``: take a row if its host has room, stop at quota.
-
-    Rows that tie on every key of ``order`` are taken host by host in turn (by ``_turn``,
-    each row's place among its host's rows in this pass's pool, the newest and the longest
-    waiting by turns: every host's first before any host's second), not in URL order:
-    never-fetched pages all tie at the index's cap, and in URL order one host's thousands of
-    sitemap URLs would take every slot before another host's seeds got one. The order of
-    places is computed once in ``_prepare`` and numbered again within the pool: numbered among
-    all of a host's candidates, a host whose fetched pages held the first places lost every tie
-    to a host whose new URLs did, and a sitemap trap took a whole budget.
-
-    Vectorized: within the sorted pool a row fits iff its rank among its host's rows is within
-    the host's remaining room (rows that do not fit consume nothing), and the pass takes the
-    first ``quota`` fitting rows. Returns ``_idx``, ``_host`` and ``_pos`` of the taken rows.
-    """
-    if pool.height == 0 or (quota is not None and quota <= 0):
-        return pl.DataFrame(schema={"_idx": pl.Int64, "_host": pl.String, "_pos": pl.Int64})
-    # never-fetched pages first: they tie with each other at the index's cap, and numbered
-    # after a host's fetched pages they lost every tie to a host with more new URLs
-    fresh_first = pl.when(pl.col("_new")).then(0).otherwise(1 << 40)
-    pool = pool.with_columns(
-        (pl.col("_turn") + fresh_first).rank("ordinal").over("_host").cast(pl.Int64)
-    )
-    ranked = (
-        pool.sort(
-            [*order, "_turn", "_url", "_idx"],
-            descending=[*descending, False, False, False],
-            nulls_last=True,
-        )
-        .join(room, on="_host", how="left", maintain_order="left")
-        .with_columns(
-            (pl.int_range(pl.len(), dtype=pl.Int64).over("_host") + 1).alias("_host_rank"),
-        )
-        .filter(pl.col("_host_rank") <= pl.col("_room").fill_null(0))
-    )
-    if quota is not None:
-        ranked = ranked.head(quota)
-    return ranked.select("_idx", "_host", pl.int_range(pl.len(), dtype=pl.Int64).alias("_pos"))
-
-
 def _rng(seed: int, now: datetime, *, stream: int) -> np.random.Generator:
     """A generator fixed by (seed, now): the same cycle re-planned draws the same numbers."""
     stamp = int(as_utc(now).timestamp() * 1_000_000)
@@ -524,7 +440,7 @@ def build_plan(
     if budget is not None and budget < 0:
         raise ValueError("budget must be >= 0 or None")
     work = _prepare(candidates, now, config)
-    room = _capacities(host_capacity)
+    room = host_rooms(host_capacity)
     cfg = config
 
     age = pl.col("age_days")
@@ -631,7 +547,7 @@ def build_plan(
         pool = work.filter(pl.col(flag) & ~pl.col("_idx").is_in(taken_idx.implode()))
         if reason == "verify":
             pool = _verify_keys(pool, cfg.seed, now)
-        got = _fill(pool, room, order, desc, quota)
+        got = fill(pool, room, order, desc, quota)
         if got.height == 0:
             return
         taken_parts.append(got.select("_idx", "_pos", pl.lit(reason).alias("reason")))
@@ -679,7 +595,7 @@ def build_plan(
         # no priority of its own) waited cycle after cycle.
         run("reestimate", "_reest", ["_overdue", "_value"], [True, True], None)
     selected_n = taken_idx.len()
-    reserve = _fill(
+    reserve = fill(
         work.filter(pl.col("_prio") & ~pl.col("_idx").is_in(taken_idx.implode())),
         room,
         ["priority"],
