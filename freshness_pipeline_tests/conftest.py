@@ -129,6 +129,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture
+def loopback_crawl(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crawl in process against servers on loopback: the allow-list opened to 127.0.0.0/8, and
+    no DAGSTER_HOME of the machine's in the way (each home has its own instance)."""
+    monkeypatch.setenv("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+
+
+@pytest.fixture
 def nginx(tmp_path: Path) -> Iterator[NginxServer]:
     """A real nginx on 127.0.0.1:<free port> serving ``nginx.root``; skips without nginx."""
     binary = find_nginx()

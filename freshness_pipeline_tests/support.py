@@ -39,6 +39,17 @@ def run_freshness(
     )
 
 
+def run_cycles(
+    home: Path, start: datetime, n: int, *, first: int = 0, every: timedelta = timedelta(hours=6)
+) -> None:
+    """Cycles ``first`` .. ``first + n - 1`` of an in-process crawl of ``home``, cycle k at
+    ``start + k * every`` (the Dagster run `freshness cycle` makes, without the process)."""
+    from freshness_pipeline.app.runner import run_cycle
+
+    for k in range(first, first + n):
+        run_cycle(home, start + k * every)
+
+
 def seed_and_cycle(
     home: Path,
     seeds_csv: str,

@@ -6,16 +6,16 @@ page and none of its items entered the crawl, and JSON Feed was not read at all.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
 import pytest
 from aiohttp import web
 
-from freshness_pipeline.app.runner import load_seeds, run_cycle
+from freshness_pipeline.app.runner import load_seeds
 from freshness_pipeline.warehouse.storage import Warehouse
-from freshness_pipeline_tests.support import serve_on_loopback
+from freshness_pipeline_tests.support import run_cycles, serve_on_loopback
 
 T0 = datetime(2026, 5, 4, tzinfo=UTC)
 HOME = (
@@ -25,10 +25,11 @@ HOME = (
 )
 
 
-@pytest.fixture(autouse=True)
-def _loopback(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+# the same page once its feed is gone: no feed announced
+NO_FEED_HOME = HOME.replace('type="application/rss+xml"', 'type="text/html"')
+
+
+pytestmark = pytest.mark.usefixtures("loopback_crawl")
 
 
 def _rss(base: str, posts: list[int]) -> str:
@@ -72,9 +73,9 @@ def test_feeds_a_page_announces_and_a_seeded_feed_bring_their_items(tmp_path: Pa
     home = tmp_path / "home"
     with serve_on_loopback(handle) as base:
         load_seeds(home, f"url\n{base}/\n{base}/notes.json\n".encode(), added_at=T0)
-        run_cycle(home, T0)  # the pages are fetched: one announces a feed, one is a feed
+        run_cycles(home, T0, 1)  # the pages are fetched: one announces a feed, one is a feed
         posts.append(3)
-        run_cycle(home, T0 + timedelta(hours=6))  # both feeds read, their items fetched
+        run_cycles(home, T0, 1, first=1)  # both feeds read, their items fetched
     wh = Warehouse(home)
     inventory = wh.read("url_inventory")
     found = set(inventory.filter(pl.col("source") == "feed")["url"].to_list())
@@ -101,23 +102,18 @@ def test_a_feed_that_went_away_is_forgotten_without_a_warning_each_cycle(tmp_pat
                 return web.Response(status=404)
             return web.Response(text=_rss(f"http://{request.host}", [1]), content_type="text/xml")
         if request.path == "/":
-            body = HOME if not gone["feed"] else HOME.replace("/feed.xml", "/other")
-            body = (
-                body.replace('type="application/rss+xml"', 'type="text/html"')
-                if gone["feed"]
-                else body
+            return web.Response(
+                text=NO_FEED_HOME if gone["feed"] else HOME, content_type="text/html"
             )
-            return web.Response(text=body, content_type="text/html")
         return web.Response(status=404)
 
     home = tmp_path / "home"
     with serve_on_loopback(handle) as base:
         load_seeds(home, f"url\n{base}/\n".encode(), added_at=T0)
-        run_cycle(home, T0)
-        run_cycle(home, T0 + timedelta(hours=6))
+        run_cycles(home, T0, 2)
         assert Warehouse(home).read("robots")["feeds"].to_list() == [[f"{base}/feed.xml"]]
         gone["feed"] = True
-        run_cycle(home, T0 + timedelta(hours=12))
+        run_cycles(home, T0, 1, first=2)
     assert Warehouse(home).read("robots")["feeds"].to_list() == [None]
 
 
@@ -152,6 +148,5 @@ def test_a_feed_robots_txt_disallows_is_not_read(tmp_path: Path) -> None:
     home = tmp_path / "home"
     with serve_on_loopback(handle) as base:
         load_seeds(home, f"url\n{base}/\n".encode(), added_at=T0)
-        run_cycle(home, T0)
-        run_cycle(home, T0 + timedelta(hours=6))
+        run_cycles(home, T0, 2)
     assert "/feed.xml" not in asked

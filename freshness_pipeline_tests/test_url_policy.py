@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
 import pytest
 from aiohttp import web
 
-from freshness_pipeline.app.runner import load_seeds, run_cycle
+from freshness_pipeline.app.runner import load_seeds
 from freshness_pipeline.science.normalize import as_discovered, normalize_url, request_spelling
 from freshness_pipeline.stages.candidates import TRAP_REASON
 from freshness_pipeline.warehouse.storage import Warehouse
-from freshness_pipeline_tests.support import serve_on_loopback
+from freshness_pipeline_tests.support import run_cycles, serve_on_loopback
 
 T0 = datetime(2026, 5, 4, tzinfo=UTC)
 PAGE = (
@@ -26,15 +26,7 @@ PAGE = (
 )
 
 
-def _cycles(home: Path, n: int, start: int = 0) -> None:
-    for k in range(start, start + n):
-        run_cycle(home, T0 + timedelta(hours=6 * k))
-
-
-@pytest.fixture(autouse=True)
-def _loopback(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+pytestmark = pytest.mark.usefixtures("loopback_crawl")
 
 
 def _site(
@@ -79,7 +71,7 @@ def test_a_page_that_redirects_to_itself_with_a_session_the_host_strips_is_fetch
         home.mkdir()
         (home / "freshness.toml").write_text(f'[hosts."{host}"]\nstrip_params = ["sid"]\n')
         load_seeds(home, f"url\n{base}/product/1\n{base}/product/2\n".encode(), added_at=T0)
-        _cycles(home, 3)
+        run_cycles(home, T0, 3)
     wh = Warehouse(home)
     state = wh.read("url_state").sort("url")
     assert state["url"].to_list() == [f"{base}/product/1", f"{base}/product/2"]
@@ -122,7 +114,7 @@ def test_robots_rules_hold_for_the_spelling_the_site_wrote_not_only_the_sorted_k
     with serve_on_loopback(handle) as base:
         seeds = f"url\n{base}/find\n{base}/news?utm_source=mail\n"
         load_seeds(home, seeds.encode(), added_at=T0)
-        _cycles(home, 3)
+        run_cycles(home, T0, 3)
     forbidden = [p for p in seen if p.startswith(("/?", "/search"))]
     assert forbidden == []
     assert "/list?b=2&a=1" in seen and "/news" in seen  # allowed pages, as the site wrote them
@@ -170,9 +162,9 @@ def test_a_users_seed_row_wins_over_a_value_inherited_through_a_redirect(tmp_pat
     home = tmp_path / "home"
     with serve_on_loopback(_site(moved)) as base:
         load_seeds(home, f"url,value,url_class\n{base}/r,5,premium\n".encode(), added_at=T0)
-        _cycles(home, 2)
+        run_cycles(home, T0, 2)
         load_seeds(home, f"url,value,url_class\n{base}/t,0.1,cheap\n".encode(), added_at=T0)
-        _cycles(home, 1, start=2)
+        run_cycles(home, T0, 1, first=2)
     target = Warehouse(home).read("url_candidates").filter(pl.col("url") == f"{base}/t")
     assert target.select("value", "url_class").row(0) == (0.1, "cheap")
     assert target["sources"][0] == "redirect,seed"
@@ -193,7 +185,7 @@ def test_a_path_that_grows_on_every_answer_stops_at_a_segment_repeated_three_tim
     home = tmp_path / "home"
     with serve_on_loopback(_site(growing, seen)) as base:
         load_seeds(home, f"url\n{base}/grow/\n{base}/page\n".encode(), added_at=T0)
-        _cycles(home, 6)
+        run_cycles(home, T0, 6)
     grown = sorted({p for p in seen if p.startswith("/grow/")})
     assert grown == ["/grow/", "/grow/a/", "/grow/a/a/"]
     candidates = Warehouse(home).read("url_candidates")
@@ -217,7 +209,7 @@ def test_a_page_that_mints_a_session_in_a_redirect_to_itself_is_one_url(tmp_path
     home = tmp_path / "home"
     with serve_on_loopback(_site(minting)) as base:
         load_seeds(home, f"url\n{base}/account/1\n{base}/moved\n".encode(), added_at=T0)
-        _cycles(home, 4)
+        run_cycles(home, T0, 4)
     wh = Warehouse(home)
     state = wh.read("url_state")
     account = state.filter(pl.col("url") == f"{base}/account/1")
@@ -247,7 +239,7 @@ def test_a_querys_semicolons_and_equals_signs_go_on_the_wire_as_written(tmp_path
     home = tmp_path / "home"
     with serve_on_loopback(_site(legacy, seen)) as base:
         load_seeds(home, f"url\n{base}/item?id=1;color=red\n".encode(), added_at=T0)
-        _cycles(home, 1)
+        run_cycles(home, T0, 1)
     assert "/item?id=1;color=red" in seen
     state = Warehouse(home).read("url_state")
     assert state["status"].to_list() == ["active"]
@@ -288,7 +280,7 @@ def test_a_page_is_asked_for_as_the_site_wrote_it_where_the_key_is_another_spell
         keys = sorted(normalize_url(base + p) for p in written)
         assert all(request_spelling(base + p, normalize_url(base + p)) for p in written)
         load_seeds(home, f"url\n{base}/\n".encode(), added_at=T0)
-        _cycles(home, 2)
+        run_cycles(home, T0, 2)
     wh = Warehouse(home)
     state = wh.read("url_state").filter(pl.col("url").is_in(keys)).sort("url")
     assert state["url"].to_list() == keys
