@@ -343,6 +343,52 @@ def test_of_tied_pages_the_newest_and_the_longest_waiting_go_by_turns() -> None:
     ]
 
 
+def test_never_fetched_seeds_go_quietest_first_and_found_urls_newest_and_oldest_by_turns() -> None:
+    """At a 2 % budget on seeds a sitemap listed with lastmods, newest and oldest by turns took
+    the pages that had changed last, the fastest, first: their copies went stale soonest and
+    the crawl lost to round robin (found by an exploratory run). A seed's lastmod dates its last
+    change, so seeds go the longest quiet first, undated ones after them by URL; what the
+    crawl found itself keeps the newest-and-oldest turns (a new article is news)."""
+    ages = [3.0, 0.1, 40.0, 1.0, 400.0, 12.0]  # days since each seed's lastmod
+    seeds = [{"url": f"http://h.example/s{i}", "status": "new"} for i in range(len(ages))]
+    seeds.append({"url": "http://h.example/s-undated", "status": "new"})
+    found = [{"url": f"http://h.example/f{i}", "status": "new"} for i in range(3)]
+    frame = _cands([*seeds, *found]).with_columns(
+        pl.Series(
+            "lastmod",
+            [NOW - timedelta(days=a) for a in ages]
+            + [None]
+            + [NOW - timedelta(days=d) for d in (1, 90, 5)],
+            dtype=pl.Datetime("us", "UTC"),
+        ),
+        pl.Series("discovered", [False] * (len(ages) + 1) + [True] * 3),
+    )
+    only_seeds = frame.filter(~pl.col("discovered"))
+    assert _selected(build_plan(only_seeds, BIG, now=NOW, budget=7)) == [
+        "http://h.example/s4",  # quiet for 400 days
+        "http://h.example/s2",
+        "http://h.example/s5",
+        "http://h.example/s0",
+        "http://h.example/s3",
+        "http://h.example/s1",  # changed 2.4 hours ago
+        "http://h.example/s-undated",
+    ]
+    only_found = frame.filter(pl.col("discovered"))
+    assert _selected(build_plan(only_found, BIG, now=NOW, budget=3)) == [
+        "http://h.example/f0",  # the newest
+        "http://h.example/f1",  # the oldest
+        "http://h.example/f2",
+    ]
+    # together, each keeps its own order
+    both = _selected(build_plan(frame, BIG, now=NOW, budget=10))
+    assert [u for u in both if "/s" in u] == _selected(
+        build_plan(only_seeds, BIG, now=NOW, budget=7)
+    )
+    assert [u for u in both if "/f" in u] == _selected(
+        build_plan(only_found, BIG, now=NOW, budget=3)
+    )
+
+
 def test_a_host_whose_new_urls_never_end_does_not_keep_another_hosts_pages_waiting() -> None:
     """A calendar's sitemap lists 300 new days on every read: its newest URLs took every tie
     against another host's pages waiting since the first cycle, whose fetched pages held
