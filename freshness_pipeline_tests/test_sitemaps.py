@@ -87,8 +87,16 @@ def utc(*args: int) -> datetime:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("2024", utc(2024, 1, 1)),
-        ("2024-05", utc(2024, 5, 1)),
+        # a year or a month alone cannot date a change: read as its first instant it said
+        # "unchanged since January" of a page changed in June
+        ("2024", None),
+        ("2024-05", None),
+        # placeholders of sites that do not know the date, not dates
+        ("1970-01-01T00:00:00Z", None),
+        ("0001-01-01", None),
+        ("Thu, 01 Jan 1970 00:00:00 GMT", None),
+        ("1994-12-31T23:59:59Z", None),
+        ("1995-01-01", utc(1995, 1, 1)),
         ("2024-05-01", utc(2024, 5, 1)),
         ("2024-05-01T10:30Z", utc(2024, 5, 1, 10, 30)),
         ("2024-05-01T10:30:15+02:00", utc(2024, 5, 1, 8, 30, 15)),

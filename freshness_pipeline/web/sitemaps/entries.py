@@ -133,12 +133,23 @@ class ParsedSitemap:
     complete: bool = False
 
 
+#: Sitemap and feed dates before this are placeholders, not dates (the web had few pages and no
+#: sitemaps then; ``1970-01-01`` is what a zero timestamp prints as).
+EARLIEST_DATE = datetime(1995, 1, 1, tzinfo=UTC)
+
+
 def parse_w3c_datetime(text: str | None) -> datetime | None:
     """A sitemap/feed date as an aware UTC datetime, or None when it is not a date.
 
-    Accepts the W3C profile of ISO 8601 (``2024``, ``2024-05``, ``2024-05-01``, with time, with or
-    without seconds, fraction and zone; no zone means UTC), RFC 3339 (Atom) and RFC 822 (RSS
-    ``pubDate``). A date that cannot be placed on the UTC line (year 9999 minus a zone) is None.
+    Accepts the W3C profile of ISO 8601 (``2024-05-01``, with time, with or without seconds,
+    fraction and zone; no zone means UTC), RFC 3339 (Atom) and RFC 822 (RSS ``pubDate``). A
+    date that cannot be placed on the UTC line (year 9999 minus a zone) is None.
+
+    Also None, though the profile allows or the calendar has them: a year or a month alone
+    (``2024``, ``2024-05``), which read as their first instant said "unchanged since 2 January"
+    of a page changed in June, and dates before :data:`EARLIEST_DATE` (``1970-01-01``,
+    ``0001-01-01``: the placeholders of sites that do not know), which read as real made every
+    page the quietest of its host. A date that cannot date a change is no date.
     """
     if not text:
         return None
@@ -149,6 +160,8 @@ def parse_w3c_datetime(text: str | None) -> datetime | None:
     when: datetime | None
     if m:
         year, month, day, hour, minute, second, frac, zone = m.groups()
+        if day is None:
+            return None
         try:
             micro = int((frac or "0")[:6].ljust(6, "0"))
             when = datetime(
@@ -176,9 +189,10 @@ def parse_w3c_datetime(text: str | None) -> datetime | None:
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
     try:
-        return when.astimezone(UTC)
+        utc = when.astimezone(UTC)
     except (OverflowError, ValueError):
         return None
+    return utc if utc >= EARLIEST_DATE else None
 
 
 def _zone(zone: str | None) -> timezone:
