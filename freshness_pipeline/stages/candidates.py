@@ -145,9 +145,13 @@ def canonical_candidates(
     listed_now = pl.col("source").is_in(["sitemap", "feed"]) & (
         pl.col("last_seen_at") == pl.lit(now).cast(tables.UTC_TIME)
     )
+    in_sitemap = pl.col("source") == "sitemap"
     rows = rows.with_columns(
         lastmod=pl.when(listed_now).then("lastmod"),
-        listed_until=pl.when(pl.col("source") == "sitemap").then("last_seen_at"),
+        listed_until=pl.when(in_sitemap).then("last_seen_at"),
+        listed_in=pl.when(in_sitemap).then(
+            pl.col("listed_in") if "listed_in" in rows.columns else pl.lit(None, pl.String)
+        ),
     )
     # The user's own seed row speaks for a URL first: a value and class a URL inherited from
     # the page that redirected or pointed to it gave way to none of theirs before, and which
@@ -170,6 +174,11 @@ def canonical_candidates(
             pl.col("lastmod").max(),
             pl.col("first_seen_at").min(),
             pl.col("listed_until").max(),
+            # the file of the newest listing, whose next complete read without it is news
+            pl.col("listed_in")
+            .filter(pl.col("listed_until") == pl.col("listed_until").max())
+            .drop_nulls()
+            .first(),
             (pl.col("url") == pl.col("canonical")).any().alias(_KEY_WRITTEN),
             pl.col("url").first().alias(_SPELLING),  # rows are in SOURCE_RANK order
         )

@@ -90,6 +90,7 @@ def merge_inventory(previous: pl.DataFrame, found: pl.DataFrame, now: datetime) 
             pl.col("lastmod").filter(pl.col("lastmod") <= now + LASTMOD_AHEAD).max(),
             pl.col("first_seen_at").min(),
             pl.col("last_seen_at").max(),
+            pl.col("listed_in").drop_nulls().last(),
         )
         .select(list(tables.URL_INVENTORY))
         .sort(["host", "url", "source"])
@@ -264,6 +265,7 @@ def refresh_robots_and_sitemaps(
     http: HttpAccess,
     log: logging.Logger | None = None,
     answers: pl.DataFrame | None = None,
+    previous: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, dict[str, int]]:
     """Fetch robots.txt where the cache is stale and every host's sitemaps; write the robots
     table and return the sitemap entries as inventory rows, with the run's discovery counts
@@ -273,7 +275,10 @@ def refresh_robots_and_sitemaps(
     the robots rows carry give each host's ``retry_until`` (``answers``: those fetch_results
     rows when the caller has them already, else they are read). A held host keeps its cached robots
     row, stale or not, with the hold in it: none of its pages is planned until the hold ends,
-    and the first cycle after it refreshes the row before planning."""
+    and the first cycle after it refreshes the row before planning.
+
+    A sitemap or feed file that answered 304 lists again what it listed at its last complete
+    read: ``previous`` (last cycle's inventory rows) gives those rows, by ``listed_in``."""
     cached = wh.read("robots", hosts)
     cached_by_host = {row["host"]: row for row in cached.iter_rows(named=True)}
     if answers is None:
@@ -283,6 +288,7 @@ def refresh_robots_and_sitemaps(
     bases = host_base_urls(known, hosts)
     pace = dict(wh.read("host_capacity", hosts, columns=["host", "gap_s"]).iter_rows())
     announced = announced_by_host(answers)
+    listing = listing_files(previous)
     targets = [
         DiscoveryTarget(
             host=h,
@@ -290,6 +296,7 @@ def refresh_robots_and_sitemaps(
             cached=cached_by_host.get(h),
             min_gap_s=pace.get(h),
             feeds=announced.get(h, ()),
+            listing_files=None if listing is None else listing.get(h, frozenset()),
         )
         for h in hosts
         if h not in held
@@ -311,10 +318,12 @@ def refresh_robots_and_sitemaps(
             "lastmod": e.lastmod,
             "source": "feed" if e.from_feed else "sitemap",
             "listed_by": f.host,
+            "listed_in": e.source_url,
         }
         for f in found
         for e in f.entries
     ]
+    again = listed_again(previous, found)
     counts: Counter[str] = Counter(dict.fromkeys(COUNT_KEYS, 0))
     for f in found:
         counts.update(f.counts)
@@ -323,7 +332,7 @@ def refresh_robots_and_sitemaps(
         for host, until in held.items():
             log.info(f"{host}: Retry-After holds it until {until.isoformat()}; not fetched")
     if not entries:
-        return tables.empty("url_inventory"), dict(counts)
+        return again, dict(counts)
     frame = pl.DataFrame(
         entries,
         schema={
@@ -331,6 +340,7 @@ def refresh_robots_and_sitemaps(
             "lastmod": tables.UTC_TIME,
             "source": pl.String,
             "listed_by": pl.String,
+            "listed_in": pl.String,
         },
     )
     norm = normalize_url_column(frame["url"])
@@ -340,7 +350,40 @@ def refresh_robots_and_sitemaps(
     frame = frame.with_columns(host=norm["host"])
     own = frame.filter(pl.col("host") == pl.col("listed_by"))
     counts["sitemap_entries_of_other_hosts"] = frame.height - own.height
-    return own.drop("listed_by"), dict(counts)
+    listed = tables.conform("url_inventory", own.drop("listed_by"))
+    return pl.concat([listed, again]) if again.height else listed, dict(counts)
+
+
+def listing_files(previous: pl.DataFrame | None) -> dict[str, frozenset[str]] | None:
+    """Per host, the sitemap and feed files that listed the URLs of ``previous`` (the
+    inventory): a 304 from one of them gives its URLs back from there, from another it could
+    not (an inventory restored from before the read), so that one is asked for whole. None:
+    no inventory given, every file may answer 304."""
+    if previous is None or "listed_in" not in previous.columns:
+        return None
+    pairs = previous.select("host", "listed_in").drop_nulls().unique()
+    files: dict[str, set[str]] = {}
+    for host, url in pairs.iter_rows():
+        files.setdefault(host, set()).add(url)
+    return {host: frozenset(urls) for host, urls in files.items()}
+
+
+def listed_again(previous: pl.DataFrame | None, found: list[HostDiscovery]) -> pl.DataFrame:
+    """The inventory rows (``previous``) of the sitemap and feed files that answered 304 this
+    cycle, as sightings of now: the file lists them still, dated as at its last read."""
+    unchanged = [(f.host, url) for f in found for url in f.unchanged]
+    if previous is None or not unchanged or previous.height == 0:
+        return tables.empty("url_inventory")
+    files = pl.DataFrame(
+        unchanged, schema={"host": pl.String, "listed_in": pl.String}, orient="row"
+    )
+    rows = tables.conform("url_inventory", previous).filter(
+        pl.col("source").is_in(["sitemap", "feed"])
+    )
+    return rows.join(files, on=["host", "listed_in"], how="semi").with_columns(
+        first_seen_at=pl.lit(None, dtype=tables.UTC_TIME),
+        last_seen_at=pl.lit(None, dtype=tables.UTC_TIME),
+    )
 
 
 def discovery_archive(
@@ -399,7 +442,7 @@ def cycle_inventory(
     if http is not None:
         known = pl.concat([previous.select("url", "host"), seeds.select("url", "host")])
         listed, discovery = refresh_robots_and_sitemaps(
-            wh, hosts, known, now, http, log, answers=results
+            wh, hosts, known, now, http, log, answers=results, previous=previous
         )
         found.append(listed)
     found_rows = pl.concat(

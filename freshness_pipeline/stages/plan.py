@@ -232,22 +232,48 @@ def with_lastmod_hints(inputs: pl.DataFrame, evidence: pl.DataFrame, now: dateti
 
 
 def with_delisting(inputs: pl.DataFrame, robots: pl.DataFrame) -> pl.DataFrame:
-    """Add ``delisted``: the host's last complete sitemap read (robots.sitemaps_read_at) came
-    after the page was last listed (``listed_until``), and the page was not fetched since it
-    was last listed. Only a complete read counts: a walk that failed or was cut by a cap says
-    nothing of the URLs it did not reach."""
+    """Add ``delisted``: a complete read came after the page was last listed
+    (``listed_until``), and the page was not fetched since it was last listed. A complete read
+    of the file that listed it (``listed_in``; robots.sitemap_reads' ``complete_at``, a 304 to
+    its validators included) or of all the host's sitemaps (robots.sitemaps_read_at): only a
+    complete read counts, since a read that failed or was cut by a cap says nothing of the URLs
+    it did not reach. Per file, so that one failing child file, or a walk cut by its caps,
+    does not keep every page that left the host's other files from its early check (found by
+    an exploratory run)."""
     read = robots.select("host", pl.col("sitemaps_read_at").alias("_read_at"))
-    last = pl.col("last_fetched_at")
-    return (
-        inputs.join(read, on="host", how="left", maintain_order="left")
-        .with_columns(
-            delisted=(
-                (pl.col("_read_at") > pl.col("listed_until"))
-                & (last.is_null() | (last <= pl.col("listed_until")))
-            ).fill_null(False)
+    files = (
+        robots.select("host", pl.col("sitemap_reads").alias("_f"))
+        .explode("_f")
+        .drop_nulls("_f")
+        .select(
+            "host",
+            pl.col("_f").struct.field("url").alias("_file"),
+            pl.col("_f").struct.field("complete_at").alias("_file_read_at"),
         )
-        .drop("_read_at")
+        .drop_nulls()
+        .unique(["host", "_file"], keep="last")
+        if "sitemap_reads" in robots.columns
+        else None
     )
+    last = pl.col("last_fetched_at")
+    out = inputs.join(read, on="host", how="left", maintain_order="left")
+    if files is not None and "listed_in" in inputs.columns:
+        out = out.join(
+            files,
+            left_on=["host", "listed_in"],
+            right_on=["host", "_file"],
+            how="left",
+            maintain_order="left",
+        )
+    else:
+        out = out.with_columns(_file_read_at=pl.lit(None, dtype=tables.UTC_TIME))
+    read_since = pl.max_horizontal("_read_at", "_file_read_at")
+    return out.with_columns(
+        delisted=(
+            (read_since > pl.col("listed_until"))
+            & (last.is_null() | (last <= pl.col("listed_until")))
+        ).fill_null(False)
+    ).drop("_read_at", "_file_read_at")
 
 
 @dataclass(frozen=True)
@@ -278,7 +304,9 @@ def cycle_plan(
     health = host_health(wh.read("fetch_results", hosts, columns=RESULT_COLUMNS), hosts)
     # what the plan reads of robots: the holds, Crawl-delays and the last complete sitemap walk
     robots = wh.read(
-        "robots", hosts, columns=["host", "retry_until", "crawl_delay", "sitemaps_read_at"]
+        "robots",
+        hosts,
+        columns=["host", "retry_until", "crawl_delay", "sitemaps_read_at", "sitemap_reads"],
     )
     holds = held_hosts(robots, now)
     pace = wh.read("host_capacity", hosts, columns=PACE_COLUMNS)

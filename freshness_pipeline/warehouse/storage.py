@@ -518,6 +518,10 @@ class Warehouse:
             schema=tables.SCHEMAS[table],
             missing_columns="insert",
             extra_columns="ignore",
+            # a struct column that gained fields since (robots.sitemap_reads) reads as null
+            cast_options=pl.ScanCastOptions(
+                missing_struct_fields="insert", extra_struct_fields="ignore"
+            ),
             hive_partitioning=False,
         )
         return (scan if columns is None else scan.select(columns)).collect()

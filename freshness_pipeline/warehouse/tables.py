@@ -52,17 +52,33 @@ ROBOTS: Schema = {
     # now only if that cycle's walk was complete: only then is a URL it no longer lists news.
     "sitemaps_read_at": UTC_TIME,
     "sitemaps_read_entries": pl.Int64,
-    # complete reads in a row listing under half of sitemaps_read_entries (web.discovery): an
-    # emptied or gutted listing is a broken generator far more often than a site's pages gone
+    # of the host's files, the most complete reads in a row listing under half the URLs of
+    # the file's last complete read (web.sitemaps.reads.shrunk): an emptied or gutted listing
+    # is a broken generator far more often than a site's pages gone
     "sitemaps_shrunk_reads": pl.Int64,
     # feeds the host's pages announced (or pages that were feeds), read beside its sitemaps;
     # one that answers 404 or 410 or is no feed is dropped (web.discovery)
     "feeds": pl.List(pl.String),
     # Per sitemap file asked for (robots.txt's and index children): when it was last asked for
     # and the <lastmod> its index gave it then, so the next walk reads first what it has not
-    # read or what changed (web.sitemaps.reads). Files unlisted for 30 days are dropped.
+    # read or what changed; and its last complete read (null: none): when (a 304 to its
+    # validators counts as one), the validators, the URLs it listed (an index: its children,
+    # listed), and reads in a row since that listed under half as many (web.sitemaps.reads).
+    # Files unlisted for 30 days are dropped.
     "sitemap_reads": pl.List(
-        pl.Struct({"url": pl.String, "read_at": UTC_TIME, "listed_lastmod": UTC_TIME})
+        pl.Struct(
+            {
+                "url": pl.String,
+                "read_at": UTC_TIME,
+                "listed_lastmod": UTC_TIME,
+                "complete_at": UTC_TIME,
+                "etag": pl.String,
+                "last_modified": pl.String,
+                "entries": pl.Int64,
+                "children": pl.List(pl.String),
+                "shrunk_reads": pl.Int64,
+            }
+        )
     ),
 }
 
@@ -75,6 +91,10 @@ URL_INVENTORY: Schema = {
     "lastmod": UTC_TIME,
     "first_seen_at": UTC_TIME,
     "last_seen_at": UTC_TIME,
+    # the sitemap or feed file that listed the URL when last seen (null: a seed or a pointer):
+    # a 304 from that file lists it again, and that file's next complete read without it is
+    # news of the URL (web.sitemaps.reads)
+    "listed_in": pl.String,
 }
 
 URL_CANDIDATES: Schema = {
@@ -86,8 +106,10 @@ URL_CANDIDATES: Schema = {
     "n_variants": pl.Int64,
     "lastmod": UTC_TIME,
     "first_seen_at": UTC_TIME,
-    # the last cycle a sitemap or feed of the host listed the URL (null: never listed)
+    # the last cycle a sitemap or feed of the host listed the URL (null: never listed), and
+    # the sitemap file that listed it then
     "listed_until": UTC_TIME,
+    "listed_in": pl.String,
     "allowed": pl.Boolean,
     "blocked_reason": pl.String,
     # what a fetch asks the server for when no source wrote the key itself (the site's own

@@ -67,6 +67,8 @@ COUNT_KEYS = (
     "robots_errors",
     "sitemap_files",
     "sitemap_files_read",
+    # files that answered 304 to the validators of their last complete read
+    "sitemap_files_unchanged",
     "sitemap_files_recovered",
     "sitemap_entries",
     "sitemap_entries_recovered",
@@ -91,6 +93,9 @@ class DiscoveryTarget:
     min_gap_s: float | None = None
     # feeds the host's pages announced at their last fetch (or pages that were feeds)
     feeds: tuple[str, ...] = ()
+    # the sitemap and feed files that listed URLs the inventory holds (None: not known, all):
+    # only those may answer 304 for their last read (web.sitemaps.walk)
+    listing_files: frozenset[str] | None = None
 
 
 @dataclass
@@ -106,6 +111,9 @@ class HostDiscovery:
     notes: list[str] = field(default_factory=list)  # worth an info line, not a warning
     probed: bool = False  # /sitemap.xml was asked for because robots.txt names none
     feeds_read: int = 0  # announced feeds read (web.discovery._read_feeds)
+    #: sitemap and feed files that answered 304: what they listed at their last complete read
+    #: is listed still (the inventory takes it from its rows that file listed)
+    unchanged: list[str] = field(default_factory=list)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -116,6 +124,7 @@ class HostDiscovery:
         if walk is not None:
             counts["sitemap_files"] = len(walk.files)
             counts["sitemap_files_read"] = sum(f.format is not None for f in walk.files)
+            counts["sitemap_files_unchanged"] = sum(f.unchanged for f in walk.files)
             counts["sitemap_files_recovered"] = walk.files_recovered
             counts["sitemap_entries"] = len(walk.entries)
             counts["sitemap_entries_recovered"] = walk.entries_recovered
@@ -233,7 +242,18 @@ async def _discover_one(
     if not sitemaps:
         if not probe_due(target.cached, target.host, now):
             # its last answer stands; saying so every cycle would be noise
-            await _read_feeds(session, feeds, row, result, settings, delay, now, deadline, archive)
+            await _read_feeds(
+                session,
+                feeds,
+                row,
+                result,
+                settings,
+                delay,
+                now,
+                deadline,
+                archive,
+                target.listing_files,
+            )
             return result
         sitemaps = [guessed]
         result.probed = True
@@ -247,10 +267,12 @@ async def _discover_one(
         fetched_at=now,
         deadline=deadline,
         reads=reads_from_row(row.get("sitemap_reads")),
+        standing=target.listing_files,
     )
     row["sitemap_reads"] = reads_to_row(walk.reads, walk.listed, now)
     result.walk = walk
     result.entries = walk.entries
+    result.unchanged.extend(walk.unchanged)
     for problem in walk.problems:
         if result.probed and _absent(problem, guessed):
             result.notes.append(f"robots.txt names no sitemap and {problem}")
@@ -263,17 +285,22 @@ async def _discover_one(
             sitemap_probe_status=first.http_status,
             sitemap_probe_found=first.format is not None,
         )
-    await _read_feeds(session, feeds, row, result, settings, delay, now, deadline, archive)
+    await _read_feeds(
+        session, feeds, row, result, settings, delay, now, deadline, archive, target.listing_files
+    )
     if walk.complete:
-        shrunk = _shrunk_read(row, len(walk.entries))
-        if shrunk is not None:
-            result.problems.append(shrunk)
-        else:
-            row.update(
-                sitemaps_read_at=now,
-                sitemaps_read_entries=len(walk.entries),
-                sitemaps_shrunk_reads=0,
-            )
+        row.update(
+            sitemaps_read_at=now,
+            # the URLs listed: those read now and those unchanged files listed at their last read
+            sitemaps_read_entries=len(walk.entries)
+            + sum(f.entries for f in walk.files if f.unchanged),
+            sitemaps_shrunk_reads=0,
+        )
+    elif any(p.kind == "shrunk" for p in walk.problems):
+        row["sitemaps_shrunk_reads"] = max(
+            (r.complete.shrunk_reads for r in walk.reads.values() if r.complete is not None),
+            default=0,
+        )
     return result
 
 
@@ -304,6 +331,7 @@ async def _read_feeds(
     now: datetime,
     deadline: float,
     archive: ArchiveWriter | None,
+    standing: frozenset[str] | None = None,
 ) -> None:
     """Read the feeds the host's pages announced, beside its sitemaps: many sites list their
     new pages in a feed their pages link to (``<link rel=alternate>``) and nowhere else, and a
@@ -314,6 +342,8 @@ async def _read_feeds(
     if not feeds:
         row["feeds"] = row.get("feeds") or None
         return
+    # the feeds' validators live beside the sitemaps' (one memory of files per host)
+    memory = reads_from_row(row.get("sitemap_reads"))
     walk = await fetch_sitemap_entries(
         session,
         feeds,
@@ -324,7 +354,11 @@ async def _read_feeds(
         archive=archive,
         fetched_at=now,
         deadline=deadline,
+        reads=memory,
+        standing=standing,
     )
+    row["sitemap_reads"] = reads_to_row(walk.reads, {*memory, *feeds}, now) or None
+    result.unchanged.extend(walk.unchanged)
     dropped = {
         p.sitemap_url
         for p in walk.problems
@@ -340,33 +374,6 @@ async def _read_feeds(
     result.entries.extend(walk.entries)
     result.feeds_read = sum(f.format is not None for f in walk.files)
     row["feeds"] = [f for f in feeds if f not in dropped] or None
-
-
-#: a complete read listing under half the URLs of the last one, and this many fewer, is taken
-#: as broken until this many reads in a row list as few
-SHRINK_MIN_LOST = 10
-SHRINK_ACCEPTED_AFTER = 3
-
-
-def _shrunk_read(row: dict[str, Any], listed: int) -> SitemapProblem | None:
-    """Why a complete walk is not taken as one, noting it in ``row``; None when it is. A valid
-    but empty or gutted urlset (a generator that failed half way, a CDN serving a stub) read as
-    complete made every page it stopped listing an early check, silently (found by an
-    exploratory run); a listing that stays small is the site's, and is taken on the third read
-    (gone pages are found by their fetches meanwhile)."""
-    before = row.get("sitemaps_read_entries")
-    if before is None or listed * 2 >= before or before - listed < SHRINK_MIN_LOST:
-        return None
-    reads = (row.get("sitemaps_shrunk_reads") or 0) + 1
-    if reads >= SHRINK_ACCEPTED_AFTER:
-        return None
-    row["sitemaps_shrunk_reads"] = reads
-    return SitemapProblem(
-        "shrunk",
-        f"the host's sitemaps list {listed} URLs, {before} at their last complete read: not "
-        f"taken as complete (the URLs it no longer lists are not checked early) unless "
-        f"{SHRINK_ACCEPTED_AFTER - reads} more reads list as few",
-    )
 
 
 async def discover_hosts_async(

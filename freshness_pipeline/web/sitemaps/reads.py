@@ -12,6 +12,14 @@ recently read first. Where an index's dates are honest the files that changed ar
 cycle they change; where they are absent or always "now", every file is read once before any
 is read again.
 
+Each file's last complete read is remembered too: when, its validators, how many URLs (or,
+for an index, which children) it listed. The next walk asks for it conditionally, and a 304
+stands for that read again: the file costs one short answer, and the URLs it listed are still
+listed (the inventory takes them from its last read); a large site's sitemaps run to many
+megabytes a read, every cycle. Completeness is per file so that a URL leaving one file is news
+when that file is read whole again, whatever the host's other files did (one failing child, or
+a walk cut by its caps, hid every delisting of the host; found by an exploratory run).
+
 The memory is kept in the host's robots row (``sitemap_reads``, a list of structs) between
 cycles. Files an index stopped listing are forgotten after :data:`FORGET_AFTER`.
 """
@@ -24,7 +32,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-__all__ = ["FORGET_AFTER", "SitemapRead", "reading_order", "reads_from_row", "reads_to_row"]
+__all__ = [
+    "FORGET_AFTER",
+    "SHRINK_ACCEPTED_AFTER",
+    "SHRINK_MIN_LOST",
+    "CompleteRead",
+    "SitemapRead",
+    "reading_order",
+    "reads_from_row",
+    "reads_to_row",
+    "shrunk",
+]
 
 #: A file no walk has seen listed for this long is dropped from the memory, which otherwise
 #: grows with every file a site ever listed.
@@ -32,13 +50,60 @@ FORGET_AFTER = timedelta(days=30)
 
 
 @dataclass(frozen=True)
+class CompleteRead:
+    """A file's last read to its end (or a 304 that stood for one): when, the validators its
+    answer carried (``etag``, ``last_modified``: sent back as If-None-Match and
+    If-Modified-Since), how many URLs it listed (an index: children) and, for an index, which
+    children (a 304 for an index walks on to them). ``shrunk_reads``: complete reads in a row
+    since that listed under half as many (:func:`shrunk`)."""
+
+    at: datetime
+    etag: str | None = None
+    last_modified: str | None = None
+    entries: int = 0
+    children: tuple[str, ...] | None = None
+    shrunk_reads: int = 0
+
+    @property
+    def validators(self) -> dict[str, str]:
+        """The conditional request headers this read allows (none: a full read)."""
+        headers = {}
+        if self.etag:
+            headers["If-None-Match"] = self.etag
+        if self.last_modified:
+            headers["If-Modified-Since"] = self.last_modified
+        return headers
+
+
+@dataclass(frozen=True)
 class SitemapRead:
     """The last time a walk asked for ``url`` and the ``<lastmod>`` its index then gave it
-    (None: none given, or the file was not read whole enough to count as seen at that date)."""
+    (None: none given, or the file was not read whole enough to count as seen at that date),
+    and the file's last complete read (None: never read whole)."""
 
     url: str
     read_at: datetime
     listed_lastmod: datetime | None
+    complete: CompleteRead | None = None
+
+
+#: a complete read listing under half the URLs of the file's last one, and this many fewer, is
+#: taken as broken until this many reads in a row list as few
+SHRINK_MIN_LOST = 10
+SHRINK_ACCEPTED_AFTER = 3
+
+
+def shrunk(before: CompleteRead | None, listed: int) -> int:
+    """0 when a complete read listing ``listed`` URLs stands as the file's complete read; else
+    how many reads in a row, this one included, listed under half of ``before``'s (and
+    :data:`SHRINK_MIN_LOST` fewer). A valid but empty or gutted file (a generator that failed
+    half way, a CDN serving a stub) taken as complete made every page it stopped listing an
+    early check, silently (found by an exploratory run); a listing that stays small is the
+    site's, and is taken on the :data:`SHRINK_ACCEPTED_AFTER`-th read."""
+    if before is None or listed * 2 >= before.entries or before.entries - listed < SHRINK_MIN_LOST:
+        return 0
+    reads = before.shrunk_reads + 1
+    return 0 if reads >= SHRINK_ACCEPTED_AFTER else reads
 
 
 def _changed_since_read(read: SitemapRead | None, lastmod: datetime | None) -> bool:
@@ -78,7 +143,21 @@ def reads_from_row(value: Iterable[Mapping[str, Any]] | None) -> dict[str, Sitem
     for item in value or ():
         url, read_at = item.get("url"), item.get("read_at")
         if url and read_at is not None:
-            reads[url] = SitemapRead(url, read_at, item.get("listed_lastmod"))
+            at = item.get("complete_at")
+            children = item.get("children")
+            complete = (
+                None
+                if at is None
+                else CompleteRead(
+                    at,
+                    item.get("etag"),
+                    item.get("last_modified"),
+                    int(item.get("entries") or 0),
+                    None if children is None else tuple(children),
+                    int(item.get("shrunk_reads") or 0),
+                )
+            )
+            reads[url] = SitemapRead(url, read_at, item.get("listed_lastmod"), complete)
     return reads
 
 
@@ -90,6 +169,22 @@ def reads_to_row(
     keep = set(listed)
     return [
         {"url": r.url, "read_at": r.read_at, "listed_lastmod": r.listed_lastmod}
+        | _complete_to_row(r.complete)
         for r in sorted(reads.values(), key=lambda r: r.url)
         if r.url in keep or now - r.read_at < FORGET_AFTER
     ]
+
+
+def _complete_to_row(c: CompleteRead | None) -> dict[str, Any]:
+    if c is None:
+        return dict.fromkeys(
+            ("complete_at", "etag", "last_modified", "entries", "children", "shrunk_reads")
+        )
+    return {
+        "complete_at": c.at,
+        "etag": c.etag,
+        "last_modified": c.last_modified,
+        "entries": c.entries,
+        "children": None if c.children is None else list(c.children),
+        "shrunk_reads": c.shrunk_reads,
+    }

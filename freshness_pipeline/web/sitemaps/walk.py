@@ -7,8 +7,8 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Container, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from urllib.parse import urljoin
 
@@ -28,7 +28,13 @@ from freshness_pipeline.web.sitemaps.entries import (
     SitemapProblem,
 )
 from freshness_pipeline.web.sitemaps.read import read_sitemap
-from freshness_pipeline.web.sitemaps.reads import SitemapRead, reading_order
+from freshness_pipeline.web.sitemaps.reads import (
+    SHRINK_ACCEPTED_AFTER,
+    CompleteRead,
+    SitemapRead,
+    reading_order,
+    shrunk,
+)
 
 __all__ = [
     "SitemapFile",
@@ -50,6 +56,8 @@ class SitemapFile:
     children: int = 0
     recovered: bool = False
     complete: bool = False
+    #: answered 304 to the validators of its last complete read, which it stands for again
+    unchanged: bool = False
 
 
 @dataclass
@@ -64,6 +72,9 @@ class SitemapWalk:
     reads: dict[str, SitemapRead] = field(default_factory=dict)
     #: every sitemap URL this walk saw listed (by robots.txt or by an index it read)
     listed: set[str] = field(default_factory=set)
+    #: files (not indexes) that answered 304: the URLs their last complete read listed are
+    #: listed still (the inventory has them, with the file that listed them)
+    unchanged: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -91,6 +102,9 @@ class _Fetched:
     status: int | None
     problem: tuple[ProblemKind, str] | None
     requests: int
+    #: the answer's ETag and Last-Modified (a 2xx or a 304)
+    etag: str | None = None
+    last_modified: str | None = None
 
 
 def _archive(
@@ -116,8 +130,11 @@ async def _fetch_body(
     crawl_delays: Mapping[str, float],
     archive: ArchiveWriter | None = None,
     fetched_at: datetime | None = None,
+    conditional: Mapping[str, str] | None = None,
 ) -> _Fetched:
-    """GET with redirects followed by hand; every answer goes to ``archive`` when given."""
+    """GET with redirects followed by hand; every answer goes to ``archive`` when given.
+    ``conditional``: If-None-Match / If-Modified-Since, sent on every hop (a redirect answers
+    the same whatever they say); a 304 comes back with no body and no problem."""
     made = 0
     status: int | None = None
     try:
@@ -134,7 +151,7 @@ async def _fetch_body(
             await LEDGER.wait_turn(host, crawl_delays.get(host))
             async with session.get(
                 url,
-                headers={"User-Agent": user_agent},
+                headers={"User-Agent": user_agent, **(conditional or {})},
                 allow_redirects=False,
                 timeout=aiohttp.ClientTimeout(total=timeout),
                 auto_decompress=False,
@@ -148,6 +165,10 @@ async def _fetch_body(
                     url = urljoin(url, location.strip())
                     check_url_scheme(url)
                     continue
+                etag, modified = resp.headers.get("ETag"), resp.headers.get("Last-Modified")
+                if status == 304 and conditional:
+                    _archive(archive, url, resp, b"", fetched_at, truncated=None)
+                    return _Fetched(None, status, None, made, etag, modified)
                 if not 200 <= status < 300:
                     _archive(archive, url, resp, b"", fetched_at, truncated="length")
                     return _Fetched(None, status, ("http", f"HTTP {status}"), made)
@@ -168,7 +189,7 @@ async def _fetch_body(
                     if read.truncated
                     else None
                 )
-                return _Fetched(read.body, status, note, made)
+                return _Fetched(read.body, status, note, made, etag, modified)
         return _Fetched(None, status, ("http", f"more than {_MAX_REDIRECTS} redirects"), made)
     except ArchiveWriteError:
         raise  # a full disk fails the cycle
@@ -192,16 +213,62 @@ def _remember(
     lastmod: datetime | None,
     *,
     read: bool,
+    complete: CompleteRead | None = None,
 ) -> None:
     """Note that ``url`` was asked for at ``at``. A file that gave no sitemap keeps the
     ``<lastmod>`` of its last good read, so a change its index announced is still news next
     time (behind the other such files, being the most recently asked for), and a file that
-    always fails is asked for once a round."""
+    always fails is asked for once a round. ``complete``: its complete read as of now (None:
+    the one remembered stands)."""
     if at is None:
         return
     before = walk.reads.get(url)
     listed = lastmod if read else (before.listed_lastmod if before is not None else None)
-    walk.reads[url] = SitemapRead(url, at, listed)
+    kept = complete or (before.complete if before is not None else None)
+    walk.reads[url] = SitemapRead(url, at, listed, kept)
+
+
+def _complete_read(
+    walk: SitemapWalk,
+    url: str,
+    got: _Fetched,
+    listed: int,
+    children: list[str] | None,
+    at: datetime | None,
+    *,
+    whole_listing: bool,
+) -> CompleteRead | None:
+    """The file's complete read as of this one, read to its end and listing ``listed`` URLs
+    (an index: ``children``): this read, or, when it lists under half of the last one's, the
+    last one still, with the shrunk read counted and a problem noted (so the walk is not
+    complete either). Only a file that lists a site (``whole_listing``: a urlset, an index,
+    a text sitemap) is judged so: a feed keeps its newest items, however many. None when the
+    walk keeps no memory (``at`` None)."""
+    if at is None:
+        return None
+    before = walk.reads.get(url)
+    prior = before.complete if before is not None else None
+    reads = shrunk(prior, listed) if whole_listing else 0
+    if reads:
+        assert prior is not None  # shrunk() says 0 without one
+        walk.problems.append(
+            SitemapProblem(
+                "shrunk",
+                f"lists {listed} URLs, {prior.entries} at its last complete read: not taken as "
+                f"complete (the URLs it no longer lists are not checked early) unless "
+                f"{SHRINK_ACCEPTED_AFTER - reads} more reads list as few",
+                url,
+                got.status,
+            )
+        )
+        return replace(prior, shrunk_reads=reads)
+    return CompleteRead(
+        at,
+        got.etag,
+        got.last_modified,
+        listed,
+        None if children is None else tuple(children),
+    )
 
 
 async def fetch_sitemap_entries(
@@ -217,6 +284,7 @@ async def fetch_sitemap_entries(
     fetched_at: datetime | None = None,
     deadline: float | None = None,
     reads: Mapping[str, SitemapRead] | None = None,
+    standing: Container[str] | None = None,
 ) -> SitemapWalk:
     """Walk sitemaps and sitemap indexes breadth-first (every answer to ``archive`` when
     given, dated ``fetched_at``, the cycle's now).
@@ -231,6 +299,12 @@ async def fetch_sitemap_entries(
     that walks cut by a limit read the files that changed first and every file over a few
     cycles; ``walk.reads`` is that memory with this walk's files in it (dated ``fetched_at``,
     required with ``reads``).
+
+    A file whose last complete read ``reads`` remembers is asked for with its validators, and a
+    304 stands for that read (:mod:`.reads`): an index walks on to its remembered children, a
+    file of URLs goes to ``walk.unchanged``. ``standing``: the files whose URLs the caller still
+    holds (None: all of them); another with URLs is asked for whole, since a 304 could not
+    give its URLs back.
 
     ``crawl_delays`` (host key to seconds) keeps each host's Crawl-delay between these
     requests and the cycle's other requests to it.
@@ -276,6 +350,16 @@ async def fetch_sitemap_entries(
             timed_out = True
             break
         url = queue.popleft()
+        remembered = walk.reads.get(url)
+        prior = remembered.complete if remembered is not None else None
+        if (
+            prior is not None
+            and prior.children is None
+            and prior.entries
+            and standing is not None
+            and url not in standing
+        ):
+            prior = None
         got = await _fetch_body(
             session,
             url,
@@ -285,17 +369,75 @@ async def fetch_sitemap_entries(
             crawl_delays=delays,
             archive=archive,
             fetched_at=fetched_at,
+            conditional=prior.validators if prior is not None else None,
         )
         requests_made += got.requests
         if got.problem is not None:
             walk.problems.append(SitemapProblem(*got.problem, url, got.status))
+        if got.status == 304 and got.problem is None and prior is not None:
+            # unchanged since its last complete read, which it stands for again
+            kids = list(prior.children) if prior.children is not None else None
+            walk.files.append(
+                SitemapFile(
+                    url,
+                    304,
+                    None,
+                    0 if kids is not None else prior.entries,
+                    len(kids or ()),
+                    complete=True,
+                    unchanged=True,
+                )
+            )
+            again = replace(
+                prior,
+                at=fetched_at or prior.at,
+                etag=got.etag or prior.etag,
+                last_modified=got.last_modified or prior.last_modified,
+            )
+            _remember(walk, url, fetched_at, lastmods.get(url), read=True, complete=again)
+            if kids is None:
+                walk.unchanged.append(url)
+                continue
+            walk.listed.update(kids)
+            fresh = [child for child in kids if child not in seen]
+            seen.update(fresh)
+            # an unchanged index gives its children the dates it gave them before
+            said = {
+                child: r.listed_lastmod
+                for child in fresh
+                if (r := walk.reads.get(child)) is not None and r.listed_lastmod is not None
+            }
+            lastmods.update(said)
+            queue.extend(reading_order(fresh, said, walk.reads))
+            continue
         if got.body is None:
             walk.files.append(SitemapFile(url, got.status, None))
             _remember(walk, url, fetched_at, lastmods.get(url), read=False)
             continue
         parsed = read_sitemap(got.body, url, cut=got.problem is not None)
-        _remember(walk, url, fetched_at, lastmods.get(url), read=parsed.format is not None)
         walk.problems.extend(parsed.problems)
+        whole = parsed.format is not None and parsed.complete and got.problem is None
+        is_index = parsed.format == "sitemapindex"
+        _remember(
+            walk,
+            url,
+            fetched_at,
+            lastmods.get(url),
+            read=parsed.format is not None,
+            complete=(
+                _complete_read(
+                    walk,
+                    url,
+                    got,
+                    len(parsed.children) if is_index else len(parsed.entries),
+                    parsed.children if is_index else None,
+                    fetched_at,
+                    whole_listing=parsed.format in ("urlset", "sitemapindex", "text"),
+                )
+                if whole
+                else None
+            ),
+        )
         walk.files.append(
             SitemapFile(
                 url,
