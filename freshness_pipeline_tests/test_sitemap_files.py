@@ -66,16 +66,38 @@ class SitemapSite:
 
 
 def discover(
-    base: str, now: datetime, cached: dict | None = None, holding: frozenset[str] | None = None
+    base: str,
+    now: datetime,
+    cached: dict | None = None,
+    holding: frozenset[str] | None = None,
+    settings: FetchSettings | None = None,
 ) -> HostDiscovery:
     host = base.removeprefix("http://")
     (found,) = discover_hosts(
         [DiscoveryTarget(host, base, cached, listing_files=holding)],
         now=now,
-        settings=FetchSettings(),
+        settings=settings or FetchSettings(),
         allow=LOOPBACK,
     )
     return found
+
+
+def test_a_walk_asks_for_at_most_max_sitemap_files_and_reads_the_rest_next() -> None:
+    site = SitemapSite()
+    two = FetchSettings(max_sitemap_files=2)
+    with serve_on_loopback(site.handle) as base:
+        site.files = {
+            "/index.xml": site.index(base, ["/a.xml", "/b.xml"]),
+            "/a.xml": site.urlset(base, ["/a/1"]),
+            "/b.xml": site.urlset(base, ["/b/1"]),
+        }
+        first = discover(base, T0, settings=two)
+        assert [k for k, _ in site.taken()] == ["/robots.txt", "/index.xml", "/a.xml"]
+        assert [p.kind for p in first.problems] == ["file_cap"]
+        discover(base, T0 + timedelta(hours=6), cached=first.robots_row, settings=two)
+        assert [k for k, _ in site.taken()] == ["/index.xml", "/b.xml"]  # the one not read
+    with pytest.raises(ValueError, match="max_sitemap_files"):
+        FetchSettings(max_sitemap_files=0)
 
 
 def test_unchanged_files_answer_304_and_stand_for_their_last_complete_read() -> None:

@@ -135,6 +135,8 @@ class HttpClientResource(dg.ConfigurableResource):
     # the longest one host's robots.txt and sitemap reads may take in a cycle: page fetches
     # start when discovery ends
     discovery_window_s: float = FetchSettings.discovery_window_s
+    # the most sitemap files one host's walk asks for in a cycle; more are read over cycles
+    max_sitemap_files: int = FetchSettings.max_sitemap_files
     allow_networks: str = ""
     # Hosts split over this many processes (global_concurrency is per process): one process is
     # CPU-bound near half a bare aiohttp loop's rate on fast hosts (docs/fetch_rate.md).
@@ -159,4 +161,5 @@ class HttpClientResource(dg.ConfigurableResource):
             cycle_time_limit_s=time_limit_s or None,
             fetch_window_s=window_s or FetchSettings.fetch_window_s,
             discovery_window_s=self.discovery_window_s,
+            max_sitemap_files=self.max_sitemap_files,
         )

@@ -262,6 +262,7 @@ async def _discover_one(
         sitemaps,
         user_agent=settings.user_agent,
         timeout=settings.total_timeout,
+        max_sitemaps=settings.max_sitemap_files,
         crawl_delays={target.host: delay} if delay else None,
         archive=archive,
         fetched_at=now,

@@ -39,6 +39,10 @@ class FetchSettings:
     # Crawl-delay and dozens of sitemap files must not hold them up; what it did not read is
     # read in the next cycles (each starts the index's children at another place).
     discovery_window_s: float = 60.0
+    # The most sitemap and index files one host's walk asks for in a cycle (redirect hops and
+    # 304s count): a site with more has them read over several cycles, those never read or
+    # whose index lastmod moved first (web.sitemaps.reads).
+    max_sitemap_files: int = 50
     # The longest Retry-After kept: the planner holds a host that long across cycles, so the
     # default is the planner's own limit (see science.retry_after for why one day).
     max_retry_after_s: float = MAX_RETRY_AFTER_S
@@ -62,6 +66,7 @@ class FetchSettings:
             "max_decompressed_bytes",
             "global_concurrency",
             "host_concurrency",
+            "max_sitemap_files",
         )
         require(self, counts, lambda v: v >= 1, "be at least 1")
         if self.cycle_time_limit_s is not None and self.cycle_time_limit_s < 0:
