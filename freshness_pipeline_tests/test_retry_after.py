@@ -100,6 +100,50 @@ def test_a_held_host_has_no_capacity_and_the_others_keep_theirs() -> None:
     assert dict(free.select("host", "capacity").rows())["a"] > 0
 
 
+def test_a_server_asking_to_slow_down_is_no_failure_of_the_host() -> None:
+    """One 429 among a cold start's three requests counted as a failed host: every page's
+    cost went up 3x and, never-fetched pages tying at the index's cap on every host, the host
+    got no fetch in the next cycle, each time its learned gap probed its limit again (found by
+    an exploratory run). The pace and the hold answer a 429 or a Retry-After; a 500, or a 503
+    without one, is still the host failing."""
+    rows = [
+        # host, status, Retry-After, outcome
+        ("paced", 429, None, "error"),
+        ("paced", 429, 2.0, "error"),
+        ("paced", 200, None, "new"),
+        ("paused", 503, 120.0, "error"),
+        ("paused", 200, None, "new"),
+        ("broken", 500, None, "error"),
+        ("broken", 503, None, "error"),
+        ("broken", 200, None, "new"),
+    ]
+    results = tables.conform(
+        "fetch_results",
+        pl.DataFrame(
+            [(h, s, r, o, True) for h, s, r, o in rows],
+            schema={
+                "host": pl.String,
+                "http_status": pl.Int64,
+                "retry_after_s": pl.Float64,
+                "outcome": pl.String,
+                "sent": pl.Boolean,
+            },
+            orient="row",
+        ),
+    )
+    hosts = ["paced", "paused", "broken"]
+    health = dict(host_health(results, hosts).rows())
+    assert health == {"paced": 0.0, "paused": 0.0, "broken": pytest.approx(2 / 3)}
+    robots = pl.DataFrame(
+        {"host": hosts, "crawl_delay": [None] * 3}, schema_overrides={"crawl_delay": pl.Float64}
+    )
+    capacity = host_capacity(robots, host_health(results, hosts), 600.0)
+    cost = dict(capacity.select("host", "cost_multiplier").rows())
+    room = dict(capacity.select("host", "capacity").rows())
+    assert cost["paced"] == cost["paused"] == 1.0 and cost["broken"] == pytest.approx(3.0)
+    assert room["paced"] == room["paused"] == 2 * room["broken"]
+
+
 # ------------------------------------------------------------------ undated responses
 
 

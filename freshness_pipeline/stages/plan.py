@@ -37,10 +37,22 @@ _FETCHER_IN_FLIGHT = FetchSettings().throttle.latency_in_flight
 
 
 def host_health(results: pl.DataFrame, hosts: list[str]) -> pl.DataFrame:
-    """Share of last cycle's sent requests per host that failed; 0 for hosts with none."""
+    """Share of last cycle's sent requests per host that failed; 0 for hosts with none.
+
+    A server asking to slow down (429, or any answer with a Retry-After) is not a failure of
+    the host: the pace it teaches (science.capacity) and the hold it asks for
+    (science.retry_after) answer it. Counted as failures too, one 429 among a cold start's
+    three requests raised every page's cost by 3x and halved the host's room, and with
+    never-fetched pages tied at the index's cap on every host, the host got nothing next cycle,
+    each time the learned gap probed its limit again (found by an exploratory run)."""
     sent = results.filter(pl.col("sent"))
+    slow_down = pl.lit(False)
+    if "http_status" in results.columns:
+        slow_down = slow_down | (pl.col("http_status") == 429).fill_null(False)
+    if "retry_after_s" in results.columns:
+        slow_down = slow_down | pl.col("retry_after_s").is_not_null()
     health = sent.group_by("host").agg(
-        (pl.col("outcome") == "error").mean().alias("error_share"),
+        ((pl.col("outcome") == "error") & ~slow_down).mean().alias("error_share"),
     )
     return (
         pl.DataFrame({"host": hosts}, schema={"host": pl.String})
@@ -120,7 +132,7 @@ STATE_COLUMNS = (
 )
 #: what the plan reads of last cycle's fetch_results (host_health) and host_capacity
 #: (host_capacity's learned pace)
-RESULT_COLUMNS = ("host", "sent", "outcome")
+RESULT_COLUMNS = ("host", "sent", "outcome", "http_status", "retry_after_s")
 PACE_COLUMNS = ("host", "gap_s", "concurrency", "latency_s", "accepted_cap")
 
 
