@@ -16,7 +16,8 @@ import polars as pl
 import pytest
 from aiohttp import web
 
-from freshness_pipeline.app.runner import load_seeds
+from freshness_pipeline.app.cli import discovery_line
+from freshness_pipeline.app.runner import load_seeds, run_cycle
 from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline.web.client.settings import FetchSettings
 from freshness_pipeline.web.discovery import DiscoveryTarget, HostDiscovery, discover_hosts
@@ -174,7 +175,10 @@ def test_a_page_leaving_one_file_is_checked_early_while_another_file_fails(
             "/b.xml": site.urlset(base, ["/b/1", "/b/2"]),
         }
         load_seeds(home, f"url\n{base}/\n".encode(), added_at=T0)
-        run_cycles(home, T0, 1)  # every file read whole, the pages fetched
+        first = run_cycle(home, T0)  # every file read whole, the pages fetched
+        assert discovery_line(first.discovery) == (
+            "discovery: 3 sitemap files, 7 URLs read, 7 new URLs"
+        )
         # b.xml fails from now on, and /a/5 leaves a.xml
         site.files["/b.xml"] = None
         site.files["/a.xml"] = site.urlset(base, a_pages[:4])
@@ -183,7 +187,11 @@ def test_a_page_leaving_one_file_is_checked_early_while_another_file_fails(
         assert delisted(plan_of(home, at(1)), base) == {"/a/5"}
         # nothing changes any more: a.xml and the index answer 304, which lists /a/1-4 still
         site.taken()
-        run_cycles(home, T0, 1, first=2)
+        third = run_cycle(home, at(2))
+        assert discovery_line(third.discovery) == (
+            "discovery: 3 sitemap files (2 unchanged, 304), 0 URLs read, 0 new URLs, "
+            "1 sitemap problems (warnings in the log)"
+        )
         asked = [(p, s) for p, s in site.taken() if p.endswith(".xml")]
         assert ("/a.xml", None) not in asked and ("/index.xml", None) not in asked, asked
         assert delisted(plan_of(home, at(2)), base) <= {"/a/5"}

@@ -269,6 +269,9 @@ def cycle(
         + (f" ({counts})" if counts else "")
         + (f", {deferred} planned fetches deferred" if deferred else "")
     )
+    found = discovery_line(outcome.discovery)
+    if found:
+        console.print(found)
     if outcome.held_back:
         held = "; ".join(f"{reason}: {n}" for reason, n in sorted(outcome.held_back.items()))
         if outcome.planned == 0:
@@ -280,6 +283,26 @@ def cycle(
         errors.print(f"{label} {held} URLs")
     for note in outcome.notes:
         errors.print(f"[yellow]note:[/] {escape(note)}")
+
+
+def discovery_line(counts: dict[str, int]) -> str | None:
+    """What a cycle's discovery read and found, in one line (None: it read no sitemap or
+    feed): without it a user saw fetches and never where new pages came from, nor that a
+    host's sitemaps had gone wrong until they read the log."""
+    files = counts.get("sitemap_files", 0)
+    feeds = counts.get("announced_feeds_read", 0)
+    if not files and not feeds:
+        return None
+    unchanged = counts.get("sitemap_files_unchanged", 0)
+    parts = [f"{files:,} sitemap files" + (f" ({unchanged:,} unchanged, 304)" if unchanged else "")]
+    if feeds:
+        parts.append(f"{feeds:,} announced feeds")
+    parts.append(f"{counts.get('sitemap_entries', 0):,} URLs read")
+    parts.append(f"{counts.get('urls_found_new', 0):,} new URLs")
+    problems = sum(n for k, n in counts.items() if k.startswith("sitemap_problems_"))
+    if problems:
+        parts.append(f"{problems:,} sitemap problems (warnings in the log)")
+    return "discovery: " + ", ".join(parts)
 
 
 def _latest(views: Views) -> datetime:

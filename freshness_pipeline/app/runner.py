@@ -64,6 +64,9 @@ class CycleOutcome:
     #: URLs not planned or not fetched, by what held them back (robots.txt, the network
     #: allow-list, Retry-After, a circuit breaker, the time limit)
     held_back: dict[str, int] = field(default_factory=dict)
+    #: what discovery read and found (url_inventory's run totals: sitemap files, feeds, URLs
+    #: listed, new URLs, problems); empty on a dry run, which reads nothing
+    discovery: dict[str, int] = field(default_factory=dict)
 
 
 class CycleFailed(RuntimeError):
@@ -272,6 +275,8 @@ def _run_cycle_locked(
         if remaining is not None:
             remaining = max(0, remaining - selected)
         if not dry_run:
+            for key, n in _run_metadata(result, "url_inventory").items():
+                outcome.discovery[key] = outcome.discovery.get(key, 0) + n
             fetched = _run_metadata(result, "fetch_results")
             outcome.fetched += fetched.get("requests_sent", 0)
             # a page read again under a changed extractor is 'new' in fetch_results (its

@@ -59,12 +59,23 @@ def url_inventory(
     )
     inventory = made.frame
     by_source = inventory.group_by("source").len().sort("source")
+    # URLs the crawl found itself this cycle (not seeded): what discovery brought
+    found_now = (
+        inventory.group_by("url")
+        .agg(
+            (pl.col("first_seen_at").min() == now).alias("_new"),
+            (pl.col("source") == "seed").any().alias("_seed"),
+        )
+        .filter(pl.col("_new") & ~pl.col("_seed"))
+        .height
+    )
     return dg.Output(
         inventory,
         metadata={
             "urls": dg.MetadataValue.int(inventory.height),
             "hosts": dg.MetadataValue.int(len(hosts)),
             "urls_handed_to_other_hosts": dg.MetadataValue.int(made.handed_over),
+            "urls_found_new": dg.MetadataValue.int(found_now),
             **{f"urls_from_{s}": dg.MetadataValue.int(n) for s, n in by_source.iter_rows()},
             **{key: dg.MetadataValue.int(n) for key, n in made.discovery.items()},
         },
