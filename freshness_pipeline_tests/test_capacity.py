@@ -290,3 +290,40 @@ def test_a_host_that_answered_only_failures_keeps_the_pace_it_had_before_it_went
             max_concurrency=2,
         ).row(0, named=True)
         assert paced["gap_s"] == 8.0, spoke
+
+
+@pytest.mark.usefixtures("loopback_crawl")
+def test_a_host_that_trickles_its_bodies_is_learned_as_slow(tmp_path) -> None:
+    """A host sending its headers at once and its bodies over seconds was learned with the
+    latency of its headers (5 ms) and a capacity of 2,378 a window, though each page held a
+    slot for 6 s (found by an exploratory run). The host's time runs until the body is in."""
+    import asyncio
+
+    from aiohttp import web
+
+    from freshness_pipeline.app.runner import load_seeds, run_cycle
+    from freshness_pipeline.warehouse.storage import Warehouse
+    from freshness_pipeline_tests.support import serve_on_loopback
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nAllow: /\n")
+        if request.path == "/sitemap.xml":
+            return web.Response(status=404)
+        answer = web.StreamResponse(headers={"Content-Type": "text/html"})
+        await answer.prepare(request)
+        await answer.write(b"<html><title>slow</title><body><main><p>")
+        for word in (b"a ", b"page ", b"sent ", b"slowly"):
+            await asyncio.sleep(0.25)
+            await answer.write(word)
+        await answer.write(b"</p></main></body></html>")
+        await answer.write_eof()
+        return answer
+
+    home = tmp_path / "home"
+    with serve_on_loopback(handle) as base:
+        load_seeds(home, f"url\n{base}/one\n{base}/two\n".encode(), added_at=NOW)
+        run_cycle(home, NOW)
+    learned = Warehouse(home).read("host_capacity")
+    assert learned["sent"].to_list() == [2]
+    assert learned["latency_s"][0] >= 0.9, learned.select("latency_s", "capacity")

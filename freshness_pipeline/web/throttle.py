@@ -244,8 +244,9 @@ class HostThrottle:
     ) -> None:
         """Learn from one finished request.
 
-        ``latency_s`` is the time from the request leaving to the response headers (for a
-        failure: to the moment it failed, so a timeout counts as very slow); ``gap_s`` the time
+        ``latency_s`` is the time from the request leaving to the response read (its headers,
+        and its body where it has one; for a failure: to the moment it failed, so a timeout
+        counts as very slow); ``gap_s`` the time
         since the previous request to the host had left, which a throttling answer says was
         too short.
         """
