@@ -38,6 +38,7 @@ from freshness_pipeline.science.validators import (
     etag_refused_here,
     trust_before,
 )
+from freshness_pipeline.stages.placeholders import placeholder_answers
 from freshness_pipeline.stages.rereading import as_reextractions, with_reread_fingerprints
 from freshness_pipeline.stages.running_totals import (
     VALIDATOR_HISTORY,
@@ -424,7 +425,7 @@ def _fetch_hosts(
             )
             plan = pl.concat([plan, refill], how="diagonal_relaxed")
     as_reextractions(results, rereads)
-    raw = raw_results(results)
+    raw = placeholder_answers(raw_results(results), plan)
     frame = dated_by_host(results_frame(plan, raw, now, config), trust)
     versions = version_rows(raw, plan, now, config)
     changes = change_rows(wh, versions, plan, config, rereads)

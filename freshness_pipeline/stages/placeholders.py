@@ -1,0 +1,60 @@
+"""A placeholder a host serves with HTTP 200 in place of its pages (a maintenance notice, an
+error or a sign-in page), told apart by what one page cannot show: several pages of the host
+that read differently before all read the same now.
+
+One page's error page is caught by its words as it is read (science.fingerprint.error_pages:
+"Site under maintenance"); a notice titled with the site's own name ("ACME Store: our store is
+closed for an upgrade tonight") is not, and each page it stood in for was a false change, then
+another when the page came back, a notification each time, and a version in the crawled copy
+that the page never had (found by an exploratory run). Its mark is across the host's answers of
+one cycle, after the fetches: pages whose last versions differed answering with one
+fingerprint. A host whose pages always read alike (an app shell, a JavaScript page the
+extraction sees nothing of) has pages that did not differ before, and is left as it is.
+
+Such answers become errors, as a recognized error page is: the last version of each page stands
+and is compared again at the next fetch. A never-fetched page answering with the same
+placeholder in that cycle gets no first copy either.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+__all__ = ["MIN_PAGES", "placeholder_answers"]
+
+#: pages with distinct last versions that must answer with one fingerprint in a cycle
+MIN_PAGES = 3
+
+
+def placeholder_answers(raw: pl.DataFrame, plan: pl.DataFrame) -> pl.DataFrame:
+    """``raw`` (the fetcher's results: url, host, outcome, fingerprint, error) with the answers
+    that are one host's placeholder made errors. ``plan``: the cycle's plan rows (url and
+    ``fingerprint``, each page's last version, the one its fetch was compared with)."""
+    if raw.is_empty() or "fingerprint" not in plan.columns:
+        return raw
+    last = plan.select("url", pl.col("fingerprint").alias("_last")).unique(
+        "url", keep="last", maintain_order=True
+    )
+    work = raw.join(last, on="url", how="left", maintain_order="left")
+    moved = (pl.col("outcome") == "changed") & pl.col("_last").is_not_null()
+    shared = (
+        work.filter(moved & pl.col("fingerprint").is_not_null())
+        .group_by("host", "fingerprint")
+        .agg(pl.col("_last").n_unique().alias("_were"))
+        .filter(pl.col("_were") >= MIN_PAGES)
+    )
+    if shared.is_empty():
+        return raw
+    hit = work.join(shared, on=["host", "fingerprint"], how="left", maintain_order="left")
+    stood_in = pl.col("_were").is_not_null() & pl.col("outcome").is_in(["changed", "new"])
+    said = pl.format(
+        "the same content as pages of the host that read differently before ({} of them): a "
+        "placeholder served with HTTP 200 (maintenance, an error or a sign-in page); the last "
+        "version stands",
+        pl.col("_were"),
+    )
+    return hit.with_columns(
+        outcome=pl.when(stood_in).then(pl.lit("error")).otherwise(pl.col("outcome")),
+        error=pl.when(stood_in).then(said).otherwise(pl.col("error")),
+        fingerprint=pl.when(stood_in).then(None).otherwise(pl.col("fingerprint")),
+    ).drop("_last", "_were")
