@@ -177,7 +177,7 @@ def test_a_page_leaving_one_file_is_checked_early_while_another_file_fails(
         load_seeds(home, f"url\n{base}/\n".encode(), added_at=T0)
         first = run_cycle(home, T0)  # every file read whole, the pages fetched
         assert discovery_line(first.discovery) == (
-            "discovery: 3 sitemap files, 7 URLs read, 7 new URLs"
+            "discovery: 3 sitemap files read, 7 URLs listed, 7 new URLs"
         )
         # b.xml fails from now on, and /a/5 leaves a.xml
         site.files["/b.xml"] = None
@@ -189,7 +189,7 @@ def test_a_page_leaving_one_file_is_checked_early_while_another_file_fails(
         site.taken()
         third = run_cycle(home, at(2))
         assert discovery_line(third.discovery) == (
-            "discovery: 3 sitemap files (2 unchanged, 304), 0 URLs read, 0 new URLs, "
+            "discovery: 2 sitemap files read (2 unchanged, 304), 0 URLs listed, 0 new URLs, "
             "1 sitemap problems (warnings in the log)"
         )
         asked = [(p, s) for p, s in site.taken() if p.endswith(".xml")]
@@ -197,3 +197,13 @@ def test_a_page_leaving_one_file_is_checked_early_while_another_file_fails(
         assert delisted(plan_of(home, at(2)), base) <= {"/a/5"}
     robots = Warehouse(home).read("robots")
     assert robots["sitemaps_read_at"].to_list() == [T0]  # the host's walk: never complete since
+
+
+def test_guessed_sitemaps_that_are_not_there_say_nothing() -> None:
+    """Eighteen hosts with no sitemap read as '18 sitemap files, 0 URLs' on every cycle that
+    asked for /sitemap.xml (found by an exploratory run): a guess that is not there is no read."""
+    assert discovery_line({"sitemap_files": 18, "sitemap_probes": 18}) is None
+    assert discovery_line({"sitemap_files": 1, "sitemap_problems_http": 1}) == (
+        "discovery: 0 sitemap files read, 0 URLs listed, 0 new URLs, "
+        "1 sitemap problems (warnings in the log)"
+    )

@@ -286,20 +286,23 @@ def cycle(
 
 
 def discovery_line(counts: dict[str, int]) -> str | None:
-    """What a cycle's discovery read and found, in one line (None: it read no sitemap or
-    feed): without it a user saw fetches and never where new pages came from, nor that a
-    host's sitemaps had gone wrong until they read the log."""
-    files = counts.get("sitemap_files", 0)
-    feeds = counts.get("announced_feeds_read", 0)
-    if not files and not feeds:
-        return None
+    """What a cycle's discovery read and found, in one line (None: it read no sitemap or feed
+    and nothing went wrong): without it a user saw fetches and never where new pages came
+    from, nor that a host's sitemaps had gone wrong until they read the log. A guessed
+    /sitemap.xml that is not there is not a file read."""
     unchanged = counts.get("sitemap_files_unchanged", 0)
-    parts = [f"{files:,} sitemap files" + (f" ({unchanged:,} unchanged, 304)" if unchanged else "")]
+    read = counts.get("sitemap_files_read", 0) + unchanged
+    feeds = counts.get("announced_feeds_read", 0)
+    problems = sum(n for k, n in counts.items() if k.startswith("sitemap_problems_"))
+    if not read and not feeds and not problems:
+        return None
+    parts = [
+        f"{read:,} sitemap files read" + (f" ({unchanged:,} unchanged, 304)" if unchanged else "")
+    ]
     if feeds:
         parts.append(f"{feeds:,} announced feeds")
-    parts.append(f"{counts.get('sitemap_entries', 0):,} URLs read")
+    parts.append(f"{counts.get('sitemap_entries', 0):,} URLs listed")
     parts.append(f"{counts.get('urls_found_new', 0):,} new URLs")
-    problems = sum(n for k, n in counts.items() if k.startswith("sitemap_problems_"))
     if problems:
         parts.append(f"{problems:,} sitemap problems (warnings in the log)")
     return "discovery: " + ", ".join(parts)
