@@ -510,6 +510,40 @@ def test_two_urls_redirecting_to_each_other_fail_like_errors():
     assert (rows[wall]["status"], rows[consent]["status"]) == ("error", "error")
 
 
+def test_a_server_asking_to_slow_down_is_no_failure_of_the_page():
+    """A 429 counted as the page failing: three in a row (a host whose limit the learned pace
+    probes now and then) put the page in error status, waiting a day and more, and each one
+    doubled its cost (found by an exploratory run). A 429, or an answer with a Retry-After,
+    neither counts nor clears a page's failures; a 500 still counts."""
+    url, other = "http://a.example/p", "http://a.example/q"
+    cands = candidates(url, other)
+    state = step(tables.empty("url_state"), cands, results([]), T0)
+
+    def answer(u: str, at: datetime, status: int, retry: float | None = None) -> dict:
+        return {
+            "url": u,
+            "fetched_at": at,
+            "outcome": "error",
+            "http_status": status,
+            "retry_after_s": retry,
+        }
+
+    for k in range(4):
+        at = T0 + timedelta(hours=6 * (k + 1))
+        throttled = answer(url, at, 429) if k % 2 else answer(url, at, 503, 30.0)
+        state = step(state, cands, results([throttled, answer(other, at, 500)]), at)
+    rows = {r["url"]: r for r in state.iter_rows(named=True)}
+    assert (rows[url]["consecutive_errors"], rows[url]["status"]) == (0, "new")
+    assert (rows[other]["consecutive_errors"], rows[other]["status"]) == (4, "error")
+    # and a 429 between two failures neither clears nor adds to them
+    at = T0 + timedelta(days=2)
+    state = step(state, cands, results([answer(url, at, 500)]), at)
+    for k, status in enumerate((429, 500)):
+        later = at + timedelta(hours=6 * (k + 1))
+        state = step(state, cands, results([answer(url, later, status)]), later)
+    assert {r["url"]: r for r in state.iter_rows(named=True)}[url]["consecutive_errors"] == 2
+
+
 def test_without_a_budget_a_gone_page_is_checked_when_due():
     """With no global budget the re-estimation share is 5 % of what the hosts can take: a
     fraction of a fetch in a small crawl, so a gone page due for its check a day later waited

@@ -18,6 +18,7 @@ import polars as pl
 __all__ = [
     "MAX_RETRY_AFTER_S",
     "THROTTLE_STATUSES",
+    "asks_to_slow_down",
     "held_hosts",
     "retry_holds",
 ]
@@ -34,6 +35,15 @@ hold re-arms, at a cost of one request a day (the client stops a host at its fir
 
 THROTTLE_STATUSES = (429, 503)
 """The answers whose Retry-After asks for a pause (RFC 9110 §10.2.3, RFC 6585 §4)."""
+
+
+def asks_to_slow_down(status: pl.Expr, retry_after_s: pl.Expr) -> pl.Expr:
+    """An answer that speaks of our pace, not of the page or of the host failing: a 429, or any
+    answer with a Retry-After. The host's learned pace (science.capacity) and its hold
+    (:func:`retry_holds`) answer it; counted as the page failing, three 429s in a row put a
+    page in error status for a day, and counted as the host failing, one 429 of a cold start
+    cost the host the next cycle (found by an exploratory run)."""
+    return (status == 429).fill_null(False) | retry_after_s.is_not_null()
 
 
 def retry_holds(

@@ -18,7 +18,7 @@ from freshness_pipeline.science.capacity import START_CONCURRENCY, paced_capacit
 from freshness_pipeline.science.cost import BYTES_HISTORY, bytes_cost, credits_cost
 from freshness_pipeline.science.hints import host_trust, lastmod_hints
 from freshness_pipeline.science.prior.table import GAIN_COLUMN, posterior_gains
-from freshness_pipeline.science.retry_after import held_hosts
+from freshness_pipeline.science.retry_after import asks_to_slow_down, held_hosts
 from freshness_pipeline.science.schedule import Objective, PlanConfig, build_plan
 from freshness_pipeline.science.validators import is_refused_304
 from freshness_pipeline.stages.running_totals import fetch_memory
@@ -39,18 +39,13 @@ _FETCHER_IN_FLIGHT = FetchSettings().throttle.latency_in_flight
 def host_health(results: pl.DataFrame, hosts: list[str]) -> pl.DataFrame:
     """Share of last cycle's sent requests per host that failed; 0 for hosts with none.
 
-    A server asking to slow down (429, or any answer with a Retry-After) is not a failure of
-    the host: the pace it teaches (science.capacity) and the hold it asks for
-    (science.retry_after) answer it. Counted as failures too, one 429 among a cold start's
-    three requests raised every page's cost by 3x and halved the host's room, and with
-    never-fetched pages tied at the index's cap on every host, the host got nothing next cycle,
-    each time the learned gap probed its limit again (found by an exploratory run)."""
-    sent = results.filter(pl.col("sent"))
-    slow_down = pl.lit(False)
-    if "http_status" in results.columns:
-        slow_down = slow_down | (pl.col("http_status") == 429).fill_null(False)
-    if "retry_after_s" in results.columns:
-        slow_down = slow_down | pl.col("retry_after_s").is_not_null()
+    A server asking to slow down (science.retry_after.asks_to_slow_down) is not a failure of
+    the host: counted as one, one 429 among a cold start's three requests raised every page's
+    cost by 3x and halved the host's room, and with never-fetched pages tied at the index's cap
+    on every host, the host got nothing next cycle, each time the learned gap probed its limit
+    again (found by an exploratory run)."""
+    sent = tables.conform("fetch_results", results).filter(pl.col("sent"))
+    slow_down = asks_to_slow_down(pl.col("http_status"), pl.col("retry_after_s"))
     health = sent.group_by("host").agg(
         ((pl.col("outcome") == "error") & ~slow_down).mean().alias("error_share"),
     )

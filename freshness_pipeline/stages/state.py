@@ -29,6 +29,7 @@ from freshness_pipeline.science.prior.table import (
     prior_weights,
     refit_change_prior,
 )
+from freshness_pipeline.science.retry_after import asks_to_slow_down
 from freshness_pipeline.science.schedule import (
     ERRORS_BEFORE_ERROR_STATUS,
     PlanConfig,
@@ -75,6 +76,7 @@ _RESULT_ALIASES = {
     "content_age_days": "r_age",
     "dates_changes": "r_dates",
     "archived": "r_archived",
+    "retry_after_s": "r_retry_after",
 }
 
 
@@ -110,8 +112,11 @@ def merge_state(
         moved,
     )
     # A redirect that closes a loop (two URLs sending the reader to each other, as a cookie
-    # wall does) leads to no page: it fails like an error, its cost growing with each one.
-    is_error = (outcome == "error") | pl.col("_loop")
+    # wall does) leads to no page: it fails like an error, its cost growing with each one. A
+    # server asking us to slow down says nothing of the page: its errors neither count nor
+    # clear (the host's pace and hold answer them).
+    slowed = (outcome == "error") & asks_to_slow_down(pl.col("r_status"), pl.col("r_retry_after"))
+    is_error = ((outcome == "error") & ~slowed) | pl.col("_loop")
     new_status = (
         pl.when(pl.col("c_allowed").fill_null(True).not_())
         .then(pl.lit("blocked"))
@@ -200,7 +205,7 @@ def merge_state(
         + (fresh_fetch & (outcome == "not_modified")).cast(pl.Int64),
         consecutive_errors=pl.when(fresh_fetch & is_error)
         .then(pl.col("consecutive_errors").fill_null(0) + 1)
-        .when(fresh_fetch)
+        .when(fresh_fetch & ~slowed)
         .then(0)
         .otherwise(pl.col("consecutive_errors").fill_null(0)),
     )
@@ -556,4 +561,5 @@ RESULT_COLUMNS = (
     "content_age_days",
     "dates_changes",
     "archived",
+    "retry_after_s",
 )
