@@ -31,3 +31,13 @@ def test_help_says_what_the_defaults_mean_and_flags_take_no_value():
     assert "<bool>" not in lines["--dry-run"], lines["--dry-run"]
     assert "0: no limit" in lines["--time-limit"]
     assert "default:" in lines["--budget"]
+
+
+def test_command_descriptions_read_as_sentences_not_docstring_lines():
+    """`freshness --help` broke a command's description where its docstring's line ended
+    ("--retire removes" / "one."), mid-sentence (found by a newcomer)."""
+    from freshness_pipeline.app.cli import app
+
+    text = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"}).output
+    (hosts,) = [line for line in text.splitlines() if line.startswith("│ hosts ")]
+    assert hosts.rstrip(" │").endswith("--retire removes one."), hosts

@@ -9,9 +9,11 @@ can be replayed as of any time.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -40,6 +42,17 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Keep a crawled copy of many web pages fresh for the least fetching.",
 )
+
+
+def _command(fn: Callable[..., None]) -> Callable[..., None]:
+    """``app.command`` with the docstring's lines joined into its paragraphs: rich prints a
+    docstring's line breaks where they fall, mid-sentence in ``freshness --help``."""
+    text = inspect.cleandoc(fn.__doc__ or "")
+    help_text = "\n\n".join(" ".join(p.split()) for p in text.split("\n\n"))
+    command: Callable[..., None] = app.command(help=help_text)(fn)
+    return command
+
+
 console = Console()
 errors = Console(stderr=True, soft_wrap=True)  # one message, one line: easy to grep
 # Reports are wide tables; piped output (CI logs, files) should not squeeze their headers.
@@ -100,7 +113,7 @@ def _moment(text: str, option: str) -> datetime:
         raise _failed("error", exc, 2) from exc
 
 
-@app.command()
+@_command
 def seed(
     path: Annotated[
         Path,
@@ -158,7 +171,7 @@ def seed(
         errors.print(f"[yellow]note:[/] {escape(note)}")
 
 
-@app.command()
+@_command
 def cycle(
     home: HomeOption = None,
     now: NowOption = None,
@@ -321,7 +334,7 @@ def _latest(views: Views) -> datetime:
         raise typer.Exit(2) from exc
 
 
-@app.command()
+@_command
 def hosts(
     home: HomeOption = None,
     retire: Annotated[
@@ -395,7 +408,7 @@ ReportNowOption = Annotated[
 ]
 
 
-@app.command()
+@_command
 def report(
     home: HomeOption = None,
     now: ReportNowOption = None,
@@ -447,7 +460,7 @@ def report(
     )
 
 
-@app.command()
+@_command
 def demo(
     home: HomeOption = None,
     cycles: Annotated[
@@ -638,7 +651,7 @@ def export(
     )
 
 
-@app.command()
+@_command
 def undo(
     yes: Annotated[
         bool, typer.Option("--yes", help="Take back the cycles run after it too.", metavar="")
@@ -669,7 +682,7 @@ def undo(
     )
 
 
-@app.command()
+@_command
 def reextract(
     url_class: Annotated[
         str | None,
