@@ -75,7 +75,8 @@ def test_a_cycle_says_what_held_its_urls_back(tmp_path):
         # the user does as told, minutes later: the refusal is not held against the hosts
         soon = (DEFAULT_START + timedelta(minutes=10)).isoformat()
         dry_after = run_freshness("cycle", "--dry-run", "--now", soon, home=refused_home)
-        real_after = run_freshness("cycle", "--now", soon, home=refused_home)
+        # (a narrow terminal, or a log's 80 columns: the summary must not wrap)
+        real_after = run_freshness("cycle", "--now", soon, home=refused_home, env={"COLUMNS": "40"})
         earlier = (DEFAULT_START - timedelta(hours=6)).isoformat()
         backwards = run_freshness("cycle", "--now", earlier, home=allowed_home)
         onwards = run_freshness("cycle", "--now", now, home=allowed_home)
@@ -90,6 +91,10 @@ def test_a_cycle_says_what_held_its_urls_back(tmp_path):
         assert after.returncode == 0 and "address not allowed" not in after.stderr, after.stderr
         assert re.search(r"2 hosts, [1-9]\d* planned", after.stdout), after.stdout
     assert re.search(r" [1-9]\d* requests sent", real_after.stdout), real_after.stdout
+    # piped, the summary is still one line: a log read "(new" and "3)" apart (found by a
+    # newcomer)
+    (line,) = [x for x in real_after.stdout.splitlines() if x.startswith("cycle ")]
+    assert re.search(r"requests sent \([a-z_]+ \d+(, [a-z_]+ \d+)*\)", line), real_after.stdout
     assert allowed.returncode == 0, allowed.stderr
     assert "robots.txt disallows: 2 URLs" in " ".join(allowed.stderr.split()), allowed.stderr
     assert "address not allowed" not in allowed.stderr

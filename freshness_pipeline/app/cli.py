@@ -277,14 +277,19 @@ def cycle(
     counts = ", ".join(f"{k} {v}" for k, v in sorted(answered.items()))
     done = "" if dry_run else f", {outcome.fetched} requests sent"
     deferred = outcome.outcomes.get("deferred", 0)
+    hosts = len(outcome.hosts)
+    # one line each, whatever the terminal's width: a log or a pipe read "(new" and "3)" on
+    # two lines (found by a newcomer)
     console.print(
-        f"cycle {moment.isoformat()}: {len(outcome.hosts)} hosts, {outcome.planned} planned{done}"
+        f"cycle {moment.isoformat()}: {hosts} host{'' if hosts == 1 else 's'}, "
+        f"{outcome.planned} planned{done}"
         + (f" ({counts})" if counts else "")
-        + (f", {deferred} planned fetches deferred" if deferred else "")
+        + (f", {deferred} planned fetches deferred" if deferred else ""),
+        soft_wrap=True,
     )
     found = discovery_line(outcome.discovery)
     if found:
-        console.print(found)
+        console.print(found, soft_wrap=True)
     if outcome.held_back:
         held = "; ".join(f"{reason}: {n}" for reason, n in sorted(outcome.held_back.items()))
         if outcome.planned == 0:

@@ -47,7 +47,7 @@ class WarehouseResource(dg.ConfigurableResource):
         refuses to start), and refuse to start beside one that holds the writer lock, unless
         the ``freshness`` command started this run for itself (warehouse/locks.py)."""
         self.setup_for_execution(context)
-        run = context.dagster_run
+        run = context.run
         if run is None:  # a sensor or a schedule evaluating, not a run
             yield self
             return
