@@ -207,3 +207,44 @@ def test_guessed_sitemaps_that_are_not_there_say_nothing() -> None:
         "discovery: 0 sitemap files read, 0 URLs listed, 0 new URLs, "
         "1 sitemap problems (warnings in the log)"
     )
+
+
+def test_a_file_the_url_cap_cut_is_not_a_complete_read() -> None:
+    """A child the walk's URL cap cut half way was remembered as read whole: its next answer,
+    a 304, stood for URLs the inventory never took, and they were never taken (an index of
+    three 30,000-URL children kept 20,000 of the second for good; found by an exploratory run)."""
+    import asyncio
+
+    from freshness_pipeline.web.client import open_session
+    from freshness_pipeline.web.sitemaps.walk import SitemapWalk, fetch_sitemap_entries
+
+    site = SitemapSite()
+
+    async def walk(base: str, at: datetime, reads: dict) -> SitemapWalk:
+        async with open_session(FetchSettings(), allow=LOOPBACK) as session:
+            return await fetch_sitemap_entries(
+                session,
+                [f"{base}/index.xml"],
+                user_agent=FetchSettings().user_agent,
+                max_urls=3,
+                fetched_at=at,
+                reads=reads,
+            )
+
+    with serve_on_loopback(site.handle) as base:
+        site.files = {
+            "/index.xml": site.index(base, ["/a.xml", "/b.xml"]),
+            "/a.xml": site.urlset(base, ["/a/1", "/a/2"]),
+            "/b.xml": site.urlset(base, ["/b/1", "/b/2"]),
+        }
+        first = asyncio.run(walk(base, T0, {}))
+        assert len(first.entries) == 3  # b.xml cut after its first URL
+        assert first.reads[f"{base}/b.xml"].complete is None
+        assert first.reads[f"{base}/a.xml"].complete is not None
+        site.taken()
+        second = asyncio.run(walk(base, T0 + timedelta(hours=6), first.reads))
+        asked = dict(site.taken())
+        assert asked["/a.xml"] is not None and asked["/b.xml"] is None  # b.xml whole again
+        assert {e.loc for e in second.entries} == {f"{base}/b/1", f"{base}/b/2"}
+        assert second.unchanged == [f"{base}/a.xml"]
+        assert second.reads[f"{base}/b.xml"].complete is not None

@@ -416,7 +416,30 @@ async def fetch_sitemap_entries(
             continue
         parsed = read_sitemap(got.body, url, cut=got.problem is not None)
         walk.problems.extend(parsed.problems)
-        whole = parsed.format is not None and parsed.complete and got.problem is None
+        dropped_before = dropped
+        for entry in parsed.entries:
+            at = index.get(entry.loc)
+            if at is None:
+                if len(entries) >= max_urls:
+                    dropped += 1
+                    continue
+                index[entry.loc] = len(entries)
+                entries.append(entry)
+            else:
+                old = entries[at]
+                if entry.lastmod is not None and (
+                    old.lastmod is None or entry.lastmod > old.lastmod
+                ):
+                    entries[at] = entry
+                # listed by a sitemap as well as a feed: the sitemap's listing counts
+                entries[at].from_feed = old.from_feed and entry.from_feed
+        # a file whose URLs the walk's cap cut is not whole: a 304 would stand for URLs never taken
+        whole = (
+            parsed.format is not None
+            and parsed.complete
+            and got.problem is None
+            and dropped == dropped_before
+        )
         is_index = parsed.format == "sitemapindex"
         _remember(
             walk,
@@ -449,22 +472,6 @@ async def fetch_sitemap_entries(
                 parsed.complete,
             )
         )
-        for entry in parsed.entries:
-            at = index.get(entry.loc)
-            if at is None:
-                if len(entries) >= max_urls:
-                    dropped += 1
-                    continue
-                index[entry.loc] = len(entries)
-                entries.append(entry)
-            else:
-                old = entries[at]
-                if entry.lastmod is not None and (
-                    old.lastmod is None or entry.lastmod > old.lastmod
-                ):
-                    entries[at] = entry
-                # listed by a sitemap as well as a feed: the sitemap's listing counts
-                entries[at].from_feed = old.from_feed and entry.from_feed
         walk.listed.update(parsed.children)
         fresh = [child for child in parsed.children if child not in seen]
         seen.update(fresh)
