@@ -85,6 +85,39 @@ def test_a_host_wide_placeholder_is_no_version_and_no_change(tmp_path: Path) -> 
     assert wh.read("changes").height == 0
 
 
+def test_first_copies_alike_on_a_host_whose_pages_differ_are_a_placeholder() -> None:
+    """A cold start that met the notice: never-fetched pages at other paths answering alike,
+    with content none of the host's pages has, on a host whose pages read differently."""
+    k = MIN_PAGES
+    known = [f"http://h.example/p/{i}" for i in range(k)]
+    fresh = [f"http://h.example/q/{i}" for i in range(k)]
+
+    def answers(known_fps: list[str]) -> pl.DataFrame:
+        raw = pl.DataFrame(
+            {
+                "url": fresh,
+                "host": ["h.example"] * k,
+                "outcome": ["new"] * k,
+                "fingerprint": ["notice"] * k,
+                "error": [None] * k,
+            },
+            schema_overrides={"error": pl.String},
+        )
+        plan = pl.DataFrame(
+            {
+                "url": known + fresh,
+                "host": ["h.example"] * (2 * k),
+                "fingerprint": [*known_fps, *([None] * k)],
+            }
+        )
+        return placeholder_answers(raw, plan)
+
+    assert answers([f"f{i}" for i in range(k)])["outcome"].to_list() == ["error"] * k
+    # an app shell: the host's pages always read alike, and the new ones read as they do
+    assert answers(["notice"] * k)["outcome"].to_list() == ["new"] * k
+    assert answers(["shell"] * k)["outcome"].to_list() == ["new"] * k
+
+
 def test_fewer_pages_than_the_minimum_or_pages_alike_before_are_left_alone() -> None:
     def frames(last: list[str | None], now: list[str], outcome: list[str]) -> pl.DataFrame:
         n = len(now)
@@ -98,7 +131,9 @@ def test_fewer_pages_than_the_minimum_or_pages_alike_before_are_left_alone() -> 
             },
             schema_overrides={"error": pl.String},
         )
-        plan = pl.DataFrame({"url": [f"u{i}" for i in range(n)], "fingerprint": last})
+        plan = pl.DataFrame(
+            {"url": [f"u{i}" for i in range(n)], "host": ["h"] * n, "fingerprint": last}
+        )
         return placeholder_answers(raw, plan)
 
     k = MIN_PAGES

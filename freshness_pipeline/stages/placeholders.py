@@ -28,19 +28,51 @@ MIN_PAGES = 3
 
 def placeholder_answers(raw: pl.DataFrame, plan: pl.DataFrame) -> pl.DataFrame:
     """``raw`` (the fetcher's results: url, host, outcome, fingerprint, error) with the answers
-    that are one host's placeholder made errors. ``plan``: the cycle's plan rows (url and
-    ``fingerprint``, each page's last version, the one its fetch was compared with)."""
+    that are one host's placeholder made errors. ``plan``: the cycle's plan rows, every
+    candidate (url, host and ``fingerprint``, each page's last version, the one its fetch was
+    compared with).
+
+    Two marks, either enough: pages whose last versions differed answer alike; or pages never
+    fetched, at other paths, answer alike with content none of the host's pages has, on a host
+    whose pages read differently (a cold start that met the notice: 15 first copies of an
+    exploratory run's were the notice)."""
     if raw.is_empty() or "fingerprint" not in plan.columns:
         return raw
     last = plan.select("url", pl.col("fingerprint").alias("_last")).unique(
         "url", keep="last", maintain_order=True
     )
     work = raw.join(last, on="url", how="left", maintain_order="left")
+    has_fp = pl.col("fingerprint").is_not_null()
     moved = (pl.col("outcome") == "changed") & pl.col("_last").is_not_null()
-    shared = (
-        work.filter(moved & pl.col("fingerprint").is_not_null())
+    were_different = (
+        work.filter(moved & has_fp)
         .group_by("host", "fingerprint")
         .agg(pl.col("_last").n_unique().alias("_were"))
+    )
+    # the host's pages as they read, before this cycle
+    known = (
+        plan.filter(pl.col("fingerprint").is_not_null())
+        .group_by("host")
+        .agg(
+            pl.col("fingerprint").n_unique().alias("_kinds"),
+            pl.col("fingerprint").unique().alias("_known"),
+        )
+    )
+    path = pl.col("url").str.extract(r"^[a-z][a-z0-9+.-]*://[^/?#]*([^?#]*)", 1)
+    first_copies = (
+        work.filter((pl.col("outcome") == "new") & pl.col("_last").is_null() & has_fp)
+        .group_by("host", "fingerprint")
+        .agg(path.n_unique().alias("_were"))
+        .join(known, on="host", how="inner")
+        .filter(
+            (pl.col("_kinds") >= MIN_PAGES) & ~pl.col("_known").list.contains(pl.col("fingerprint"))
+        )
+        .select("host", "fingerprint", "_were")
+    )
+    shared = (
+        pl.concat([were_different, first_copies])
+        .group_by("host", "fingerprint")
+        .agg(pl.col("_were").sum())
         .filter(pl.col("_were") >= MIN_PAGES)
     )
     if shared.is_empty():
@@ -48,7 +80,7 @@ def placeholder_answers(raw: pl.DataFrame, plan: pl.DataFrame) -> pl.DataFrame:
     hit = work.join(shared, on=["host", "fingerprint"], how="left", maintain_order="left")
     stood_in = pl.col("_were").is_not_null() & pl.col("outcome").is_in(["changed", "new"])
     said = pl.format(
-        "the same content as pages of the host that read differently before ({} of them): a "
+        "the same content as pages of the host that read differently ({} of them): a "
         "placeholder served with HTTP 200 (maintenance, an error or a sign-in page); the last "
         "version stands",
         pl.col("_were"),
