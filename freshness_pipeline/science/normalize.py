@@ -38,6 +38,7 @@ __all__ = [
     "normalize_url_column",
     "request_spelling",
     "url_authority",
+    "url_path",
 ]
 
 MAX_URL_LENGTH = 2048
@@ -470,6 +471,13 @@ def url_authority(url: str) -> str:
         raise
     except (ValueError, UnicodeError) as exc:
         raise InvalidURL(f"malformed host ({exc})") from None
+
+
+def url_path(url: pl.Expr) -> pl.Expr:
+    """The path of each URL (between its authority and its query or fragment; "" when it has
+    none, null when it is no absolute URL): what tells one item of a site from another where
+    the query only spells it differently."""
+    return url.str.extract(r"^[a-z][a-z0-9+.-]*://[^/?#]*([^?#]*)", 1)
 
 
 def normalize_url_column(

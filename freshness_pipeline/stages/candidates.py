@@ -18,6 +18,7 @@ from freshness_pipeline.science.normalize import (
     as_discovered,
     normalize_url_column,
     request_spelling,
+    url_path,
 )
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.storage import Warehouse
@@ -339,7 +340,7 @@ def hold_back_traps(candidates: pl.DataFrame) -> pl.DataFrame:
     """Mark the URLs whose path only a trap makes (not allowed, with the reason): each such
     URL found a cycle was kept and fetched again every cycle after, the plan growing without
     end (found by an exploratory run)."""
-    path = pl.col("url").str.extract(r"^[a-z]+://[^/?#]*(/[^?#]*)", 1).fill_null("/")
+    path = url_path(pl.col("url")).replace("", "/").fill_null("/")
     segments = path.str.strip_chars_start("/").str.split("/")
     same_as_before = [pl.element() == pl.element().shift(k) for k in range(1, TRAP_REPEATS)]
     repeated = segments.list.eval(pl.all_horizontal(pl.element() != "", *same_as_before)).list.any()

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from freshness_pipeline.science.normalize import url_path
+
 __all__ = ["MIN_PAGES", "placeholder_answers"]
 
 #: pages with distinct last versions that must answer with one fingerprint in a cycle
@@ -58,7 +60,7 @@ def placeholder_answers(raw: pl.DataFrame, plan: pl.DataFrame) -> pl.DataFrame:
             pl.col("fingerprint").unique().alias("_known"),
         )
     )
-    path = pl.col("url").str.extract(r"^[a-z][a-z0-9+.-]*://[^/?#]*([^?#]*)", 1)
+    path = url_path(pl.col("url"))
     first_copies = (
         work.filter((pl.col("outcome") == "new") & pl.col("_last").is_null() & has_fp)
         .group_by("host", "fingerprint")

@@ -21,7 +21,7 @@ from freshness_pipeline.science.estimate import AGE_COLUMN, append_observations
 from freshness_pipeline.science.fingerprint import content_fingerprint
 from freshness_pipeline.science.hints import hint_evidence
 from freshness_pipeline.science.intervals import due_age_days
-from freshness_pipeline.science.normalize import normalize_url_column
+from freshness_pipeline.science.normalize import normalize_url_column, url_path
 from freshness_pipeline.science.prior.table import (
     RATE_COLUMNS,
     ChangeModel,
@@ -486,9 +486,7 @@ def content_duplicates() -> pl.Expr:
     25th, or spare parts 4006381333 and 4006381334, read the same and were marked copies of one
     another, fetched at a second copy's cost (found by an exploratory run). A print view or a
     session's spelling of a page keeps its path's numbers."""
-    path_numbers = (
-        pl.col("url").str.extract(r"^[a-z]+://[^/?#]*([^?#]*)", 1).str.replace_all(r"\D+", "-")
-    )
+    path_numbers = url_path(pl.col("url")).str.replace_all(r"\D+", "-")
     group = ["host", "fingerprint", "fingerprint_version", path_numbers.alias("_path_numbers")]
     same = (
         (pl.col("status") == "active")
