@@ -271,6 +271,23 @@ def _complete_read(
     )
 
 
+def _queue_children(
+    walk: SitemapWalk,
+    children: list[str],
+    child_lastmods: Mapping[str, datetime],
+    seen: set[str],
+    lastmods: dict[str, datetime],
+    queue: deque[str],
+) -> None:
+    """An index's ``children`` (read now, or remembered for a 304) into the walk: listed, and
+    those not seen yet queued in :func:`reading_order` by the dates the index gave them."""
+    walk.listed.update(children)
+    fresh = [child for child in children if child not in seen]
+    seen.update(fresh)
+    lastmods.update(child_lastmods)
+    queue.extend(reading_order(fresh, child_lastmods, walk.reads))
+
+
 async def fetch_sitemap_entries(
     session: aiohttp.ClientSession,
     sitemap_urls: Iterable[str],
@@ -398,17 +415,13 @@ async def fetch_sitemap_entries(
             if kids is None:
                 walk.unchanged.append(url)
                 continue
-            walk.listed.update(kids)
-            fresh = [child for child in kids if child not in seen]
-            seen.update(fresh)
             # an unchanged index gives its children the dates it gave them before
             said = {
                 child: r.listed_lastmod
-                for child in fresh
+                for child in kids
                 if (r := walk.reads.get(child)) is not None and r.listed_lastmod is not None
             }
-            lastmods.update(said)
-            queue.extend(reading_order(fresh, said, walk.reads))
+            _queue_children(walk, kids, said, seen, lastmods, queue)
             continue
         if got.body is None:
             walk.files.append(SitemapFile(url, got.status, None))
@@ -472,11 +485,7 @@ async def fetch_sitemap_entries(
                 parsed.complete,
             )
         )
-        walk.listed.update(parsed.children)
-        fresh = [child for child in parsed.children if child not in seen]
-        seen.update(fresh)
-        lastmods.update(parsed.child_lastmods)
-        queue.extend(reading_order(fresh, parsed.child_lastmods, walk.reads))
+        _queue_children(walk, parsed.children, parsed.child_lastmods, seen, lastmods, queue)
     if timed_out:
         walk.problems.append(
             SitemapProblem("time_cap", f"{len(queue)} sitemap(s) not read in the time allowed")
