@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 from aiohttp import web
 
-from freshness_pipeline.app.cli import discovery_line
+from freshness_pipeline.app.cycle_lines import discovery_line
 from freshness_pipeline.app.runner import load_seeds, run_cycle
 from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline.web.client.settings import FetchSettings

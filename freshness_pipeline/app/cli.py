@@ -23,6 +23,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from freshness_pipeline.app.cycle_lines import discovery_line, held_back_line, summary_line
 from freshness_pipeline.defs.cycle_time import parse_now
 
 if TYPE_CHECKING:
@@ -270,60 +271,17 @@ def cycle(
             "tables are intact"
         )
         raise typer.Exit(1) from exc
-    # what was sent, by outcome, apart from what was not: "100 fetched (..., deferred 11,
-    # error 6, ...)" read as 100 answers when 11 were never asked for (their budget went to
-    # other hosts' next best) and 6 failed (found by an exploratory run)
-    answered = {k: v for k, v in outcome.outcomes.items() if k != "deferred"}
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(answered.items()))
-    done = "" if dry_run else f", {outcome.fetched} requests sent"
-    deferred = outcome.outcomes.get("deferred", 0)
-    hosts = len(outcome.hosts)
     # one line each, whatever the terminal's width: a log or a pipe read "(new" and "3)" on
     # two lines (found by a newcomer)
-    console.print(
-        f"cycle {moment.isoformat()}: {hosts} host{'' if hosts == 1 else 's'}, "
-        f"{outcome.planned} planned{done}"
-        + (f" ({counts})" if counts else "")
-        + (f", {deferred} planned fetches deferred" if deferred else ""),
-        soft_wrap=True,
-    )
+    console.print(summary_line(moment, outcome, dry_run=dry_run), soft_wrap=True)
     found = discovery_line(outcome.discovery)
     if found:
         console.print(found, soft_wrap=True)
-    if outcome.held_back:
-        held = "; ".join(f"{reason}: {n}" for reason, n in sorted(outcome.held_back.items()))
-        if outcome.planned == 0:
-            label = "[red]nothing planned, held back:[/]"
-        elif not dry_run and outcome.fetched == 0:
-            label = "[red]nothing fetched, held back:[/]"
-        else:
-            label = "[yellow]held back:[/]"
-        errors.print(f"{label} {held} URLs")
+    held = held_back_line(outcome, dry_run=dry_run)
+    if held:
+        errors.print(held)
     for note in outcome.notes:
         errors.print(f"[yellow]note:[/] {escape(note)}")
-
-
-def discovery_line(counts: dict[str, int]) -> str | None:
-    """What a cycle's discovery read and found, in one line (None: it read no sitemap or feed
-    and nothing went wrong): without it a user saw fetches and never where new pages came
-    from, nor that a host's sitemaps had gone wrong until they read the log. A guessed
-    /sitemap.xml that is not there is not a file read."""
-    unchanged = counts.get("sitemap_files_unchanged", 0)
-    read = counts.get("sitemap_files_read", 0) + unchanged
-    feeds = counts.get("announced_feeds_read", 0)
-    problems = sum(n for k, n in counts.items() if k.startswith("sitemap_problems_"))
-    if not read and not feeds and not problems:
-        return None
-    parts = [
-        f"{read:,} sitemap files read" + (f" ({unchanged:,} unchanged, 304)" if unchanged else "")
-    ]
-    if feeds:
-        parts.append(f"{feeds:,} announced feeds")
-    parts.append(f"{counts.get('sitemap_entries', 0):,} URLs listed")
-    parts.append(f"{counts.get('urls_found_new', 0):,} new URLs")
-    if problems:
-        parts.append(f"{problems:,} sitemap problems (warnings in the log)")
-    return "discovery: " + ", ".join(parts)
 
 
 def _latest(views: Views) -> datetime:
