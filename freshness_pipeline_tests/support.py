@@ -81,6 +81,15 @@ def readme_sql_blocks() -> list[str]:
     return re.findall(r"```sql\n(.*?)```", readme, flags=re.S)
 
 
+def readme_history_of(url: str) -> str:
+    """The README's history of a page, asked about ``url``: the README matches a demo page by
+    a LIKE pattern (the demo's ports change every run), which a test puts its own URL in."""
+    history = next(b for b in readme_sql_blocks() if "FROM page_versions" in b and "LIKE" in b)
+    pattern = re.search(r"url LIKE ('[^']+')", history)
+    assert pattern is not None, history
+    return history.replace(pattern.group(1), "'" + url.replace("'", "''") + "'")
+
+
 class LoopThread:
     """An asyncio loop on a daemon thread, for test servers that must answer while the test's
     own (synchronous) code fetches from them. Closing cancels whatever the servers still run."""

@@ -27,7 +27,7 @@ from freshness_pipeline.app.cli import app
 from freshness_pipeline.synthweb import DEFAULT_START, Page, SiteSpec, SyntheticWeb, World
 from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline_tests.crawls import crawl
-from freshness_pipeline_tests.support import readme_sql_blocks
+from freshness_pipeline_tests.support import readme_history_of, readme_sql_blocks
 
 S = DEFAULT_START
 HOUR = timedelta(hours=1)
@@ -510,16 +510,14 @@ def test_the_readme_crawled_copy_queries_answer_on_a_crawled_home(copy):
     assert len(blocks) >= 4
     con = duckdb.connect(str(home / "freshness.duckdb"), read_only=True)
     try:
-        # every example runs here; the one-URL history asks about the README's example URL
-        history = next(
-            b for b in blocks if "FROM page_versions" in b and "ORDER BY observed_at" in b
-        )
-        example = re.search(r"url = '([^']+)'", history)
-        assert example is not None
-        results = {}
-        for block in blocks:
-            query = block.replace(example.group(1), url["/products/lamp"])
-            results[block] = con.sql(query).pl()
+        # every example runs here; the one-page history asks about this home's page
+        history = next(b for b in blocks if "FROM page_versions" in b and "LIKE" in b)
+        results = {
+            block: con.sql(
+                readme_history_of(url["/products/lamp"]) if block == history else block
+            ).pl()
+            for block in blocks
+        }
     finally:
         con.close()
     since = results[next(b for b in blocks if "changed_at >= TIMESTAMPTZ" in b)]

@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
-from freshness_pipeline_tests.support import run_freshness
+import re
+
+import duckdb
+
+from freshness_pipeline_tests.support import readme_sql_blocks, run_freshness
 
 
 def test_demo_prints_the_same_report_as_freshness_report(tmp_path):
@@ -30,3 +34,25 @@ def test_demo_prints_the_same_report_as_freshness_report(tmp_path):
     assert any(line.startswith("+") and not line.startswith("+++") for line in shown)
     archive = home / "archive"
     assert f"WARC files in {archive}" in demo.stdout and list(archive.glob("*.warc.gz"))
+    # the way to SQL that works after `pip install` comes first; the DuckDB CLI is optional
+    python, cli = demo.stdout.index("  Python:"), demo.stdout.index("duckdb -readonly")
+    assert python < cli and "if installed" in demo.stdout[cli - 200 : cli]
+    _readme_queries_answer_on_the_demo(home)
+
+
+def _readme_queries_answer_on_the_demo(home):
+    """A newcomer's first SQL is the README's, on the demo's home: the one-URL history asked
+    for a URL the demo has no page of (0 rows), and the queries measuring from the newest
+    cycle found it by reading all of fetch_log, one file per host and cycle, where the metric
+    views read fetch_totals."""
+    blocks = readme_sql_blocks()
+    assert not [b for b in blocks if re.search(r"max\(fetched_at\)\s+FROM\s+fetch_log", b)]
+    con = duckdb.connect(str(home / "freshness.duckdb"), read_only=True)
+    try:
+        rows = {block: con.sql(block).fetchall() for block in blocks}
+    finally:
+        con.close()
+    history = next(b for b in blocks if "FROM page_versions" in b and "observed_at" in b)
+    assert rows[history], history
+    recent = next(b for b in blocks if "INTERVAL 1 DAY" in b)
+    assert rows[recent], recent

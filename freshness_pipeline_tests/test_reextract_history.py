@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from datetime import timedelta
 
 import duckdb
@@ -22,7 +21,7 @@ from freshness_pipeline.app.runner import run_cycle
 from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb
 from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline_tests.crawls import crawl_as_class, hand_page, shop_world
-from freshness_pipeline_tests.support import readme_sql_blocks, run_freshness
+from freshness_pipeline_tests.support import readme_history_of, run_freshness
 
 S = DEFAULT_START
 HOUR = timedelta(hours=1)
@@ -92,16 +91,12 @@ def test_a_reextraction_is_dated_after_the_newest_cycle_not_at_the_body_it_rerea
 
 
 def test_the_readme_history_of_one_url_lists_each_reading_once_in_order(home):
-    history = next(
-        b for b in readme_sql_blocks() if "FROM page_versions" in b and "ORDER BY observed_at" in b
-    )
-    example = re.search(r"url = '([^']+)'", history)
-    assert example is not None
+    history = readme_history_of(home["url"]["/products/lamp"])
     wh = Warehouse(home["home"])
     wh.ensure_views()
     con = duckdb.connect(str(wh.duckdb_path), read_only=True)
     try:
-        steps = con.sql(history.replace(example.group(1), home["url"]["/products/lamp"])).pl()
+        steps = con.sql(history).pl()
     finally:
         con.close()
     assert steps["observed_at"].to_list() == [T0, T1, T1 + DERIVED_AFTER, T2]

@@ -157,9 +157,10 @@ def run_demo(
     example = "SELECT status, count(*) FROM url_state GROUP BY 1"
     console.print(
         f"DuckDB views are ready in {warehouse.duckdb_path}\n"
-        f"  DuckDB CLI: duckdb -readonly {warehouse.duckdb_path}\n"
         f"  Python:     python -c \"import duckdb; print(duckdb.connect('{warehouse.duckdb_path}', "
         f"read_only=True).sql('{example}'))\"\n"
+        # pip installs DuckDB's Python package, not its CLI: what works after the install first
+        f"  DuckDB CLI, if installed: duckdb -readonly {warehouse.duckdb_path}\n"
         f"Report: freshness report --home {home_path}"
     )
     return summary
