@@ -251,6 +251,7 @@ def cycle(
             retention_days=retention_days,
             fetch_processes=fetch_processes,
             undo_point=ahead is not None,
+            now_given=now is not None,
         )
     except (UnknownHosts, UnreadableConfig) as exc:
         raise _failed("error", exc, 2) from exc

@@ -107,11 +107,14 @@ def run_cycle(
     retention_days: float | None = DEFAULT_RETENTION_DAYS,
     fetch_processes: int = 1,
     undo_point: bool = False,
+    now_given: bool = True,
 ) -> CycleOutcome:
     """One cycle of the whole graph as of ``now``, as few runs as the host selection allows
     (one, unless --host picks hosts that are not one contiguous stretch of partitions). The
     budget is shared across those runs. Raises HomeBusy when another cycle or seed load holds
     the home. ``undo_point``: snapshot the home first, for `freshness undo` (warehouse/undo.py).
+    ``now_given``: False when ``now`` is the clock's because the user gave no --now, so that
+    what the cycle says about its time names no flag they did not pass.
     """
     warehouse = Warehouse(home)
     with warehouse.exclusive(f"cycle {now.isoformat()}"):
@@ -137,6 +140,7 @@ def run_cycle(
                     instance,
                     log_level,
                     fetch_processes,
+                    now_given=now_given,
                 )
             except CycleFailed as failed:
                 forgotten = [] if dry_run else forget_unrecorded_cycle(warehouse, now)
@@ -211,6 +215,8 @@ def _run_cycle_locked(
     instance: dg.DagsterInstance,
     log_level: str,
     fetch_processes: int = 1,
+    *,
+    now_given: bool = True,
 ) -> CycleOutcome:
     known = warehouse.hosts_in("seeds")
     try:
@@ -233,7 +239,7 @@ def _run_cycle_locked(
     if not wanted:
         outcome.notes.append("no hosts: seed some URLs first (`freshness seed PATH`)")
         return outcome
-    behind = backwards_note(warehouse.newest_cycles(), wanted, now)
+    behind = backwards_note(warehouse.newest_cycles(), wanted, now, now_given=now_given)
     if behind:
         outcome.notes.append(behind)
     # A bucket is Dagster's unit of work; --host narrows its run to the hosts asked for.
@@ -299,16 +305,25 @@ def _run_cycle_locked(
     return outcome
 
 
-def backwards_note(newest: dict[str, datetime], hosts: list[str], now: datetime) -> str | None:
+def backwards_note(
+    newest: dict[str, datetime], hosts: list[str], now: datetime, *, now_given: bool = True
+) -> str | None:
     """A cycle whose ``now`` is before a host's newest cycle re-plans that host from a state
     that already knows the later fetches: right for a deliberate backfill, a mistake when a
-    wall-clock run lands on a home kept on a simulated clock (or the reverse). Say which."""
+    wall-clock run lands on a home kept on a simulated clock (or the reverse). Say which, and
+    whose time it was: "--now <t>" to a user who gave no --now sent them looking for a flag
+    they had not passed (found by a newcomer)."""
     later = [h for h in hosts if h in newest and newest[h] > now]
     if not later:
         return None
     latest = max(newest[h] for h in later)
+    when = (
+        f"--now {now.isoformat()}"
+        if now_given
+        else f"this cycle's time, the clock's {now.isoformat()} (no --now given),"
+    )
     return (
-        f"--now {now.isoformat()} is before the newest cycle of {len(later)} of the "
+        f"{when} is before the newest cycle of {len(later)} of the "
         f"{len(hosts)} hosts (up to {latest.isoformat()}): their state already holds the later "
         "fetches, so this re-plans the past (a backfill); if that is not meant, pass --now "
         "after it or use another home"

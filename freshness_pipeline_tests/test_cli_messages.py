@@ -1,0 +1,73 @@
+"""What the CLI tells a first-time user, read as they read it (found by a newcomer following the
+README): a seed file's spellings of one URL, a note that named a flag nobody passed, a status
+count that did not add up, an expected age that looked perfect before most pages had a copy,
+and a demo refusing a home without saying who chose it. Each runs the real command on a real
+home; the pages come from a server on loopback."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from aiohttp import web
+
+from freshness_pipeline_tests.support import run_freshness, serve_on_loopback
+
+PAGES = 10  # /p/0 .. /p/9, of which the first cycle fetches BUDGET
+BUDGET = 2
+
+
+async def _site(request: web.Request) -> web.Response:
+    if request.path == "/robots.txt":
+        return web.Response(text="User-agent: *\nDisallow: /private\n")
+    if request.path.startswith("/p/"):
+        name = request.path.rsplit("/", 1)[1]
+        body = f"<html><head><title>Page {name}</title></head><body><p>Page {name}.</p></body>"
+        return web.Response(text=body + "</html>", content_type="text/html")
+    return web.Response(status=404)
+
+
+@pytest.fixture(scope="module")
+def first_cycle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """A home seeded with PAGES pages and one that robots.txt disallows, after one cycle of
+    BUDGET fetches dated two hours past the machine's clock (a `--now` ahead, as a user may
+    give): most pages wait for their first copy."""
+    home = tmp_path_factory.mktemp("first") / "home"
+    with serve_on_loopback(_site) as base:
+        seeds = home.parent / "seeds.txt"
+        seeds.write_text("".join(f"{base}/p/{k}\n" for k in range(PAGES)) + f"{base}/private/x\n")
+        assert run_freshness("seed", str(seeds), home=home).returncode == 0
+        ahead = (datetime.now(UTC) + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        done = run_freshness("cycle", "--now", ahead, "--budget", str(BUDGET), home=home)
+        assert done.returncode == 0, done.stderr
+        yield {"home": home, "host": base.removeprefix("http://"), "now": ahead}
+
+
+def _row(table: str, key: str) -> list[str]:
+    """The cells of the row of a rich table (as printed, piped) that starts with ``key``."""
+    for line in table.splitlines():
+        cells = [c.strip() for c in re.split(r"[│┃]", line)[1:-1]]
+        if cells and cells[0] == key:
+            return cells
+    raise AssertionError(f"no row {key!r} in:\n{table}")
+
+
+def test_a_cycle_run_without_now_does_not_name_the_flag(first_cycle) -> None:
+    """A cycle run on the clock after one dated ahead said "note: --now <t> is before the
+    newest cycle", naming a flag the user had not passed."""
+    home = first_cycle["home"]
+    done = run_freshness("cycle", "--dry-run", home=home)
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert "is before the newest cycle" in said
+    assert "--now 20" not in said
+    assert re.search(r"this cycle's time, the clock's \S+ \(no --now given\), is before", said)
+    assert f"(up to {datetime.fromisoformat(first_cycle['now']).isoformat()})" in said
+    given = "2026-01-01T00:00:00Z"
+    done = run_freshness("cycle", "--dry-run", "--now", given, home=home)
+    assert done.returncode == 0, done.stderr
+    assert "--now 2026-01-01T00:00:00+00:00 is before the newest cycle" in " ".join(
+        done.stderr.split()
+    )
