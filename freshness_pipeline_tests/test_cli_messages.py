@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from aiohttp import web
@@ -70,4 +71,46 @@ def test_a_cycle_run_without_now_does_not_name_the_flag(first_cycle) -> None:
     assert done.returncode == 0, done.stderr
     assert "--now 2026-01-01T00:00:00+00:00 is before the newest cycle" in " ".join(
         done.stderr.split()
+    )
+
+
+def test_seed_says_its_duplicates_are_spellings_of_one_url(tmp_path: Path) -> None:
+    """A file of six distinct lines, five of them other spellings of the first, was reported
+    as "5 duplicates": the user looked for repeated lines and found none."""
+    seeds = tmp_path / "seeds.txt"
+    spellings = [
+        "http://a.example/p",
+        "HTTP://A.example/p",
+        "http://a.example/p#comments",
+        "http://a.example/p?utm_source=mail",
+        "http://a.example/static/../p",
+        "http://a.example/p?",
+    ]
+    seeds.write_text("\n".join(spellings) + "\n")
+    done = run_freshness("seed", str(seeds), home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    assert (
+        "seeded 1 URL on 1 host (1 new partition, 0 rows skipped, 5 duplicates after "
+        "normalization)" in done.stdout
+    )
+
+
+def test_a_bucketed_seed_load_counts_new_hosts_in_the_same_words() -> None:
+    """Past 100 hosts a home's partitions are host buckets, and the line counts new hosts."""
+    import polars as pl
+
+    from freshness_pipeline.app.runner import SeedLoad
+    from freshness_pipeline.app.seed_lines import seed_summary
+    from freshness_pipeline.warehouse.seeds import SeedParse
+
+    rows = pl.DataFrame({"url": ["http://a.example/", "http://b.example/"]})
+    load = SeedLoad(
+        SeedParse(rows, errors=[(3, "missing scheme")], duplicates=1),
+        hosts=2,
+        new_hosts=["a.example", "b.example"],
+        partitioning="16 host buckets",
+    )
+    assert seed_summary(load) == (
+        "seeded 2 URLs on 2 hosts (2 new hosts, 1 row skipped, 1 duplicate after "
+        "normalization); Dagster partitions: 16 host buckets"
     )

@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from freshness_pipeline.app.cycle_lines import discovery_line, held_back_line, summary_line
+from freshness_pipeline.app.seed_lines import seed_summary
 from freshness_pipeline.defs.cycle_time import parse_now
 
 if TYPE_CHECKING:
@@ -160,14 +161,7 @@ def seed(
     if result.parse.fatal:
         errors.print(f"[red]error:[/] {escape(str(path))}: {escape(result.parse.fatal)}")
         raise typer.Exit(2)  # bad input, not a failed pipeline
-    bucketed = "host buckets" in result.partitioning
-    new = f"{len(result.new_hosts)} new " + ("hosts" if bucketed else "partitions")
-    console.print(
-        f"seeded {result.parse.rows.height} URLs on {result.hosts} hosts "
-        f"({new}, {len(result.parse.errors)} rows skipped, "
-        f"{result.parse.duplicates} duplicates)"
-        + (f"; Dagster partitions: {result.partitioning}" if bucketed else "")
-    )
+    console.print(seed_summary(result), soft_wrap=True)
     for note in result.notes:
         errors.print(f"[yellow]note:[/] {escape(note)}")
 

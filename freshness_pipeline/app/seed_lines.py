@@ -1,0 +1,30 @@
+"""What `freshness seed` says when a load ends, as text: kept apart from the command so the
+words are in one place and testable without a terminal, and so that cli.py stays readable."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from freshness_pipeline.app.runner import SeedLoad
+
+__all__ = ["seed_summary"]
+
+
+def _count(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
+def seed_summary(load: SeedLoad) -> str:
+    """One line on what a seed file gave. Its duplicates are counted after normalization: a
+    file's distinct lines `HTTP://a/p`, `a/p#comments` and `a/p?utm_source=x` are one URL, and
+    "3 duplicates" alone sent a newcomer looking for repeated lines that were not there."""
+    parse = load.parse
+    bucketed = "host buckets" in load.partitioning
+    new = _count(len(load.new_hosts), "new host" if bucketed else "new partition")
+    return (
+        f"seeded {_count(parse.rows.height, 'URL')} on {_count(load.hosts, 'host')} "
+        f"({new}, {_count(len(parse.errors), 'row')} skipped, "
+        f"{_count(parse.duplicates, 'duplicate')} after normalization)"
+        + (f"; Dagster partitions: {load.partitioning}" if bucketed else "")
+    )
