@@ -55,6 +55,23 @@ def _row(table: str, key: str) -> list[str]:
     raise AssertionError(f"no row {key!r} in:\n{table}")
 
 
+def test_hosts_lists_every_status_so_the_counts_add_up(first_cycle) -> None:
+    """`freshness hosts` showed urls, active and gone only: 68, 62, 0 left six URLs nowhere
+    (the newcomer's were blocked by robots.txt and not yet fetched)."""
+    done = run_freshness("hosts", home=first_cycle["home"], env={"COLUMNS": "250"})
+    assert done.returncode == 0, done.stderr
+    header = _row(done.stdout, "host")
+    cells = dict(zip(header, _row(done.stdout, first_cycle["host"]), strict=True))
+    statuses = ("active", "new", "gone", "blocked", "error")
+    assert set(statuses) <= set(cells), header
+    assert int(cells["urls"]) == sum(int(cells[s]) for s in statuses) == PAGES + 1
+    assert (int(cells["active"]), int(cells["new"]), int(cells["blocked"])) == (
+        BUDGET,
+        PAGES - BUDGET,
+        1,
+    )
+
+
 def test_a_cycle_run_without_now_does_not_name_the_flag(first_cycle) -> None:
     """A cycle run on the clock after one dated ahead said "note: --now <t> is before the
     newest cycle", naming a flag the user had not passed."""

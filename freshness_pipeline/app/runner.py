@@ -512,9 +512,15 @@ def warm_normalization_cache(
     warehouse.write_partitions("url_canonical", hosts, tables.conform("url_canonical", fresh))
 
 
+#: url_state's statuses, in the order the metric views count them
+URL_STATUSES = ("active", "new", "gone", "blocked", "error")
+
+
 def host_summary(home: str | Path | None) -> pl.DataFrame:
-    """One row per seeded host: its URLs by status, its Dagster partition (its own, or its
-    bucket) and its newest cycle; what `freshness hosts` lists."""
+    """One row per seeded host: its URLs by every status, its Dagster partition (its own, or
+    its bucket) and its newest cycle; what `freshness hosts` lists. Every status has its
+    column, so that they add up to ``urls``: "urls 68, active 62, gone 0" left a newcomer
+    wondering where six had gone (blocked by robots.txt, and not fetched yet)."""
     warehouse = Warehouse(home)
     seeded = warehouse.hosts_in("seeds")
     partitioning = home_partitioning(warehouse, seeded)
@@ -525,8 +531,7 @@ def host_summary(home: str | Path | None) -> pl.DataFrame:
         .group_by("host")
         .agg(
             pl.len().alias("urls"),
-            (pl.col("status") == "active").sum().alias("active"),
-            (pl.col("status") == "gone").sum().alias("gone"),
+            *[(pl.col("status") == status).sum().alias(status) for status in URL_STATUSES],
         )
     )
     newest = warehouse.newest_cycles()
@@ -535,7 +540,7 @@ def host_summary(home: str | Path | None) -> pl.DataFrame:
         frame.join(seeds, on="host", how="left")
         .join(state, on="host", how="left")
         .with_columns(
-            pl.col("urls", "active", "gone").fill_null(0),
+            pl.col("urls", *URL_STATUSES).fill_null(0),
             partition=pl.Series(
                 [bucket_keys(n)[bucket_index(h, n)] if n else h for h in seeded],
                 dtype=pl.String,
