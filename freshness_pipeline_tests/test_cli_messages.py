@@ -112,6 +112,24 @@ def test_seed_says_its_duplicates_are_spellings_of_one_url(tmp_path: Path) -> No
     )
 
 
+def test_the_demo_says_when_freshness_home_chose_the_home_it_refuses(tmp_path: Path) -> None:
+    """With $FRESHNESS_HOME exported to their own crawl, `freshness demo` refused "<home>"
+    without saying that the variable had chosen it: the user had to work out to unset it."""
+    home = tmp_path / "crawl"
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/a\n")
+    assert run_freshness("seed", str(seeds), home=home).returncode == 0
+    chosen = run_freshness("demo", home=home)  # FRESHNESS_HOME=home, no --home
+    assert chosen.returncode == 2, chosen.stderr
+    said = " ".join(chosen.stderr.split())
+    assert f"{home} (chosen by $FRESHNESS_HOME) holds a warehouse" in said
+    assert "unset FRESHNESS_HOME" in said
+    given = run_freshness("demo", "--home", str(home), home=home)
+    assert given.returncode == 2, given.stderr
+    assert "FRESHNESS_HOME" not in given.stderr  # --home chose it, and the message says the rest
+    assert (home / "warehouse" / "seeds").is_dir()  # refused, left alone
+
+
 def test_a_bucketed_seed_load_counts_new_hosts_in_the_same_words() -> None:
     """Past 100 hosts a home's partitions are host buckets, and the line counts new hosts."""
     import polars as pl

@@ -25,7 +25,7 @@ from freshness_pipeline.app.runner import DEMO_MARKER as MARKER
 from freshness_pipeline.app.runner import load_seeds, open_instance, run_cycle
 from freshness_pipeline.synthweb import DEFAULT_START, SyntheticWeb, build_world
 from freshness_pipeline.warehouse import tables
-from freshness_pipeline.warehouse.storage import Warehouse, resolve_home
+from freshness_pipeline.warehouse.storage import HOME_ENV, Warehouse, resolve_home
 from freshness_pipeline.web.netguard import ALLOW_ENV
 
 CYCLE = timedelta(hours=6)
@@ -36,13 +36,20 @@ class DemoError(RuntimeError):
     pass
 
 
-def prepare_home(home: Path) -> None:
-    """A demo home is wiped and rebuilt; any other home with data is refused, not overwritten."""
+def prepare_home(home: Path, *, from_env: bool = False) -> None:
+    """A demo home is wiped and rebuilt; any other home with data is refused, not overwritten.
+    ``from_env``: $FRESHNESS_HOME chose the home, which the refusal says: a user with their
+    crawl's home exported was refused their own folder and left to work out why."""
     marker = home / MARKER
     if (home / "warehouse").exists() and not marker.exists():
+        chosen, way_out = (
+            (f" (chosen by ${HOME_ENV})", f"unset {HOME_ENV} or pass --home")
+            if from_env
+            else ("", "pass --home")
+        )
         raise DemoError(
-            f"{home} holds a warehouse that the demo did not create; pass --home to an empty "
-            "folder (the demo resets its home on every run)"
+            f"{home}{chosen} holds a warehouse that the demo did not create; {way_out} to an "
+            "empty folder (the demo resets its home on every run)"
         )
     for name in ("warehouse", "archive", "dagster", "freshness.duckdb", "freshness.duckdb.wal"):
         path = home / name
@@ -79,7 +86,7 @@ def run_demo(
 ) -> dict[str, float]:
     console = console or Console()
     home_path = resolve_home(home)
-    prepare_home(home_path)
+    prepare_home(home_path, from_env=not home and bool(os.environ.get(HOME_ENV)))
     allow_loopback()
     os.environ.pop("DAGSTER_HOME", None)  # the demo's instance lives in its own home
     start = DEFAULT_START
