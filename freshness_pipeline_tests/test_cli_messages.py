@@ -72,6 +72,24 @@ def test_hosts_lists_every_status_so_the_counts_add_up(first_cycle) -> None:
     )
 
 
+def test_report_says_how_much_of_the_crawl_the_expected_age_covers(first_cycle) -> None:
+    """After a first cycle of 2 fetches of 10 pages the report's expected_age_h read 0.0, a
+    perfect-looking staleness with most pages never fetched. It stays the age of the copies we
+    have (a documented column), and copied_share beside it says what share of the pages (by
+    value) those are, with a note when most have none yet."""
+    done = run_freshness("report", home=first_cycle["home"], env={"COLUMNS": "250"})
+    assert done.returncode == 0, done.stderr
+    assert _row(done.stdout, "expected_age_h")[1] == "0.0"
+    assert _row(done.stdout, "copied_share")[1] == str(round(BUDGET / PAGES, 3))
+    said = " ".join(done.stdout.split())
+    assert (
+        f"{PAGES - BUDGET} of the {PAGES} pages to keep have no copy yet: expected_age_h is "
+        f"over the {BUDGET} that have one" in said
+    )
+    header = _row(done.stdout, "host")  # the by-host table has it too, beside expected_age_h
+    assert header[header.index("expected_age_h") + 1] == "copied_share"
+
+
 def test_a_cycle_run_without_now_does_not_name_the_flag(first_cycle) -> None:
     """A cycle run on the clock after one dated ahead said "note: --now <t> is before the
     newest cycle", naming a flag the user had not passed."""

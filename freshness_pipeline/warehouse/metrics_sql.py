@@ -9,7 +9,11 @@ the views `host_metrics` and `class_metrics` hold it so anyone can query it in t
 - median_rate_per_day: over the active pages fetched at least twice (a page seen once only
   carries its class prior's mean, which early in a crawl would be every page's figure);
 - expected_age_h: the value-weighted expected time our copies have been stale, from each page's
-  rate and the time since we last saw it (Cho and Garcia-Molina's age metric): the freshness lag;
+  rate and the time since we last saw it (Cho and Garcia-Molina's age metric): the freshness lag,
+  over the active pages, the copies we have;
+- copied_share: the share by value of the pages to keep (all but gone and blocked) that are
+  active, i.e. what expected_age_h covers: after a first cycle that fetched a few of many pages
+  the age read 0.0 as if the crawl were perfect (found by a newcomer), and this says of how much;
 - errors, throttled (429/503 answers);
 - per host only, from host_capacity (science.capacity), the host's last fetching cycle:
   cycle_planned, cycle_sent, cycle_deferred (its share of the plan, what went out, what it left
@@ -72,7 +76,10 @@ STATE_METRICS = """
         AS median_rate_per_day,
     round(24 * sum(value * (age_d - (1 - exp(-change_rate * age_d)) / greatest(change_rate, 1e-9)))
         FILTER (WHERE status = 'active')
-        / nullif(sum(value) FILTER (WHERE status = 'active'), 0), 2) AS expected_age_h
+        / nullif(sum(value) FILTER (WHERE status = 'active'), 0), 2) AS expected_age_h,
+    round(sum(value) FILTER (WHERE status = 'active')
+        / nullif(sum(value) FILTER (WHERE status NOT IN ('gone', 'blocked')), 0), 3)
+        AS copied_share
 """
 
 # As of the newest cycle in the data, so the views read the same any day.
