@@ -167,3 +167,22 @@ def test_a_bucketed_seed_load_counts_new_hosts_in_the_same_words() -> None:
         "seeded 2 URLs on 2 hosts (2 new hosts, 1 row skipped, 1 duplicate after "
         "normalization); Dagster partitions: 16 host buckets"
     )
+
+
+def test_held_back_counts_each_reason_in_its_own_words() -> None:
+    """"robots.txt unreachable: 1; circuit breaker (host failing): 19 URLs" put one unit after
+    the last count only, and read "1 URLs" alone."""
+    from freshness_pipeline.app.cycle_lines import held_back_line
+    from freshness_pipeline.app.runner import CycleOutcome
+
+    outcome = CycleOutcome(
+        now=datetime(2026, 12, 1, tzinfo=UTC),
+        hosts=["a.example"],
+        planned=20,
+        fetched=20,
+        held_back={"robots.txt unreachable": 1, "circuit breaker (host failing)": 19},
+    )
+    assert held_back_line(outcome, dry_run=False) == (
+        "[yellow]held back:[/] circuit breaker (host failing): 19 URLs; "
+        "robots.txt unreachable: 1 URL"
+    )

@@ -60,11 +60,14 @@ def held_back_line(outcome: CycleOutcome, *, dry_run: bool) -> str | None:
     out at all (None: nothing was held back)."""
     if not outcome.held_back:
         return None
-    held = "; ".join(f"{reason}: {n}" for reason, n in sorted(outcome.held_back.items()))
+    held = "; ".join(
+        f"{reason}: {n} URL{'' if n == 1 else 's'}"
+        for reason, n in sorted(outcome.held_back.items())
+    )
     if outcome.planned == 0:
         label = "[red]nothing planned, held back:[/]"
     elif not dry_run and outcome.fetched == 0:
         label = "[red]nothing fetched, held back:[/]"
     else:
         label = "[yellow]held back:[/]"
-    return f"{label} {held} URLs"
+    return f"{label} {held}"
