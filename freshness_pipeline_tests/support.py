@@ -17,7 +17,7 @@ def run_freshness(
     *args: str, home: Path, env: dict[str, str] | None = None, timeout: float = 240
 ) -> subprocess.CompletedProcess[str]:
     """Run `freshness ARGS` with FRESHNESS_HOME=home, loopback allowed and no inherited
-    DAGSTER_HOME (the command keeps its Dagster instance under the home)."""
+    DAGSTER_HOME (the command keeps its Dagster instance under the home); ``env`` last."""
     script = Path(sys.executable).with_name("freshness")
     command = (
         [str(script)] if script.exists() else [sys.executable, "-m", "freshness_pipeline.app.cli"]
@@ -26,9 +26,9 @@ def run_freshness(
         **os.environ,
         "FRESHNESS_HOME": str(home),
         "FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8",
-        **(env or {}),
     }
     full_env.pop("DAGSTER_HOME", None)
+    full_env.update(env or {})
     return subprocess.run(
         [*command, *args],
         env=full_env,

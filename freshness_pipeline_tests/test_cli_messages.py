@@ -186,3 +186,24 @@ def test_held_back_counts_each_reason_in_its_own_words() -> None:
         "[yellow]held back:[/] circuit breaker (host failing): 19 URLs; "
         "robots.txt unreachable: 1 URL"
     )
+
+
+def test_a_dagster_home_left_exported_from_another_home_is_named(tmp_path: Path) -> None:
+    """`export DAGSTER_HOME=$PWD/crawl/dagster` for `dagster dev`, left set, took a second
+    home's runs and host partitions into the first home's instance without a word."""
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.1:9/a\n")
+    first, second = tmp_path / "crawl", tmp_path / "own"
+    assert run_freshness("seed", str(seeds), home=first).returncode == 0
+    borrowed = {"DAGSTER_HOME": str(first / "dagster")}
+    for args in (("seed", str(seeds)), ("cycle", "--dry-run")):
+        done = run_freshness(*args, home=second, env=borrowed)
+        assert done.returncode == 0, done.stderr
+        said = " ".join(done.stderr.split())
+        assert f"is the Dagster instance of another home ({first})" in said, said
+        assert f"unset DAGSTER_HOME to keep them in {second / 'dagster'}" in said
+    # its own instance, or one kept apart on purpose, is not remarked on
+    for own in (second / "dagster", tmp_path / "instances" / "shared"):
+        done = run_freshness("cycle", "--dry-run", home=second, env={"DAGSTER_HOME": str(own)})
+        assert done.returncode == 0, done.stderr
+        assert "DAGSTER_HOME" not in done.stderr

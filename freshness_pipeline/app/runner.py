@@ -23,7 +23,7 @@ from dagster._core.storage.defs_state.base import set_defs_state_storage
 from freshness_pipeline.app.undo import SNAPSHOT_NOTE
 from freshness_pipeline.config import ConfigError, PipelineConfig, load_config
 from freshness_pipeline.defs.assets.common import HELD_BACK
-from freshness_pipeline.defs.instance import dagster_home, open_instance
+from freshness_pipeline.defs.instance import dagster_home, open_instance, shared_instance_note
 from freshness_pipeline.defs.instance_upkeep import prune_instance
 from freshness_pipeline.defs.jobs import CYCLE_TAG
 from freshness_pipeline.defs.partitions import (
@@ -162,6 +162,9 @@ def run_cycle(
             outcome.notes.append(SNAPSHOT_NOTE)
         if interrupted:
             outcome.notes.insert(0, interrupted)
+        shared = shared_instance_note(warehouse.home)
+        if shared:
+            outcome.notes.append(shared)
         return outcome
 
 
@@ -478,6 +481,9 @@ def load_seeds(home: str | Path | None, data: bytes, *, added_at: datetime) -> S
     note = warehouse.ensure_views()
     if note:
         load.notes.append(note)
+    shared = shared_instance_note(warehouse.home)
+    if shared:
+        load.notes.append(shared)
     return load
 
 

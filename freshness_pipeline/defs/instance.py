@@ -82,6 +82,25 @@ def dagster_home(home: Path) -> Path:
     return folder
 
 
+def shared_instance_note(home: Path) -> str | None:
+    """What to tell when ``$DAGSTER_HOME`` is the instance of another home: exported once for
+    `dagster dev` on that home and left set, it took this home's runs and host partitions too,
+    and that home's UI then listed hosts it does not crawl, with nothing said (found by a
+    newcomer). An instance kept apart on purpose (a folder that is no home's) is not named."""
+    env = os.environ.get("DAGSTER_HOME")
+    if not env:
+        return None
+    folder = Path(env).resolve()
+    other = folder.parent
+    if folder == (home / "dagster").resolve() or not (other / "warehouse").is_dir():
+        return None
+    return (
+        f"$DAGSTER_HOME ({env}) is the Dagster instance of another home ({other}): this home's "
+        f"runs and host partitions go there too; unset DAGSTER_HOME to keep them in "
+        f"{home / 'dagster'}"
+    )
+
+
 #: the run queue of the file this module wrote before runs went one at a time
 _FOUR_RUNS = (
     '    max_concurrent_runs: 4\n    tag_concurrency_limits:\n      - key: "freshness/cycle"\n'
