@@ -219,3 +219,30 @@ def test_a_bucketed_hosts_tag_says_where_a_host_is(tmp_path: Path, host: str) ->
     message = error.message if error else ""
     said = f"in {bucket_of(A, 2)}" if host == A else "not seeded"
     assert f"{host}: {said}" in message
+
+
+def test_loading_the_definitions_warns_nothing_and_silences_nothing_else() -> None:
+    """`dagster dev` printed Dagster's BetaWarning for ``backfill_policy`` four times at each
+    start (and every run worker did): a choice of this project's, read by a newcomer as a
+    fault. Only that warning, and only where the steps are defined, is silenced."""
+    import subprocess
+    import sys
+    import warnings
+
+    loaded = subprocess.run(
+        [sys.executable, "-W", "default", "-c", "import freshness_pipeline.definitions"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert "Warning" not in loaded.stderr, loaded.stderr
+    before = list(warnings.filters)
+    cycle_assets_for(2, ["probe_step"])
+    assert warnings.filters == before
+
+    def elsewhere() -> None:
+        pass
+
+    with pytest.warns(dg.BetaWarning, match="backfill_policy"):  # a user's own asset still warns
+        dg.asset(backfill_policy=dg.BackfillPolicy.single_run())(elsewhere)

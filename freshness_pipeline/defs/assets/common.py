@@ -14,8 +14,10 @@ run, and each partition's materialization carries that partition's own figures: 
 hosts in the table written.
 """
 
+import contextlib
 import functools
 import inspect
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import dagster as dg
@@ -43,6 +45,20 @@ HELD_BACK = "held back: "
 
 _ASSET_FUNCTIONS: dict[str, Callable] = {}
 _OUTPUTS: dict[str, tuple[str, ...]] = {}  # the tables of each multi-output step, by step name
+
+
+@contextlib.contextmanager
+def single_run_backfills() -> Iterator[None]:
+    """Where a cycle step is defined: Dagster calls ``backfill_policy`` beta and warns at every
+    definition, four times at each start of `dagster dev` and of every run worker, which a
+    user reads as something wrong with their setup. The policy is a choice made and measured
+    here (one run for many hosts), so that one warning is silenced, for these definitions
+    only."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message=r"Parameter `backfill_policy`", category=dg.BetaWarning
+        )
+        yield
 
 
 def asset_kwargs(partitions_def: dg.PartitionsDefinition, partitioning: str = "") -> dict:
@@ -147,7 +163,8 @@ def _define(
     if reads:
         kwargs["deps"] = [dg.AssetKey(table) for table in reads]
     if outputs is None and not side:
-        return dg.asset(**kwargs)(body)
+        with single_run_backfills():
+            return dg.asset(**kwargs)(body)
     kinds = kwargs.pop("kinds")
     shown = kwargs.pop("metadata", None)
     outs = {
@@ -161,7 +178,8 @@ def _define(
         )
         for table, description in side.items()
     }
-    return dg.multi_asset(name=name, outs=outs, **kwargs)(_with_side_tables(body, tuple(side)))
+    with single_run_backfills():
+        return dg.multi_asset(name=name, outs=outs, **kwargs)(_with_side_tables(body, tuple(side)))
 
 
 def _description(name: str, table: str) -> str | None:

@@ -15,7 +15,7 @@ observation, as the other steps' do (assets.common).
 
 import dagster as dg
 
-from freshness_pipeline.defs.assets.common import asset_kwargs, step_start
+from freshness_pipeline.defs.assets.common import asset_kwargs, single_run_backfills, step_start
 from freshness_pipeline.defs.partitions import (
     bucket_index,
     bucket_keys,
@@ -90,7 +90,8 @@ def define_retention(
             context.add_asset_metadata(figures, partition_key=key)
         return dg.MaterializeResult()
 
-    return dg.asset(name=NAME, deps=list(AFTER), **kwargs)(retention)
+    with single_run_backfills():
+        return dg.asset(name=NAME, deps=list(AFTER), **kwargs)(retention)
 
 
 retention = define_retention(hosts_partitions)
