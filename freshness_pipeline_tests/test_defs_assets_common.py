@@ -246,3 +246,35 @@ def test_loading_the_definitions_warns_nothing_and_silences_nothing_else() -> No
 
     with pytest.warns(dg.BetaWarning, match="backfill_policy"):  # a user's own asset still warns
         dg.asset(backfill_policy=dg.BackfillPolicy.single_run())(elsewhere)
+
+
+@pytest.mark.parametrize(
+    ("tags", "said"),
+    [
+        ({}, "this run names no partitions: a cycle step runs for hosts"),
+        ({"dagster/partition": "gone.test"}, "reload the code location (Deployment, Reload)"),
+    ],
+)
+def test_a_run_without_usable_partitions_says_what_to_do(
+    tmp_path: Path, tags: dict[str, str], said: str
+) -> None:
+    """Launched with no partition (a launchpad left blank), or for a host key the code location
+    no longer has (a seed load moved the home into host buckets before a reload), a run failed
+    with Dagster's raw "Cannot access partition_key for a non-partitioned run" or
+    "Nonexistent partition keys"."""
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(hosts_partitions.name, [A, B])
+    result = dg.materialize(
+        [probe_step],
+        instance=instance,
+        resources={
+            "io_manager": dg.InMemoryIOManager(),
+            "warehouse": WarehouseResource(home=str(tmp_path)),
+        },
+        tags=tags,
+        raise_on_error=False,
+    )
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    error = failure.step_failure_data.error
+    assert error is not None and said in error.message, error

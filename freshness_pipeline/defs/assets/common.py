@@ -285,7 +285,11 @@ def run_hosts(context: dg.AssetExecutionContext, warehouse: Warehouse) -> list[s
     partitions_def = context.assets_def.partitions_def
     tags = context.run.tags
     hosts = partition_hosts(
-        context.partition_keys, partitions_def, warehouse, tags, context.run.run_id
+        _partition_keys(context, partitions_def),
+        partitions_def,
+        warehouse,
+        tags,
+        context.run.run_id,
     )
     chosen = selected_hosts(tags)
     if chosen is not None:
@@ -301,6 +305,35 @@ def run_hosts(context: dg.AssetExecutionContext, warehouse: Warehouse) -> list[s
                 f"({_where(missing, partitions_def, warehouse)})"
             )
     return hosts
+
+
+def _partition_keys(
+    context: dg.AssetExecutionContext, partitions_def: dg.PartitionsDefinition | None
+) -> list[str]:
+    """The run's partition keys, or a failure that says what to do: launched from the UI with
+    no partition, or for a key the code location no longer has, a run failed with Dagster's
+    raw "Cannot access partition_key for a non-partitioned run" or "Nonexistent partition
+    keys" (found by a newcomer and an exploratory run)."""
+    try:
+        return list(context.partition_keys)
+    except dg.DagsterInvariantViolationError as exc:
+        raise dg.Failure(
+            "this run names no partitions: a cycle step runs for hosts (or buckets of hosts); "
+            "launch it for one partition, a range or all of them (the launchpad's partition "
+            "selection), or let the schedule or `freshness cycle` start it"
+        ) from exc
+    except dg.DagsterInvalidInvocationError as exc:
+        now = (
+            f"{n_buckets_of(partitions_def)} host buckets"
+            if n_buckets_of(partitions_def)
+            else "one partition per host"
+        )
+        raise dg.Failure(
+            f"this run's partitions are not the code location's ({now} now): the home's "
+            "partitioning changed after the run was launched (a seed load past 100 hosts "
+            "moves a home into host buckets), or its hosts were retired; reload the code "
+            f"location (Deployment, Reload) and launch the run again. Dagster said: {exc}"
+        ) from exc
 
 
 def _where(
