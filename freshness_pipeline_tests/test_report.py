@@ -196,6 +196,24 @@ def test_the_by_host_table_lists_the_biggest_hosts_and_names_the_rest(tmp_path):
     bad = runner.invoke(app, ["report", "--home", str(tmp_path), "--host", "nope.example"])
     assert bad.exit_code == 2
     assert "no such host in this home: nope.example" in " ".join(bad.output.split())
+    # named as `freshness cycle --host` takes them: a URL, any case
+    assert hosts_shown("--host", "HTTPS://H07.example/a/page")[0] == {"h07.example"}
+
+
+def test_report_host_named_without_its_port_is_told_the_key(tmp_path: Path) -> None:
+    """`freshness report --host 127.0.0.4` said only "no such host" where the home keys the
+    host with its port; `freshness cycle --host` and `hosts --retire` name the likely key."""
+    warehouse = Warehouse(tmp_path)
+    host = "p.example:8080"
+    rows = _state_rows(host).with_columns(url=pl.lit(f"http://{host}/a"))
+    warehouse.write_partition("url_state", host, rows)
+    seeds = rows.select("url", "host", "value", "url_class").with_columns(added_at=pl.lit(T0))
+    warehouse.write_partition("seeds", host, seeds)
+    assert warehouse.ensure_views() is None
+    bad = CliRunner().invoke(app, ["report", "--home", str(tmp_path), "--host", "p.example"])
+    assert bad.exit_code == 2
+    said = " ".join(bad.output.split())
+    assert "no such host in this home: p.example (did you mean p.example:8080?)" in said
 
 
 _REPLACER = """

@@ -309,13 +309,8 @@ def hosts(
     one."""
     from rich.table import Table
 
-    from freshness_pipeline.app.runner import (
-        UnknownHosts,
-        host_key_of,
-        host_summary,
-        retire_host,
-        unknown_hosts_message,
-    )
+    from freshness_pipeline.app.host_names import host_key_of, unknown_hosts_message
+    from freshness_pipeline.app.runner import UnknownHosts, host_summary, retire_host
     from freshness_pipeline.config import ConfigError
     from freshness_pipeline.warehouse.storage import HomeBusy
 

@@ -16,6 +16,7 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
+from freshness_pipeline.app.host_names import host_key_of, unknown_hosts_message
 from freshness_pipeline.warehouse.metrics_sql import (
     LATEST_CYCLE,
     PARAMETER_NOW,
@@ -227,15 +228,17 @@ def chosen_hosts(
     one is a ValueError naming it), else the ``host_rows`` hosts with the most URLs, in host
     order (None: all)."""
     if hosts:
-        known = set(by_host["host"].to_list())
-        unknown = [h for h in dict.fromkeys(hosts) if h not in known]
+        keys = list(dict.fromkeys(host_key_of(h) for h in hosts))
+        listed = by_host["host"].to_list()
+        unknown = [h for h in keys if h not in set(listed)]
         if unknown:
-            sample = ", ".join(sorted(known)[:5]) or "none yet"
+            sample = ", ".join(sorted(listed)[:5]) or "none yet"
             raise ValueError(
-                f"no such host in this home: {', '.join(unknown)} (hosts are spelt host or "
-                f"host:port as `freshness hosts` lists them; for example {sample})"
+                f"no such host in this home: {unknown_hosts_message(unknown, listed)} (hosts "
+                f"are spelt host or host:port as `freshness hosts` lists them; for example "
+                f"{sample})"
             )
-        return by_host.filter(pl.col("host").is_in(list(hosts))), None
+        return by_host.filter(pl.col("host").is_in(keys)), None
     if host_rows is None or by_host.height <= host_rows:
         return by_host, None
     shown = (

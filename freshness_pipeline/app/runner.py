@@ -20,6 +20,7 @@ import dagster as dg
 import polars as pl
 from dagster._core.storage.defs_state.base import set_defs_state_storage
 
+from freshness_pipeline.app.host_names import host_key_of, unknown_hosts_message
 from freshness_pipeline.app.undo import SNAPSHOT_NOTE
 from freshness_pipeline.config import ConfigError, PipelineConfig, load_config
 from freshness_pipeline.defs.assets.common import HELD_BACK
@@ -41,7 +42,6 @@ from freshness_pipeline.defs.partitions import (
     register_hosts,
     registered_hosts,
 )
-from freshness_pipeline.science.normalize import InvalidURL, url_authority
 from freshness_pipeline.stages.candidates import normalization_rules
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.retention import RetentionSummary
@@ -405,35 +405,6 @@ class SeedLoad:
     new_hosts: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     partitioning: str = ""
-
-
-def host_key_of(given: str) -> str:
-    """The host key a user means by ``given``: a key as `freshness hosts` lists it, or a URL
-    or host name in any case (a default port dropped, as the keys have it)."""
-    text = given.strip()
-    try:
-        return url_authority(text if "://" in text else f"http://{text}")
-    except InvalidURL:
-        return text.lower()
-
-
-def unknown_hosts_message(unknown: list[str], known: list[str]) -> str:
-    """The unknown keys, each with the seeded keys of the same host name on another port,
-    which is what a host named without its port most often meant."""
-    by_name: dict[str, list[str]] = {}
-    for key in known:
-        by_name.setdefault(_host_name(key), []).append(key)
-    parts = []
-    for key in unknown:
-        alike = [k for k in by_name.get(_host_name(key), []) if k != key]
-        parts.append(f"{key} (did you mean {', '.join(alike[:3])}?)" if alike else key)
-    return ", ".join(parts)
-
-
-def _host_name(key: str) -> str:
-    """A host key without its port (``[::1]:8080`` -> ``[::1]``)."""
-    name, colon, port = key.rpartition(":")
-    return name if colon and port.isdigit() and not name.endswith(":") else key
 
 
 def load_seeds(home: str | Path | None, data: bytes, *, added_at: datetime) -> SeedLoad:
