@@ -58,3 +58,25 @@ def test_json_ld_fields_come_from_the_item_the_page_is_about() -> None:
     assert _ld(site, event)["name"] == "Concert"
     assert _ld(site) == {"name": "Acme Home Store", "price": None, "availability": None}
     assert _ld() == {"name": None, "price": None, "availability": None}
+
+
+def test_a_list_of_offers_gives_its_lowest_price() -> None:
+    """A product's variants are offers of their own: with the first offer's price alone, size
+    L dropping from $49 to $29 while size S stayed at $49 was never seen (found by an
+    exploratory run). The lowest price in the first offer's currency is the "from" price."""
+
+    def product(*offers: str) -> str:
+        return f'{{"@type": "Product", "name": "Tee", "offers": [{", ".join(offers)}]}}'
+
+    def offer(price: str, currency: str = "USD") -> str:
+        return f'{{"@type": "Offer", "price": {price}, "priceCurrency": "{currency}"}}'
+
+    s, m, l_ = offer('"49.00"'), offer('"49.00"'), offer('"35.00"')
+    assert _ld(product(s, m, l_))["price"] == "35.00"
+    assert _ld(product(s, m, offer("29")))["price"] == "29"
+    # another currency's offer is not compared; a price that is no plain number keeps the
+    # first offer's, as before
+    assert _ld(product(s, offer('"5.00"', "JPY")))["price"] == "49.00"
+    assert _ld(product(s, offer('"1,299.00"')))["price"] == "49.00"
+    assert _ld(product(s, offer('"NaN"')))["price"] == "49.00"
+    assert _ld(product(s))["price"] == "49.00"

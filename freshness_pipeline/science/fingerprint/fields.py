@@ -4,6 +4,7 @@ page as served."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 
 from selectolax.lexbor import LexborHTMLParser, SelectolaxError
@@ -15,7 +16,8 @@ __all__ = ["JSON_LD_FIELDS", "read_fields"]
 #: The schema.org values read from JSON-LD when a URL class asks for structured data, by the
 #: field name they are stored under: the paths tried in turn, in the page's main item. An
 #: AggregateOffer (a marketplace's price range) gives its lowest price and its first offer's
-#: availability.
+#: availability; a list of offers (a product's variants) its lowest price
+#: (:func:`_lowest_offer_price`) and its first offer's availability.
 JSON_LD_FIELDS: dict[str, tuple[tuple[str, ...], ...]] = {
     "name": (("name",),),
     "price": (("offers", "price"), ("offers", "lowPrice")),
@@ -57,7 +59,38 @@ def read_fields(
                 if main is None
                 else next((v for v in (_json_path(main, p) for p in paths) if v), None)
             )
+        if main is not None:
+            values["price"] = _lowest_offer_price(main) or values["price"]
     return values
+
+
+def _lowest_offer_price(item: dict) -> str | None:
+    """The lowest price of a list of offers in the first offer's currency, as served (None:
+    no list, or a price that is no plain number). A product's variants are offers of their
+    own, and the first one's price alone left every price change of the others unseen (size
+    L dropped from $49 to $29 twice, with only size S's $49 read; found by an exploratory
+    run); the lowest is the "from" price, as an AggregateOffer's ``lowPrice`` is."""
+    offers = item.get("offers")
+    if not isinstance(offers, list) or len(offers) < 2:
+        return None
+    listed = [o for o in offers if isinstance(o, dict)]
+    currency = listed[0].get("priceCurrency") if listed else None
+    priced: list[tuple[float, str]] = []
+    for offer in listed:
+        if offer.get("priceCurrency") != currency:
+            continue
+        value = offer.get("price")
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            continue
+        text = " ".join(str(value).split())
+        try:
+            number = float(text)
+        except ValueError:
+            return None
+        if not math.isfinite(number):
+            return None
+        priced.append((number, text))
+    return min(priced)[1] if priced else None
 
 
 def _types(item: dict) -> set[str]:

@@ -33,7 +33,8 @@ FINGERPRINT_VERSION: int = 8
 #: How configured fields (and JSON-LD's) enter the fingerprint; bump it whenever that changes.
 #: Only the classes that configure fields get another version from it (config.extractor_version),
 #: so the pages of the others keep theirs and are not re-extracted. 2: compared as they read.
-FIELD_RULES_VERSION: int = 2
+#: 3: a list of offers gives its lowest price.
+FIELD_RULES_VERSION: int = 3
 
 _HTML_TYPES = {"text/html", "application/xhtml+xml"}
 _TEXT_TYPES = {
