@@ -165,6 +165,34 @@ def test_a_consent_manager_without_landmarks_is_not_the_content() -> None:
     assert fp(page(True)) == fp(page(False))
 
 
+@pytest.mark.parametrize(
+    "root",
+    [
+        '<div id="qc-cmp2-container"><div class="qc-cmp2-summary-info">',
+        '<div id="sp_message_container_123456"><div class="message">',
+        '<div id="truste-consent-track"><div class="truste_box_overlay">',
+        '<div class="osano-cm-window osano-cm-dialog"><div>',
+        '<div id="iubenda-cs-banner"><div>',
+        '<div id="termly-code-snippet-support"><div>',
+    ],
+)
+def test_a_consent_manager_named_only_by_its_script_is_not_the_content(root: str) -> None:
+    """Quantcast's banner, shown on some requests only, was a false change each time: its
+    root names no consent word. Trusted sellers and Adobe's cmp- components stay content."""
+
+    def page(banner: bool) -> str:
+        cmp = f"{root}<p>We and our 812 partners value your privacy</p></div></div>"
+        return f"<html><body><div class='wrap'>{ARTICLE}{cmp if banner else ''}</div></body></html>"
+
+    assert fp(page(True)) == fp(page(False))
+    kept = (
+        "<html><body><main><h1>Lamps</h1><div class='cmp-text'><p>Brass desk lamp, 40 cm.</p>"
+        "</div><div class='trusted-sellers'><p>Sold by Acme Lighting.</p></div></main></body></html>"
+    )
+    text = extract_content(kept)
+    assert "Brass desk lamp" in text and "Sold by Acme Lighting" in text
+
+
 def test_counts_in_blocks_drawn_as_buttons_are_not_the_content() -> None:
     """Substack draws its like, comment and restack buttons as a div and links whose class says
     button, the count in a label inside: the counts moved on every fetch."""

@@ -86,6 +86,17 @@ _CONTENT_WORDS = frozenset(
     ["price", "prices", "pricing", "stock", "inventory", "qty", "quantity", "availability",
      "available", "remaining", "seats", "tickets", "units"]
 )  # fmt: skip
+# Consent managers whose roots carry no consent word, by the names their scripts give them:
+# Quantcast Choice (qc-cmp2-container), Sourcepoint (sp_message_container_123), TrustArc
+# (truste-consent-track, truste_box_overlay, trustarc-banner), Osano (osano-cm-window), iubenda
+# (iubenda-cs-banner), Termly (termly-code-snippet-support). Quantcast's, shown on some requests
+# only, was a false change each time (found by an exploratory run); "cmp" alone would also name
+# Adobe's content components (cmp-text), and "truste" trusted sellers.
+_CMP_ID_ROOTS = ("qc-cmp", "sp_message_", "truste-", "trustarc", "iubenda-cs", "termly-")
+_CMP_CLASS_ROOTS = ("osano-cm", "truste_")  # each selector costs every page a little
+_CMP_ROOT = re.compile(
+    r"(?:^|\s)(?i:" + "|".join(re.escape(root) for root in _CMP_ID_ROOTS + _CMP_CLASS_ROOTS) + ")"
+)
 _CANDIDATES = ",".join(
     [
         *(
@@ -101,6 +112,8 @@ _CANDIDATES = ",".join(
         '[id*="didomi" i]',
         '[id*="usercentrics" i]',
         '[id*="taboola" i]',
+        *(f'[id^="{root}" i]' for root in _CMP_ID_ROOTS),
+        *(f'[class*="{root}" i]' for root in _CMP_CLASS_ROOTS),
         "[hidden]",
         "[aria-hidden]",
         "[style]",
@@ -236,6 +249,8 @@ def _named_words(names: str) -> str:
 def _block_kind(class_: str | None, id_: str | None) -> str | None:
     """What a class and id name: an ad, a consent banner, a counter, or nothing."""
     names = f"{class_ or ''} {id_ or ''}"
+    if _CMP_ROOT.search(names):
+        return _CONSENT
     if not _WORD_START_STEM.search(names):
         return None
     names = _named_words(names)
