@@ -1083,3 +1083,59 @@ def test_a_pass_takes_tied_rows_host_by_host_within_each_hosts_room() -> None:
         4,
         5,
     ]  # a's room is 2
+
+
+def test_a_row_outside_the_tie_holds_no_place_in_it() -> None:
+    """A page never fetched whose first request was throttled sorts below the tie of pages
+    never fetched, yet it held its host's first place in that tie: each such page cost its host
+    a fetch a cycle (found by an exploratory run)."""
+    from freshness_pipeline.science.host_turns import fill, host_rooms
+
+    rooms = host_rooms(pl.DataFrame({"host": ["a", "b"], "capacity": [10, 10]}))
+    pool = pl.DataFrame(
+        {
+            "_idx": list(range(6)),
+            "_host": ["a", "a", "a", "b", "b", "b"],
+            "_url": ["a0", "a1", "a2", "b0", "b1", "b2"],
+            "_new": [True] * 6,
+            "_turn": [1, 2, 3, 1, 2, 3],
+            # a's first two pages are no longer in the tie at the cap
+            "priority": [0.05, 0.04, 14.0, 14.0, 14.0, 14.0],
+        }
+    )
+    got = fill(pool, rooms, ["priority"], [True], quota=2)
+    assert sorted(got["_host"].to_list()) == ["a", "b"], got  # not b, b
+
+
+def test_a_pass_goes_on_from_what_each_host_got_in_the_passes_before() -> None:
+    """Numbered from one again in each pass, the hosts whose URLs sort first took the new
+    pass's few fetches and then the priority pass's first round too: on a cold start they got
+    seven fetches a cycle to the other hosts' five (found by an exploratory run)."""
+    from freshness_pipeline.science.host_turns import fill, host_rooms
+
+    rooms = host_rooms(pl.DataFrame({"host": ["a", "b", "c"], "capacity": [10, 10, 10]}))
+    pool = pl.DataFrame(
+        {
+            "_idx": list(range(6)),
+            "_host": ["a", "a", "b", "b", "c", "c"],
+            "_url": ["a0", "a1", "b0", "b1", "c0", "c1"],
+            "_new": [True] * 6,
+            "_turn": [1, 2, 1, 2, 1, 2],
+            "priority": [14.0] * 6,
+        }
+    )
+    earlier = pl.DataFrame(
+        {"_host": ["a"], "_taken": [1]}, schema={"_host": pl.String, "_taken": pl.Int64}
+    )
+    got = fill(pool, rooms, ["priority"], [True], quota=2, taken=earlier)
+    assert sorted(got["_host"].to_list()) == ["b", "c"]
+    # through build_plan: 9 hosts' seeds, a budget of 9 with a share for new pages of 10 %
+    # (one fetch) and the rest by priority: one fetch per host, whichever pass took it
+    seeds = [
+        {"host": f"h{k}.example", "url": f"http://h{k}.example/{i}", "status": "new"}
+        for k in range(9)
+        for i in range(3)
+    ]
+    caps = pl.DataFrame({"host": [f"h{k}.example" for k in range(9)], "capacity": [10] * 9})
+    plan = build_plan(_cands(seeds), caps, now=NOW, budget=9)
+    assert sorted(plan.filter("selected")["host"].value_counts()["count"].to_list()) == [1] * 9

@@ -639,3 +639,34 @@ def test_cycles_a_trusted_lastmod_said_unchanged_are_quiet_time_of_the_next_inte
     # an unchanged fetch is quiet throughout: one observation, as before
     s = cycle(s, times[4], fetched=("unchanged", "f1"), hint=False)
     assert s["obs_interval_days"][0].to_list() == pytest.approx([2.0, 1.0, 1.0])
+
+
+def test_a_throttled_page_is_aged_from_its_copy_not_from_the_429():
+    """A 429 brings no copy. Aged from it, a first copy throttled on a cold start fell from
+    the tie of pages never fetched to the bottom of the plan, and a page with a copy was
+    taken for freshly fetched (found by an exploratory run). url_state and revisit_plan
+    still say when the request went out."""
+    new, seen, other = "http://a.example/n", "http://a.example/s", "http://a.example/o"
+    cands = candidates(new, seen, other)
+    capacity = room_for_ten()
+    state = step(tables.empty("url_state"), cands, results([]), T0)
+    first = {"url": seen, "fetched_at": T0, "outcome": "new", "http_status": 200}
+    state = step(state, cands, results([{**first, "fingerprint": "f1"}]), T0)
+    throttled = [
+        {"url": u, "fetched_at": T1, "outcome": "error", "http_status": 429} for u in (new, seen)
+    ]
+    state = step(state, cands, results(throttled), T1)
+    rows = {r["url"]: r for r in state.iter_rows(named=True)}
+    assert rows[new]["last_fetched_at"] == T1 and rows[new]["status"] == "new"
+    now = T1 + timedelta(hours=6)
+    inputs = plan_inputs(
+        cands.with_columns(lastmod=pl.lit(None, dtype=tables.UTC_TIME)), state, capacity
+    )
+    plan = build_plan(inputs, capacity, now=now, budget=100, config=PlanConfig()).sort("url")
+    by_url = {r["url"]: r for r in plan.iter_rows(named=True)}
+    # never fetched: as old as a page never asked for, and tied with it at the top
+    assert by_url[new]["age_days"] is None and by_url[other]["age_days"] is None
+    assert by_url[new]["priority"] == by_url[other]["priority"]
+    # its copy is from T0, not from the 429 at T1
+    assert by_url[seen]["age_days"] == pytest.approx(0.5)
+    assert by_url[new]["last_request_at"] == T1

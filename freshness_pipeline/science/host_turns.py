@@ -83,6 +83,7 @@ def fill(
     order: list[str],
     descending: list[bool],
     quota: int | None,
+    taken: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Greedy pass over ``pool`` in ``order``: take a row if its host has room, stop at quota.
 
@@ -95,6 +96,15 @@ def fill(
     all of a host's candidates, a host whose fetched pages held the first places lost every tie
     to a host whose new URLs did, and a sitemap trap took a whole budget.
 
+    Places are numbered within each group of rows that tie (the host's rows with the same
+    ``order`` keys), after what the host already got this cycle (``taken``: ``_host``,
+    ``_taken``, from the passes before). A row of another group held one of its host's places
+    otherwise: a page never fetched whose first request was throttled sorts below the tie of
+    pages never fetched, yet it took its host's first place in it, and each such page cost its
+    host a fetch a cycle; and numbered from one again in every pass, the hosts whose URLs sort
+    first took the new pass's few fetches and then the priority pass's first round too (both
+    found by an exploratory run).
+
     Vectorized: within the sorted pool a row fits iff its rank among its host's rows is within
     the host's remaining room (rows that do not fit consume nothing), and the pass takes the
     first ``quota`` fitting rows. Returns ``_idx``, ``_host`` and ``_pos`` of the taken rows.
@@ -105,8 +115,12 @@ def fill(
     # after a host's fetched pages they lost every tie to a host with more new URLs
     fresh_first = pl.when(pl.col("_new")).then(0).otherwise(1 << 40)
     pool = pool.with_columns(
-        (pl.col("_turn") + fresh_first).rank("ordinal").over("_host").cast(pl.Int64)
+        (pl.col("_turn") + fresh_first).rank("ordinal").over(["_host", *order]).cast(pl.Int64)
     )
+    if taken is not None and taken.height:
+        pool = pool.join(
+            taken.select("_host", "_taken"), on="_host", how="left", maintain_order="left"
+        ).with_columns(pl.col("_turn") + pl.col("_taken").fill_null(0))
     ranked = (
         pool.sort(
             [*order, "_turn", "_url", "_idx"],

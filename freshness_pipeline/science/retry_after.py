@@ -18,6 +18,7 @@ import polars as pl
 __all__ = [
     "MAX_RETRY_AFTER_S",
     "THROTTLE_STATUSES",
+    "TOO_MANY_REQUESTS",
     "asks_to_slow_down",
     "held_hosts",
     "retry_holds",
@@ -33,7 +34,9 @@ day. A host that wants us away for longer loses little by the cap: it answers 42
 hold re-arms, at a cost of one request a day (the client stops a host at its first 429 or 503).
 """
 
-THROTTLE_STATUSES = (429, 503)
+#: "Too Many Requests" (RFC 6585 §4): an answer about our pace, never about the page
+TOO_MANY_REQUESTS = 429
+THROTTLE_STATUSES = (TOO_MANY_REQUESTS, 503)
 """The answers whose Retry-After asks for a pause (RFC 9110 §10.2.3, RFC 6585 §4)."""
 
 
@@ -43,7 +46,7 @@ def asks_to_slow_down(status: pl.Expr, retry_after_s: pl.Expr) -> pl.Expr:
     (:func:`retry_holds`) answer it; counted as the page failing, three 429s in a row put a
     page in error status for a day, and counted as the host failing, one 429 of a cold start
     cost the host the next cycle (found by an exploratory run)."""
-    return (status == 429).fill_null(False) | retry_after_s.is_not_null()
+    return (status == TOO_MANY_REQUESTS).fill_null(False) | retry_after_s.is_not_null()
 
 
 def retry_holds(

@@ -538,16 +538,18 @@ def build_plan(
 
     taken_parts: list[pl.DataFrame] = []
     taken_idx = pl.Series("_idx", [], dtype=pl.Int64)
+    # what each host got from the passes so far: the next pass's turns go on from there
+    taken_by_host = pl.DataFrame(schema={"_host": pl.String, "_taken": pl.Int64})
     remaining = None if budget is None else int(budget)
 
     def run(reason: str, flag: str, order: list[str], desc: list[bool], quota: int | None) -> None:
-        nonlocal room, taken_idx, remaining
+        nonlocal room, taken_idx, taken_by_host, remaining
         if remaining is not None:
             quota = remaining if quota is None else min(quota, remaining)
         pool = work.filter(pl.col(flag) & ~pl.col("_idx").is_in(taken_idx.implode()))
         if reason == "verify":
             pool = _verify_keys(pool, cfg.seed, now)
-        got = fill(pool, room, order, desc, quota)
+        got = fill(pool, room, order, desc, quota, taken_by_host)
         if got.height == 0:
             return
         taken_parts.append(got.select("_idx", "_pos", pl.lit(reason).alias("reason")))
@@ -555,6 +557,13 @@ def build_plan(
         used = got.group_by("_host").len()
         room = room.join(used, on="_host", how="left").select(
             "_host", (pl.col("_room") - pl.col("len").fill_null(0)).alias("_room")
+        )
+        taken_by_host = (
+            pl.concat(
+                [taken_by_host, used.select("_host", pl.col("len").cast(pl.Int64).alias("_taken"))]
+            )
+            .group_by("_host")
+            .agg(pl.col("_taken").sum())
         )
         if remaining is not None:
             remaining -= got.height
@@ -601,6 +610,7 @@ def build_plan(
         ["priority"],
         [True],
         2 * selected_n + 16,  # enough to replace every selected fetch, whichever hosts defer
+        taken_by_host,
     ).select("_idx", (pl.col("_pos") + 1).alias("reserve_rank"))
 
     tier = {r: i for i, r in enumerate(REASONS)}

@@ -18,7 +18,7 @@ from freshness_pipeline.science.capacity import START_CONCURRENCY, paced_capacit
 from freshness_pipeline.science.cost import BYTES_HISTORY, bytes_cost, credits_cost
 from freshness_pipeline.science.hints import host_trust, lastmod_hints
 from freshness_pipeline.science.prior.table import GAIN_COLUMN, posterior_gains
-from freshness_pipeline.science.retry_after import asks_to_slow_down, held_hosts
+from freshness_pipeline.science.retry_after import TOO_MANY_REQUESTS, asks_to_slow_down, held_hosts
 from freshness_pipeline.science.schedule import Objective, PlanConfig, build_plan
 from freshness_pipeline.science.validators import is_refused_304
 from freshness_pipeline.stages.running_totals import fetch_memory
@@ -187,6 +187,18 @@ def plan_inputs(
                 .otherwise(pl.lit("active"))
             )
             .otherwise(pl.col("state_status").fill_null("new")),
+            # A page's age is its copy's: a 429 brought none, so it is as stale as before and a
+            # page never fetched is still never fetched. Aged from the 429 (url_state's
+            # last_fetched_at: a request went out), a first copy throttled on a cold start fell
+            # from the never-fetched tie to the bottom, yet still 'new' it held one of its
+            # host's first turns: each such page cost its host a fetch a cycle, for cycles
+            # (found by an exploratory run). The host's pace is what answers a 429.
+            last_fetched_at=pl.when(
+                (pl.col("last_http_status") == TOO_MANY_REQUESTS).fill_null(False)
+            )
+            .then(pl.col("last_seen_at"))
+            .otherwise(pl.col("last_fetched_at")),
+            last_request_at=pl.col("last_fetched_at"),
             # A URL failing again and again costs more, up to 16x, so it yields to healthy ones.
             cost=pl.col("cost_multiplier").fill_null(1.0)
             * (2.0 ** pl.col("consecutive_errors").fill_null(0).clip(0, 4))
@@ -345,6 +357,11 @@ def cycle_plan(
     )
     plan = build_plan(
         inputs, capacity.select("host", "capacity"), now=now, budget=budget, config=config
-    ).with_columns(planned_at=pl.lit(now).cast(tables.UTC_TIME))
+    ).with_columns(
+        planned_at=pl.lit(now).cast(tables.UTC_TIME),
+        # the plan aged a throttled page from its copy (plan_inputs); the table says, as
+        # url_state does, when a request last went out
+        last_fetched_at=pl.col("last_request_at"),
+    )
     frame = tables.conform("revisit_plan", plan).sort(["host", "url"])
     return CyclePlan(frame, holds.height)
