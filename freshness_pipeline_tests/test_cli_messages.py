@@ -170,7 +170,7 @@ def test_a_bucketed_seed_load_counts_new_hosts_in_the_same_words() -> None:
 
 
 def test_held_back_counts_each_reason_in_its_own_words() -> None:
-    """"robots.txt unreachable: 1; circuit breaker (host failing): 19 URLs" put one unit after
+    """ "robots.txt unreachable: 1; circuit breaker (host failing): 19 URLs" put one unit after
     the last count only, and read "1 URLs" alone."""
     from freshness_pipeline.app.cycle_lines import held_back_line
     from freshness_pipeline.app.runner import CycleOutcome

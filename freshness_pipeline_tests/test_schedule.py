@@ -1085,6 +1085,23 @@ def test_a_pass_takes_tied_rows_host_by_host_within_each_hosts_room() -> None:
     ]  # a's room is 2
 
 
+def _never_fetched(pages: dict[str, int], priority: list[float]) -> pl.DataFrame:
+    """A pass's pool of pages never fetched: ``pages`` per host, in host order, with their
+    places among their host's rows (1, 2, ...)."""
+    hosts = [h for h, n in pages.items() for _ in range(n)]
+    turns = [k + 1 for n in pages.values() for k in range(n)]
+    return pl.DataFrame(
+        {
+            "_idx": list(range(len(hosts))),
+            "_host": hosts,
+            "_url": [f"{h}{t}" for h, t in zip(hosts, turns, strict=True)],
+            "_new": [True] * len(hosts),
+            "_turn": turns,
+            "priority": priority,
+        }
+    )
+
+
 def test_a_row_outside_the_tie_holds_no_place_in_it() -> None:
     """A page never fetched whose first request was throttled sorts below the tie of pages
     never fetched, yet it held its host's first place in that tie: each such page cost its host
@@ -1092,17 +1109,8 @@ def test_a_row_outside_the_tie_holds_no_place_in_it() -> None:
     from freshness_pipeline.science.host_turns import fill, host_rooms
 
     rooms = host_rooms(pl.DataFrame({"host": ["a", "b"], "capacity": [10, 10]}))
-    pool = pl.DataFrame(
-        {
-            "_idx": list(range(6)),
-            "_host": ["a", "a", "a", "b", "b", "b"],
-            "_url": ["a0", "a1", "a2", "b0", "b1", "b2"],
-            "_new": [True] * 6,
-            "_turn": [1, 2, 3, 1, 2, 3],
-            # a's first two pages are no longer in the tie at the cap
-            "priority": [0.05, 0.04, 14.0, 14.0, 14.0, 14.0],
-        }
-    )
+    # a's first two pages are no longer in the tie at the cap
+    pool = _never_fetched({"a": 3, "b": 3}, [0.05, 0.04, 14.0, 14.0, 14.0, 14.0])
     got = fill(pool, rooms, ["priority"], [True], quota=2)
     assert sorted(got["_host"].to_list()) == ["a", "b"], got  # not b, b
 
@@ -1114,16 +1122,7 @@ def test_a_pass_goes_on_from_what_each_host_got_in_the_passes_before() -> None:
     from freshness_pipeline.science.host_turns import fill, host_rooms
 
     rooms = host_rooms(pl.DataFrame({"host": ["a", "b", "c"], "capacity": [10, 10, 10]}))
-    pool = pl.DataFrame(
-        {
-            "_idx": list(range(6)),
-            "_host": ["a", "a", "b", "b", "c", "c"],
-            "_url": ["a0", "a1", "b0", "b1", "c0", "c1"],
-            "_new": [True] * 6,
-            "_turn": [1, 2, 1, 2, 1, 2],
-            "priority": [14.0] * 6,
-        }
-    )
+    pool = _never_fetched({"a": 2, "b": 2, "c": 2}, [14.0] * 6)
     earlier = pl.DataFrame(
         {"_host": ["a"], "_taken": [1]}, schema={"_host": pl.String, "_taken": pl.Int64}
     )
