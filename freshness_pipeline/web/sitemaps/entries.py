@@ -98,8 +98,9 @@ class SitemapEntry:
     loc: str
     lastmod: datetime | None
     source_url: str
-    #: announced by a feed only: a feed lists recent items, so leaving it says nothing of
-    #: whether the page is still there (a sitemap that stops listing a page does)
+    #: announced by a list of recent items only, a feed or a news sitemap (whose protocol keeps
+    #: two days of articles): leaving it says nothing of whether the page is still there (a
+    #: sitemap of the site's pages that stops listing a page does)
     from_feed: bool = False
 
 

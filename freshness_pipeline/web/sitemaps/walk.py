@@ -440,12 +440,21 @@ async def fetch_sitemap_entries(
                 entries.append(entry)
             else:
                 old = entries[at]
-                if entry.lastmod is not None and (
+                newer = entry.lastmod is not None and (
                     old.lastmod is None or entry.lastmod > old.lastmod
-                ):
-                    entries[at] = entry
-                # listed by a sitemap as well as a feed: the sitemap's listing counts
-                entries[at].from_feed = old.from_feed and entry.from_feed
+                )
+                kept = entry if newer else old
+                # Listed by a file of the site's pages as well as by a list of recent items (a
+                # feed, a news sitemap), the former owns the URL whatever the dates: the URL
+                # leaves the latter in a day or two, and a 304 of the former lists it again.
+                owner = old if entry.from_feed and not old.from_feed else kept
+                owner = entry if old.from_feed and not entry.from_feed else owner
+                entries[at] = SitemapEntry(
+                    entry.loc,
+                    kept.lastmod,
+                    owner.source_url,
+                    from_feed=old.from_feed and entry.from_feed,
+                )
         # a file whose URLs the walk's cap cut is not whole: a 304 would stand for URLs never taken
         whole = (
             parsed.format is not None
