@@ -50,10 +50,10 @@ def _publication_date(elem: Any) -> datetime | None:
 
 def _is_news(elem: Any) -> bool:
     """A Google News sitemap's record (``<news:news>``): such a file lists the articles of the
-    last two days, so an article leaving it is an article growing old, not a page gone. Taken
-    for one, a news site's every article was checked early two days after it appeared whenever
-    the file of the site's pages that also listed it answered 304 (found by an exploratory
-    run)."""
+    last two days, so an article leaving it is an article growing old, not a page gone. Read
+    as a listing of the site's pages, it had a news site's articles checked early as if gone
+    two days after they appeared, whenever the site's own file that listed them too answered
+    304 (found by an exploratory run)."""
     return next(elem.iterchildren("{*}news"), None) is not None
 
 
