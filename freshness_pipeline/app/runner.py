@@ -489,10 +489,6 @@ def warm_normalization_cache(
     warehouse.write_partitions("url_canonical", hosts, tables.conform("url_canonical", fresh))
 
 
-#: url_state's statuses, in the order the metric views count them
-URL_STATUSES = ("active", "new", "gone", "blocked", "error")
-
-
 def host_summary(home: str | Path | None) -> pl.DataFrame:
     """One row per seeded host: its URLs by every status, its Dagster partition (its own, or
     its bucket) and its newest cycle; what `freshness hosts` lists. Every status has its
@@ -508,7 +504,7 @@ def host_summary(home: str | Path | None) -> pl.DataFrame:
         .group_by("host")
         .agg(
             pl.len().alias("urls"),
-            *[(pl.col("status") == status).sum().alias(status) for status in URL_STATUSES],
+            *[(pl.col("status") == status).sum().alias(status) for status in tables.URL_STATUSES],
         )
     )
     newest = warehouse.newest_cycles()
@@ -517,7 +513,7 @@ def host_summary(home: str | Path | None) -> pl.DataFrame:
         frame.join(seeds, on="host", how="left")
         .join(state, on="host", how="left")
         .with_columns(
-            pl.col("urls", *URL_STATUSES).fill_null(0),
+            pl.col("urls", *tables.URL_STATUSES).fill_null(0),
             partition=pl.Series(
                 [bucket_keys(n)[bucket_index(h, n)] if n else h for h in seeded],
                 dtype=pl.String,

@@ -37,6 +37,7 @@ into it.
 from __future__ import annotations
 
 from freshness_pipeline.science.calibration import MIN_VERIFY_VARIANCE
+from freshness_pipeline.warehouse.tables import URL_STATUSES
 
 FETCH_METRICS = f"""
     sum(requests)::BIGINT AS requests,
@@ -65,14 +66,14 @@ FETCH_METRICS = f"""
     END AS verify_verdict
 """
 
-STATE_METRICS = """
+STATE_METRICS = (
+    """
     count(*) AS urls,
-    count(*) FILTER (WHERE status = 'active') AS active,
-    count(*) FILTER (WHERE status = 'new') AS new,
-    count(*) FILTER (WHERE status = 'gone') AS gone,
-    count(*) FILTER (WHERE status = 'blocked') AS blocked,
-    count(*) FILTER (WHERE status = 'error') AS error,
-    round(median(change_rate) FILTER (WHERE status = 'active' AND len(obs_interval_days) > 0), 3)
+"""
+    + "".join(
+        f"    count(*) FILTER (WHERE status = '{status}') AS {status},\n" for status in URL_STATUSES
+    )
+    + """    round(median(change_rate) FILTER (WHERE status = 'active' AND len(obs_interval_days) > 0), 3)
         AS median_rate_per_day,
     round(24 * sum(value * (age_d - (1 - exp(-change_rate * age_d)) / greatest(change_rate, 1e-9)))
         FILTER (WHERE status = 'active')
@@ -81,6 +82,7 @@ STATE_METRICS = """
         / nullif(sum(value) FILTER (WHERE status NOT IN ('gone', 'blocked')), 0), 3)
         AS copied_share
 """
+)
 
 # As of the newest cycle in the data, so the views read the same any day.
 LATEST_CYCLE = "(SELECT max(cycle_at) FROM fetch_totals)"

@@ -232,6 +232,9 @@ FETCH_LOG: Schema = {
     "payload_digest": pl.String,
 }
 
+#: url_state.status, in the order the metric views and `freshness hosts` count them
+URL_STATUSES = ("active", "new", "gone", "blocked", "error")
+
 URL_STATE: Schema = {
     "url": pl.String,
     "host": pl.String,
