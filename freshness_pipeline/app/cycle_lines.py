@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from freshness_pipeline.app.runner import CycleOutcome
 
-__all__ = ["discovery_line", "held_back_line", "summary_line"]
+__all__ = ["counted", "discovery_line", "held_back_line", "summary_line"]
+
+
+def counted(n: int, word: str) -> str:
+    """``n`` and its noun, singular for one: "1 hosts" and "1 URLs" read as a slip."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def summary_line(moment: datetime, outcome: CycleOutcome, *, dry_run: bool) -> str:
@@ -23,9 +28,8 @@ def summary_line(moment: datetime, outcome: CycleOutcome, *, dry_run: bool) -> s
     counts = ", ".join(f"{k} {v}" for k, v in sorted(answered.items()))
     done = "" if dry_run else f", {outcome.fetched} requests sent"
     deferred = outcome.outcomes.get("deferred", 0)
-    hosts = len(outcome.hosts)
     return (
-        f"cycle {moment.isoformat()}: {hosts} host{'' if hosts == 1 else 's'}, "
+        f"cycle {moment.isoformat()}: {counted(len(outcome.hosts), 'host')}, "
         f"{outcome.planned} planned{done}"
         + (f" ({counts})" if counts else "")
         + (f", {deferred} planned fetches deferred" if deferred else "")
@@ -61,8 +65,7 @@ def held_back_line(outcome: CycleOutcome, *, dry_run: bool) -> str | None:
     if not outcome.held_back:
         return None
     held = "; ".join(
-        f"{reason}: {n} URL{'' if n == 1 else 's'}"
-        for reason, n in sorted(outcome.held_back.items())
+        f"{reason}: {counted(n, 'URL')}" for reason, n in sorted(outcome.held_back.items())
     )
     if outcome.planned == 0:
         label = "[red]nothing planned, held back:[/]"

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from freshness_pipeline.app.cycle_lines import counted
+
 if TYPE_CHECKING:
     from freshness_pipeline.app.runner import SeedLoad
 
 __all__ = ["seed_summary"]
-
-
-def _count(n: int, word: str, plural: str | None = None) -> str:
-    return f"{n} {word if n == 1 else plural or word + 's'}"
 
 
 def seed_summary(load: SeedLoad) -> str:
@@ -21,10 +19,10 @@ def seed_summary(load: SeedLoad) -> str:
     "3 duplicates" alone sent a newcomer looking for repeated lines that were not there."""
     parse = load.parse
     bucketed = "host buckets" in load.partitioning
-    new = _count(len(load.new_hosts), "new host" if bucketed else "new partition")
+    new = counted(len(load.new_hosts), "new host" if bucketed else "new partition")
     return (
-        f"seeded {_count(parse.rows.height, 'URL')} on {_count(load.hosts, 'host')} "
-        f"({new}, {_count(len(parse.errors), 'row')} skipped, "
-        f"{_count(parse.duplicates, 'duplicate')} after normalization)"
+        f"seeded {counted(parse.rows.height, 'URL')} on {counted(load.hosts, 'host')} "
+        f"({new}, {counted(len(parse.errors), 'row')} skipped, "
+        f"{counted(parse.duplicates, 'duplicate')} after normalization)"
         + (f"; Dagster partitions: {load.partitioning}" if bucketed else "")
     )
