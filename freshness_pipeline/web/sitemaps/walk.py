@@ -288,6 +288,19 @@ def _queue_children(
     queue.extend(reading_order(fresh, child_lastmods, walk.reads))
 
 
+def _listed_twice(old: SitemapEntry, entry: SitemapEntry) -> SitemapEntry:
+    """One URL that two files of a walk list: the newest lastmod, and as its file the one a
+    later read can speak for. A file of the site's pages owns the URL before a list of recent
+    items (a feed, a news sitemap) whatever the dates: the URL leaves the latter in a day or
+    two, and a 304 of the former lists it again; between two files alike, the newer listing's."""
+    newer = entry.lastmod is not None and (old.lastmod is None or entry.lastmod > old.lastmod)
+    kept = entry if newer else old
+    owner = kept if old.from_feed == entry.from_feed else (entry if old.from_feed else old)
+    return SitemapEntry(
+        entry.loc, kept.lastmod, owner.source_url, from_feed=old.from_feed and entry.from_feed
+    )
+
+
 async def fetch_sitemap_entries(
     session: aiohttp.ClientSession,
     sitemap_urls: Iterable[str],
@@ -439,22 +452,7 @@ async def fetch_sitemap_entries(
                 index[entry.loc] = len(entries)
                 entries.append(entry)
             else:
-                old = entries[at]
-                newer = entry.lastmod is not None and (
-                    old.lastmod is None or entry.lastmod > old.lastmod
-                )
-                kept = entry if newer else old
-                # Listed by a file of the site's pages as well as by a list of recent items (a
-                # feed, a news sitemap), the former owns the URL whatever the dates: the URL
-                # leaves the latter in a day or two, and a 304 of the former lists it again.
-                owner = old if entry.from_feed and not old.from_feed else kept
-                owner = entry if old.from_feed and not entry.from_feed else owner
-                entries[at] = SitemapEntry(
-                    entry.loc,
-                    kept.lastmod,
-                    owner.source_url,
-                    from_feed=old.from_feed and entry.from_feed,
-                )
+                entries[at] = _listed_twice(entries[at], entry)
         # a file whose URLs the walk's cap cut is not whole: a 304 would stand for URLs never taken
         whole = (
             parsed.format is not None
