@@ -230,7 +230,7 @@ def chosen_hosts(
     if hosts:
         keys = list(dict.fromkeys(host_key_of(h) for h in hosts))
         listed = by_host["host"].to_list()
-        unknown = [h for h in keys if h not in set(listed)]
+        unknown = sorted(set(keys) - set(listed), key=keys.index)
         if unknown:
             sample = ", ".join(sorted(listed)[:5]) or "none yet"
             raise ValueError(
