@@ -5,12 +5,13 @@ import polars as pl
 import pytest
 
 from freshness_pipeline.science.hints import (
-    HOST_TRUST_SCHEMA,
+    LASTMOD_TRUST_SCHEMA,
     hint_evidence,
-    host_trust,
     lastmod_age_days,
     lastmod_hints,
     lastmod_says,
+    lastmod_trust,
+    listing_of,
 )
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
 
@@ -84,7 +85,7 @@ def test_host_trust_separates_accurate_from_lying_hosts() -> None:
         _history("stamp.example", "build-time"),
         _history("frozen.example", "frozen"),
     )
-    trust = {r["host"]: r for r in host_trust(ev, now=NOW).iter_rows(named=True)}
+    trust = {r["host"]: r for r in lastmod_trust(ev, now=NOW).iter_rows(named=True)}
     good, stamp, frozen = trust["good.example"], trust["stamp.example"], trust["frozen.example"]
     assert good["precision"] > 0.9 and good["recall"] > 0.9 and good["trust"] > 0.9
     # "changed" every time: right only half the time
@@ -96,18 +97,18 @@ def test_host_trust_separates_accurate_from_lying_hosts() -> None:
 def test_trust_decays_when_a_host_starts_lying() -> None:
     old_good = _history("h.example", "accurate", n=40, start=NOW - 200 * DAY)
     recent_bad = _history("h.example", "build-time", n=30, start=NOW - 31 * DAY)
-    trust = host_trust(_evidence(old_good, recent_bad), now=NOW, half_life_days=14.0)
+    trust = lastmod_trust(_evidence(old_good, recent_bad), now=NOW, half_life_days=14.0)
     assert trust["precision"].item() < 0.6
     # without forgetting the old record would still carry it
-    long_memory = host_trust(_evidence(old_good, recent_bad), now=NOW, half_life_days=1e6)
+    long_memory = lastmod_trust(_evidence(old_good, recent_bad), now=NOW, half_life_days=1e6)
     assert long_memory["precision"].item() > trust["precision"].item()
 
 
 def test_empty_evidence_and_validation() -> None:
-    empty = host_trust(hint_evidence(pl.DataFrame(_history("x", "accurate")).head(0)), now=NOW)
-    assert empty.schema == pl.Schema(HOST_TRUST_SCHEMA)
+    empty = lastmod_trust(hint_evidence(pl.DataFrame(_history("x", "accurate")).head(0)), now=NOW)
+    assert empty.schema == pl.Schema(LASTMOD_TRUST_SCHEMA)
     with pytest.raises(ValueError):
-        host_trust(empty, now=NOW, half_life_days=0)
+        lastmod_trust(empty, now=NOW, half_life_days=0)
     with pytest.raises(ValueError):
         lastmod_hints(pl.DataFrame(), empty, now=NOW, min_precision=2.0)
 
@@ -142,7 +143,7 @@ def test_lastmod_hints_trusts_only_proven_hosts() -> None:
         _history("stamp.example", "build-time"),
         _history("frozen.example", "frozen"),
     )
-    trust = host_trust(ev, now=NOW)
+    trust = lastmod_trust(ev, now=NOW)
     out = lastmod_hints(_pages(), trust, now=NOW)
     got = dict(zip(out["url"], out["hinted_change"], strict=True))
     assert got["http://good.example/a"] is True
@@ -155,7 +156,7 @@ def test_lastmod_hints_trusts_only_proven_hosts() -> None:
     assert got["http://new.example/a"] is None
     assert got["http://good.example/d"] is None
     assert out.columns[:4] == _pages().columns
-    assert out["host_trust"].null_count() == 1  # new.example: no evidence yet
+    assert out["lastmod_trust"].null_count() == 1  # new.example: no evidence yet
     # too little evidence: nothing trusted
     few = lastmod_hints(_pages(), trust, now=NOW, min_evidence=1e9)
     assert few["hinted_change"].null_count() == few.height
@@ -186,7 +187,7 @@ def test_only_a_host_trusted_both_ways_dates_changes() -> None:
         _history("stamp.example", "build-time"),
         _history("frozen.example", "frozen"),
     )
-    out = lastmod_hints(_pages(), host_trust(ev, now=NOW), now=NOW)
+    out = lastmod_hints(_pages(), lastmod_trust(ev, now=NOW), now=NOW)
     dates = dict(zip(out["url"], out["lastmod_dates"], strict=True))
     ages = dict(zip(out["url"], out["lastmod_age_days"], strict=True))
     assert ages.pop("http://good.example/a") == pytest.approx(1.0)
@@ -195,7 +196,7 @@ def test_only_a_host_trusted_both_ways_dates_changes() -> None:
     # a host right about changes but hiding some (frozen) or crying wolf (stamp) dates nothing
     assert dates["http://stamp.example/a"] is False and dates["http://frozen.example/a"] is False
     assert dates["http://new.example/a"] is False
-    strict = lastmod_hints(_pages(), host_trust(ev, now=NOW), now=NOW, min_recall=1.0)
+    strict = lastmod_hints(_pages(), lastmod_trust(ev, now=NOW), now=NOW, min_recall=1.0)
     assert strict["lastmod_age_days"].null_count() == strict.height
 
 
@@ -250,3 +251,74 @@ def test_an_unchanged_hint_leaves_the_chance_its_host_missed_a_change() -> None:
     ).filter(pl.col("url") == "sure")["expected_gain"][0]
     assert gain["sure"] > 0.99 * sure  # all but sure of a change: the hint says little
     assert gain["strict"] == 0.0  # a host whose lastmod never missed a change
+
+
+def test_a_listing_is_the_series_of_sitemap_files_a_page_was_listed_in() -> None:
+    files = {
+        "http://h.example/post-sitemap.xml": "/post-sitemap.xml",
+        "https://h.example/post-sitemap2.xml": "/post-sitemap.xml",
+        "http://h.example:8080/sitemap-2026-11.xml": "/sitemap--.xml",
+        "http://h.example/sitemap_products_1.xml?from=1&to=99": "/sitemap_products_.xml",
+        "http://h.example/feed/": "/feed/",
+    }
+    got = pl.DataFrame({"f": [*files, None]}).select(listing_of(pl.col("f")))["f"].to_list()
+    assert got == [*files.values(), None]
+
+
+def _listed(file: str, rows: list[dict]) -> list[dict]:
+    return [{**r, "listed_in": f"http://{r['host']}{file}"} for r in rows]
+
+
+def test_each_series_of_sitemap_files_earns_trust_of_its_own() -> None:
+    """A news site's home page carries a fixed lastmod while its article files date every
+    edit: graded as one host, the home page's misses kept the articles' dates unused."""
+    host = "news.example"
+    front = _listed("/page-sitemap.xml", _history(host, "frozen"))
+    posts = _listed("/post-sitemap.xml", _history(host, "accurate", n=25))
+    posts += _listed("/post-sitemap3.xml", _history(host, "accurate", n=25))
+    trust = lastmod_trust(_evidence(front, posts), now=NOW)
+    figures = {r["listing"]: r for r in trust.iter_rows(named=True)}
+    assert set(figures) == {None, "/page-sitemap.xml", "/post-sitemap.xml"}
+    assert figures[None]["recall"] < 0.9  # the host as a whole hides changes
+    assert figures["/post-sitemap.xml"]["trust"] > 0.9
+    assert figures["/page-sitemap.xml"]["recall"] < 0.1
+    assert {r["host_evidence"] for r in figures.values()} == {figures[None]["evidence"]}
+
+    fetched = NOW - 2 * DAY
+    pages = pl.DataFrame(
+        {
+            "url": [f"http://{host}/{p}" for p in ("old", "edited", "home", "tag", "seed")],
+            "host": host,
+            "lastmod": [NOW - 5 * DAY, NOW - DAY, NOW - 5 * DAY, NOW - 5 * DAY, NOW - 5 * DAY],
+            "last_fetched_at": fetched,
+            "listed_in": [
+                f"http://{host}/post-sitemap4.xml",  # a new month's file of a trusted series
+                f"http://{host}/post-sitemap.xml",
+                f"http://{host}/page-sitemap.xml",
+                f"http://{host}/post_tag-sitemap.xml",  # no evidence of its own: the host's
+                None,
+            ],
+        },
+        schema_overrides={
+            "lastmod": pl.Datetime("us", "UTC"),
+            "last_fetched_at": pl.Datetime("us", "UTC"),
+        },
+    )
+    out = lastmod_hints(pages, trust, now=NOW)
+    got = dict(zip(out["url"].str.split("/").list.last(), out["hinted_change"], strict=True))
+    assert got == {"old": False, "edited": True, "home": None, "tag": None, "seed": None}
+    ages = dict(zip(out["url"].str.split("/").list.last(), out["lastmod_age_days"], strict=True))
+    assert ages["edited"] == pytest.approx(1.0)
+
+
+def test_a_few_wrong_checks_of_a_series_outweigh_its_hosts_record() -> None:
+    host = "good.example"
+    posts = _listed("/post-sitemap.xml", _history(host, "accurate", n=40))
+    feed = _listed("/feed/", _history(host, "frozen", n=4, start=NOW - 5 * DAY))
+    trust = lastmod_trust(_evidence(posts, feed), now=NOW)
+    figures = {r["listing"]: r for r in trust.iter_rows(named=True)}
+    assert figures["/post-sitemap.xml"]["trust"] > 0.9
+    # two of its four checks missed a change
+    assert figures["/feed/"]["recall"] < 0.6
+    with pytest.raises(ValueError):
+        lastmod_trust(_evidence(posts), now=NOW, pooling=-1.0)

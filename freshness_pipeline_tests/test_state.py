@@ -670,3 +670,26 @@ def test_a_throttled_page_is_aged_from_its_copy_not_from_the_429():
     # its copy is from T0, not from the 429 at T1
     assert by_url[seen]["age_days"] == pytest.approx(0.5)
     assert by_url[new]["last_request_at"] == T1
+
+
+def test_a_graded_lastmod_names_the_series_of_files_that_listed_the_page():
+    """Lastmod trust is earned per series of sitemap files (science.hints.listing_of), so each
+    grading keeps the file the page was listed in when it was fetched."""
+    url = "http://a.example/p"
+    cands = candidates(url).with_columns(
+        lastmod=pl.lit(T0 + timedelta(hours=3), dtype=tables.UTC_TIME),
+        listed_in=pl.lit("http://a.example/post-sitemap2.xml"),
+    )
+    s = update_state(
+        tables.empty("url_state"),
+        cands,
+        one_fetch(url, T0, "new", "f0", None, False),
+        plan_for([url]),
+        T0,
+    ).state
+    grades = update_state(
+        s, cands, one_fetch(url, T1, "changed", "f1", None, False), plan_for([url]), T1
+    ).grades
+    assert grades.select("listing", "hint_changed", "changed").rows() == [
+        ("/post-sitemap.xml", True, True)
+    ]

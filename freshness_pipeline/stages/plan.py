@@ -16,7 +16,7 @@ import polars as pl
 from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.science.capacity import START_CONCURRENCY, paced_capacity
 from freshness_pipeline.science.cost import BYTES_HISTORY, bytes_cost, credits_cost
-from freshness_pipeline.science.hints import host_trust, lastmod_hints
+from freshness_pipeline.science.hints import lastmod_hints, lastmod_trust
 from freshness_pipeline.science.prior.table import GAIN_COLUMN, posterior_gains
 from freshness_pipeline.science.retry_after import TOO_MANY_REQUESTS, asks_to_slow_down, held_hosts
 from freshness_pipeline.science.schedule import Objective, PlanConfig, build_plan
@@ -239,11 +239,19 @@ def page_type_cost(
 
 def with_lastmod_hints(inputs: pl.DataFrame, evidence: pl.DataFrame, now: datetime) -> pl.DataFrame:
     """Add ``hinted_change``: what a host's sitemap lastmod says about each page since we last
-    saw it, only on hosts whose lastmod has proven accurate against our own fetches; and
-    ``lastmod_dates`` / ``lastmod_age_days``, which url_state reads to date the change the
-    fetch then finds (science.hints.lastmod_hints)."""
-    trust = host_trust(evidence, now=now)
-    pages = inputs.select("host", "lastmod", pl.col("last_seen_at").alias("last_fetched_at"))
+    saw it, only where the host's lastmod (in the page's sitemap files) has proven accurate
+    against our own fetches; and ``lastmod_dates`` / ``lastmod_age_days``, which url_state
+    reads to date the change the fetch then finds (science.hints.lastmod_hints)."""
+    trust = lastmod_trust(evidence, now=now)
+    listed_in = (
+        pl.col("listed_in") if "listed_in" in inputs.columns else pl.lit(None, dtype=pl.String)
+    )
+    pages = inputs.select(
+        "host",
+        "lastmod",
+        pl.col("last_seen_at").alias("last_fetched_at"),
+        listed_in.alias("listed_in"),
+    )
     hints = lastmod_hints(pages, trust, now=now)
     return inputs.with_columns(
         hints.select("hinted_change", "hint_recall", "lastmod_dates", "lastmod_age_days")

@@ -61,6 +61,7 @@ _CANDIDATE_ALIASES = {
     "first_seen_at": "c_first_seen",
     "allowed": "c_allowed",
     "lastmod": "c_lastmod",
+    "listed_in": "c_listed_in",
 }
 #: what merge_state takes of this cycle's sent results, under the names it joins them by
 _RESULT_ALIASES = {
@@ -85,6 +86,8 @@ def merge_state(
 ) -> pl.DataFrame:
     """Previous state + new candidates + this cycle's sent results, before re-estimation."""
     prev = tables.conform("url_state", previous)
+    if "listed_in" not in candidates.columns:  # a caller that lists no files
+        candidates = candidates.with_columns(listed_in=pl.lit(None, dtype=pl.String))
     cand = candidates.select("url", *_CANDIDATE_ALIASES).rename(_CANDIDATE_ALIASES)
     # a results frame from before a column existed has it as nulls (conform)
     sent = (
@@ -511,6 +514,7 @@ def lastmod_grades(merged: pl.DataFrame) -> pl.DataFrame:
         pl.col("observed_since").alias("prev_fetched_at"),
         pl.col("observed_changed").alias("changed"),
         pl.col("c_lastmod").alias("lastmod"),
+        pl.col("c_listed_in").alias("listed_in"),
     )
     return hint_evidence(observed)
 
@@ -541,7 +545,16 @@ PLAN_COLUMNS = (
     "lastmod_dates",
     "lastmod_age_days",
 )
-CANDIDATE_COLUMNS = ("url", "host", "value", "url_class", "first_seen_at", "allowed", "lastmod")
+CANDIDATE_COLUMNS = (
+    "url",
+    "host",
+    "value",
+    "url_class",
+    "first_seen_at",
+    "allowed",
+    "lastmod",
+    "listed_in",
+)
 #: what it reads of this cycle's fetch_results (merge_state, and the run's metadata)
 RESULT_COLUMNS = (
     "url",

@@ -282,6 +282,9 @@ URL_STATE: Schema = {
 # One row per fetch that graded a sitemap lastmod (did it say "changed" when the page had?).
 LASTMOD_EVIDENCE: Schema = {
     "host": pl.String,
+    # the series of sitemap files that listed the page (science.hints.listing_of; null: none
+    # known, counted for the host only)
+    "listing": pl.String,
     "observed_at": UTC_TIME,
     "hint_changed": pl.Boolean,
     "changed": pl.Boolean,
