@@ -33,6 +33,7 @@ from freshness_pipeline.science.prior.table import (
     refit_change_prior,
     weights_frame,
     weights_from_frame,
+    with_dated_hint,
 )
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
 from freshness_pipeline.warehouse import tables
@@ -806,3 +807,37 @@ def test_flatten_handles_rows_without_any_history() -> None:
     )
     h = flatten_histories(empty, anchor="last_seen_at")
     assert h.n_obs.tolist() == [0, 0] and h.obs_row.size == 0 and h.timed.all()
+
+
+def test_a_page_whose_trusted_lastmod_says_it_stopped_changing_is_worth_its_fetch() -> None:
+    """A live blog changed at each of its busy day's fetches; the sitemap's lastmod, trusted
+    to date changes, says it last changed a day and a half ago. Scored on its history alone it
+    changes too fast for a fetch to buy anything; the dated quiet says it has stopped."""
+    model = ChangeModel()
+    last_seen = NOW - timedelta(days=2)
+    cands = pl.DataFrame(
+        {
+            "url": ["dated", "undated", "fresh"],
+            "url_class": [None, None, None],
+            "last_fetched_at": [last_seen] * 3,
+            "last_seen_at": [last_seen] * 3,
+            "obs_interval_days": [[0.1, 0.1, 0.1]] * 3,
+            "obs_changed": [[True, True, True]] * 3,
+            "hinted_change": [True, True, True],
+            # changed 1.5 days before NOW; no date; changed a minute ago
+            "lastmod_age_days": [1.5, None, 1 / 1440],
+        },
+        schema_overrides={
+            "last_fetched_at": pl.Datetime("us", "UTC"),
+            "last_seen_at": pl.Datetime("us", "UTC"),
+        },
+    )
+    gains = posterior_gains(cands, None, now=NOW, model=model)["expected_index"].to_numpy()
+    assert gains[0] > 10 * gains[1]
+    assert gains[2] < gains[1]  # changed just now, again: as fast as its history says, or more
+    # the history the page is scored on is the one url_state will keep after the fetch
+    scored = with_dated_hint(cands, NOW)
+    assert scored["obs_interval_days"][0].to_list() == [0.1, 0.1, 0.1, 2.0]
+    assert scored["obs_age_days"][0].to_list() == [None, None, None, 1.5]
+    assert scored["obs_interval_days"][1].to_list() == [0.1, 0.1, 0.1]
+    assert scored["last_seen_at"].to_list() == [NOW, last_seen, NOW]
