@@ -260,6 +260,8 @@ def test_a_listing_is_the_series_of_sitemap_files_a_page_was_listed_in() -> None
         "http://h.example:8080/sitemap-2026-11.xml": "/sitemap--.xml",
         "http://h.example/sitemap_products_1.xml?from=1&to=99": "/sitemap_products_.xml",
         "http://h.example/feed/": "/feed/",
+        "http://h.example/sitemaps/pages-1.xml.gz": "/sitemaps/pages-.xml",
+        "http://h.example/sitemaps/pages-2.xml": "/sitemaps/pages-.xml",
     }
     got = pl.DataFrame({"f": [*files, None]}).select(listing_of(pl.col("f")))["f"].to_list()
     assert got == [*files.values(), None]

@@ -74,13 +74,14 @@ LASTMOD_TRUST_SCHEMA = {
 
 def listing_of(listed_in: pl.Expr) -> pl.Expr:
     """The series of sitemap files a listing file belongs to: its path without scheme, host,
-    query or digits. Sites split one kind of page over numbered or dated files (Yoast's
-    ``post-sitemap2.xml``, WordPress's ``wp-sitemap-posts-post-3.xml``, Shopify's
-    ``sitemap_products_1.xml?from=..``, monthly archives), which stamp lastmod alike; a new
-    month's file then inherits its series' record instead of starting from nothing. Null for
-    a page no file listed."""
+    query, digits or a ``.gz`` suffix. Sites split one kind of page over numbered or dated
+    files (Yoast's ``post-sitemap2.xml``, WordPress's ``wp-sitemap-posts-post-3.xml``,
+    Shopify's ``sitemap_products_1.xml?from=..``, monthly archives, some of them gzipped),
+    which stamp lastmod alike; a new month's file then inherits its series' record instead of
+    starting from nothing, and the evidence is not split thinner than the site splits its
+    stamping. Null for a page no file listed."""
     path = listed_in.str.replace(r"^[^:/?#]+://[^/?#]*", "").str.replace(r"[?#].*$", "")
-    return path.str.replace_all(r"[0-9]+", "")
+    return path.str.replace(r"(?i)\.gz$", "").str.replace_all(r"[0-9]+", "")
 
 
 def _latest_instant(lastmod: pl.Expr) -> pl.Expr:
