@@ -366,6 +366,8 @@ def with_dated_hint(candidates: pl.DataFrame, now: datetime) -> pl.DataFrame:
         & (quiet >= 0)
         & (interval > quiet)
     ).fill_null(False)
+    if not candidates.select(dated.any()).item():
+        return candidates  # most cycles of most crawls: the histories as they are, uncopied
 
     def grown(history: str, new: pl.Expr, dtype: pl.DataType) -> pl.Expr:
         listed = pl.col(history).cast(pl.List(dtype)).fill_null(pl.lit([], dtype=pl.List(dtype)))
