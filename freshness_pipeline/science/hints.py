@@ -1,4 +1,5 @@
-"""Sitemap ``<lastmod>`` as a change hint, trusted per sitemap file only while it proves accurate.
+"""Sitemap ``<lastmod>`` as a change hint, trusted per host and sitemap file only while it proves
+accurate.
 
 A lastmod newer than our last fetch says "changed since you looked" without a fetch; a lastmod
 older than it says "unchanged". Either saves budget, but only on hosts whose lastmod tells the
@@ -21,9 +22,9 @@ so that ``post-sitemap.xml``, ``post-sitemap2.xml`` and a month's ``sitemap-2026
 series), each starting from the host's pooled figures worth ``pooling`` checks. A news site
 stamps its home page with a fixed date and its section fronts with their newest post's date,
 while its article files date every edit exactly: graded as one host, the fronts, fetched every
-cycle, held the host's recall at 0.44-0.55 and the articles' exact dates went unused, half the
-budget re-checking week-old articles (found by an exploratory run). A file with no evidence of
-its own is trusted as its host is.
+cycle, held the host's recall at 0.44-0.55 and the articles' exact dates went unused, those
+that tell a finished live blog from a running one among them (found by an exploratory run). A
+file with no evidence of its own is trusted as its host is.
 
 A host trusted both ways also dates changes: a lastmod after our previous fetch, on a page the
 fetch then finds changed, says the content changed then and not since, as a trusted
