@@ -976,7 +976,9 @@ class OursSitemap(Ours):
         )
         ages = hinted["lastmod_age_days"].fill_null(np.nan).to_numpy()
         self.hint_ages = np.where(hinted["lastmod_dates"].to_numpy(), ages, np.nan)
-        return hinted.drop("lastmod", "last_seen_at", "lastmod_dates", "lastmod_age_days")
+        # lastmod_age_days stays: the change prior scores a dated change with its quiet since
+        # (science.prior.table.with_dated_hint), as revisit_plan does
+        return hinted.drop("lastmod", "last_seen_at", "lastmod_dates")
 
     def _observations(self, idx, interval, changed) -> pl.DataFrame:
         ages = self.hint_ages[idx]
@@ -1710,7 +1712,8 @@ host, publishes a sitemap whose lastmod is each page's true last change, re-read
 trust from url_state's grading of each fetched interval, `hint_evidence` and
 `updated_evidence`; a trusted "changed since the last fetch" scores the page as infinitely
 stale, a trusted "unchanged" is not fetched) and, on hosts trusted to date changes, the
-lastmod's age as the observation's `age_days`. Ratio to the oracle (given the true rates, not
+lastmod's age as the observation's `age_days`, counted by the plan before the fetch (the
+change dated, quiet since: `with_dated_hint`). Ratio to the oracle (given the true rates, not
 the change times), fetches per detected change in brackets; same start state and horizon
 as above (seed {args.seed}).
 
