@@ -521,6 +521,17 @@ def test_what_each_step_and_check_reads_of_a_table_is_enough(crawled):
         state.merge_state(previous, some_candidates, results, now),
     )
 
+    # the state update: what it takes of the plan (the sitemap's hints and dates); the crawl
+    # has trusted hints, so a column left out would not compare nulls with nulls
+    whole_plan = wh.read("revisit_plan", hosts)
+    assert not whole_plan["hinted_change"].fill_null(True).all()
+    assert_frame_equal(
+        state.sitemap_dating(wh.read("revisit_plan", hosts, columns=state.PLAN_COLUMNS)).sort(
+            "url"
+        ),
+        state.sitemap_dating(whole_plan).sort("url"),
+    )
+
     # the inventory: redirects and Retry-After answers (none in this crawl, so made up here)
     row = pl.int_range(pl.len())
     answers = results.with_columns(

@@ -422,23 +422,27 @@ def with_posterior_rates(
 EMPTY_FINGERPRINT = content_fingerprint(b"", content_type="text/html")
 
 
+#: what :func:`sitemap_dating` takes of the plan, under the names it joins them by (the
+#: url_state step loads them: ``PLAN_COLUMNS``)
+SITEMAP_DATING_COLUMNS = {
+    "lastmod_dates": "_sm_dates",
+    "lastmod_age_days": "_sm_age",
+    "hinted_change": "_sm_hint",
+}
+
+
 def sitemap_dating(plan: pl.DataFrame) -> pl.DataFrame:
     """Per planned URL: ``_sm_dates`` (its host's sitemap lastmod may date changes), ``_sm_age``
     (the quiet days it gives, null if none) and ``_sm_quiet`` (a trusted lastmod says it has not
     changed since its last fetch); a plan written before the plan carried them conforms to
     nulls."""
     schema = tables.SCHEMAS["revisit_plan"]
-    columns = (
-        ("lastmod_dates", "_sm_dates"),
-        ("lastmod_age_days", "_sm_age"),
-        ("hinted_change", "_sm_hint"),
-    )
     return (
         plan.select(
             "url",
             *(
                 (pl.col(c) if c in plan.columns else pl.lit(None, dtype=schema[c])).alias(alias)
-                for c, alias in columns
+                for c, alias in SITEMAP_DATING_COLUMNS.items()
             ),
         )
         .unique("url", keep="first")
@@ -542,8 +546,9 @@ PLAN_COLUMNS = (
     "status",
     "priority",
     "cost",
-    "lastmod_dates",
-    "lastmod_age_days",
+    # read apart, the trusted "unchanged" went missing: the step loaded no hinted_change, and
+    # sitemap_dating took the plan for one from before the column (found by an exploratory run)
+    *SITEMAP_DATING_COLUMNS,
 )
 CANDIDATE_COLUMNS = (
     "url",
