@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -48,18 +49,31 @@ def _contents(home: Path) -> dict[str, str]:
     return out
 
 
-@pytest.fixture
-def crawl(tmp_path: Path) -> Iterator[tuple[SyntheticWeb, Path]]:
-    """A home after two cycles dated right (T0, T1), and its web, up."""
+@pytest.fixture(scope="module")
+def crawled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SyntheticWeb, Path]]:
+    """A home after two cycles dated right (T0, T1), and its web, up: made once, each test
+    works on a copy of it (``crawl``)."""
     os.environ.setdefault("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
-    home = tmp_path / "home"
+    root = tmp_path_factory.mktemp("undo")
+    home = root / "home"
     with SyntheticWeb(build_world(3, start=T0, horizon_days=1, sites=SITES)) as web:
         web.set_now(T0)
-        load_seeds(home, web.seeds_csv(tmp_path / "seeds.csv").read_bytes(), added_at=T0)
+        load_seeds(home, web.seeds_csv(root / "seeds.csv").read_bytes(), added_at=T0)
         run_cycle(home, T0, budget=12)
         web.set_now(T1)
         run_cycle(home, T1, budget=12)
         yield web, home
+
+
+@pytest.fixture
+def crawl(crawled, tmp_path: Path) -> tuple[SyntheticWeb, Path]:
+    """A copy of the home after two cycles dated right (T0, T1), and its web, up, at T1 (the
+    two cycles ran once for the module; a copy of a home is a home: its instance follows)."""
+    web, template = crawled
+    home = tmp_path / "home"
+    shutil.copytree(template, home)
+    web.set_now(T1)
+    return web, home
 
 
 def _state(home: Path) -> pl.DataFrame:
