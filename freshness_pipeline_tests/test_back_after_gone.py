@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
+import pytest
 from aiohttp import web
 
 from freshness_pipeline.warehouse.archive import read_record
@@ -17,18 +18,23 @@ from freshness_pipeline_tests.support import LoopThread, run_freshness
 START = datetime(2026, 3, 1, tzinfo=UTC)
 
 
-def _crawl(tmp_path: Path, prices: dict[int, str]) -> Path:
-    """Cycles over a lamp at prices[0], gone (404), then back at prices[2] a day and a half
-    later, beside a steady chair; the home."""
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Cycles over two lamps, /p/1 and /p/3, at 19.99, gone (404), then back a day and a half
+    later, /p/1 at 14.99 and /p/3 at 19.99 again, beside a steady chair (/p/2); the home. (One
+    crawl for both tests: each reads its own lamp's rows.)"""
+    tmp_path = tmp_path_factory.mktemp("back")
+    prices = {"/p/1": {0: "19.99", 2: "14.99"}, "/p/3": {0: "19.99", 2: "19.99"}}
+    names = {"/p/1": "Lamp", "/p/3": "Desk lamp"}
     state = {"phase": 0}
 
     async def product(request: web.Request) -> web.Response:
         phase = state["phase"]
-        if request.path != "/p/1" or phase == 1:
+        if request.path not in prices or phase == 1:
             return web.Response(status=404)
-        price = prices[phase] if request.path == "/p/1" else "45.00"
+        name, price = names[request.path], prices[request.path][phase]
         body = (
-            f"<html><title>Lamp</title><main><h1>Lamp</h1><p>A brass lamp.</p>"
+            f"<html><title>{name}</title><main><h1>{name}</h1><p>A brass lamp.</p>"
             f'<span class="price">{price}</span></main></html>'
         )
         return web.Response(text=body, content_type="text/html")
@@ -50,9 +56,9 @@ def _crawl(tmp_path: Path, prices: dict[int, str]) -> Path:
         loop.run(web.TCPSite(runner, "127.0.0.1", 0).start())
         base = f"http://127.0.0.1:{runner.addresses[0][1]}"
         seeds = tmp_path / "seeds.csv"
-        seeds.write_text(f"url,url_class\n{base}/p/1,product\n{base}/p/2,product\n")
+        seeds.write_text("url,url_class\n" + "".join(f"{base}/p/{k},product\n" for k in (1, 2, 3)))
         assert run_freshness("seed", str(seeds), home=home).returncode == 0
-        # fetched, then gone (404), then back a day and a half later at another price
+        # fetched, then gone (404), then back a day and a half later
         for phase, hours in ((0, 0), (1, 6), (2, 42)):
             state["phase"] = phase
             now = (START + timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -64,36 +70,35 @@ def _crawl(tmp_path: Path, prices: dict[int, str]) -> Path:
     return home
 
 
-def test_a_price_that_moved_while_the_page_was_gone_is_a_change(tmp_path: Path) -> None:
-    home = _crawl(tmp_path, {0: "19.99", 2: "14.99"})
+def test_a_price_that_moved_while_the_page_was_gone_is_a_change(home: Path) -> None:
     with duckdb.connect(str(home / "freshness.duckdb"), read_only=True) as con:
         outcomes = con.sql(
             "SELECT outcome FROM page_versions WHERE url LIKE '%/p/1' ORDER BY observed_at"
         ).fetchall()
         changes = con.sql(
-            "SELECT changed_fields, old_values, new_values, previous_observed_at FROM changes"
+            "SELECT url, changed_fields, old_values, new_values, previous_observed_at FROM changes"
         ).fetchall()
     assert [o for (o,) in outcomes] == ["new", "new"]  # back: new again to its consumers
-    assert len(changes) == 1, changes
-    fields, old, new, previous = changes[0]
+    assert len(changes) == 1, changes  # the lamp back at its price and the chair: none
+    url, fields, old, new, previous = changes[0]
+    assert url.endswith("/p/1"), changes
     assert fields == ["price", "text"]  # the price is in the text too
     assert json.loads(old) == {"price": "19.99"} and json.loads(new) == {"price": "14.99"}
     assert previous.astimezone(UTC) == START
 
 
-def test_a_page_back_unchanged_has_its_version_where_its_body_is(tmp_path: Path) -> None:
+def test_a_page_back_unchanged_has_its_version_where_its_body_is(home: Path) -> None:
     """Back with the body the archive already held, the fetch wrote a revisit record (no
     payload): the version points at the original it refers to, not at a record without the
     page in it."""
-    home = _crawl(tmp_path, {0: "19.99", 2: "19.99"})
     with duckdb.connect(str(home / "freshness.duckdb"), read_only=True) as con:
         versions = con.sql(
             "SELECT outcome, warc_filename, warc_offset, warc_length FROM page_versions"
-            " WHERE url LIKE '%/p/1' ORDER BY observed_at"
+            " WHERE url LIKE '%/p/3' ORDER BY observed_at"
         ).fetchall()
         (revisit,) = con.sql(
             "SELECT warc_filename, warc_offset FROM fetch_log"
-            " WHERE url LIKE '%/p/1' AND fetched_at = $t",
+            " WHERE url LIKE '%/p/3' AND fetched_at = $t",
             params={"t": START + timedelta(hours=42)},
         ).fetchall()
     assert [v[0] for v in versions] == ["new", "new"]
