@@ -390,7 +390,9 @@ def test_a_walk_stops_at_its_deadline() -> None:
             routes["/index.xml"] = reply(index(*children))
             for i in range(5):
                 routes[f"/s{i}.xml"] = reply(urlset((f"{base}/p{i}", None)))
-            delays = {host_key(base + "/"): 0.3}
+            # the whole walk, six files 0.5 s apart, takes over 2.5 s; stopped at its deadline
+            # it takes about 1.2 s, and a loaded machine's lateness stays well inside the gap
+            delays = {host_key(base + "/"): 0.5}
             async with open_session(FetchSettings(), allow=LOOPBACK) as session:
                 started = time.monotonic()
                 walk = await fetch_sitemap_entries(
@@ -399,10 +401,10 @@ def test_a_walk_stops_at_its_deadline() -> None:
                     user_agent=UA,
                     timeout=5,
                     crawl_delays=delays,
-                    deadline=started + 1.0,
+                    deadline=started + 1.2,
                 )
                 took = time.monotonic() - started
-                assert 2 <= len(seen) <= 4 and took < 1.3, (seen, took)
+                assert 2 <= len(seen) <= 4 and took < 2.2, (seen, took)
                 assert [p.kind for p in walk.problems] == ["time_cap"]
                 assert not walk.complete
 
