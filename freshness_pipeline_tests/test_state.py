@@ -13,8 +13,14 @@ from freshness_pipeline.science.prior.components import GLOBAL
 from freshness_pipeline.science.prior.table import expected_gains
 from freshness_pipeline.science.schedule import PlanConfig, build_plan
 from freshness_pipeline.stages.plan import plan_inputs
-from freshness_pipeline.stages.state import EMPTY_FINGERPRINT, update_state
+from freshness_pipeline.stages.state import (
+    EMPTY_FINGERPRINT,
+    PLAN_COLUMNS,
+    sitemap_dating,
+    update_state,
+)
 from freshness_pipeline.warehouse import tables
+from freshness_pipeline.warehouse.storage import Warehouse
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 T1 = T0 + timedelta(hours=6)
@@ -692,4 +698,23 @@ def test_a_graded_lastmod_names_the_series_of_files_that_listed_the_page():
     ).grades
     assert grades.select("listing", "hint_changed", "changed").rows() == [
         ("/post-sitemap.xml", True, True)
+    ]
+
+
+def test_the_plan_as_the_state_step_reads_it_keeps_the_sitemaps_hints(tmp_path):
+    """The url_state step loads only PLAN_COLUMNS of revisit_plan. Without hinted_change among
+    them, sitemap_dating took the plan for one written before the column and a trusted
+    "unchanged" was never quiet time (url_state.hint_quiet_until stayed null through the CLI;
+    found by an exploratory run)."""
+    wh = Warehouse(tmp_path)
+    plan = plan_for(["http://a.example/p", "http://a.example/q"]).with_columns(
+        hinted_change=pl.Series([False, None], dtype=pl.Boolean),
+        lastmod_dates=pl.lit(True),
+        lastmod_age_days=pl.Series([None, 0.5], dtype=pl.Float64),
+    )
+    wh.write_partition("revisit_plan", HOST, plan)
+    dating = sitemap_dating(wh.read("revisit_plan", [HOST], columns=list(PLAN_COLUMNS)))
+    assert dating.sort("url").rows() == [
+        ("http://a.example/p", True, None, True),
+        ("http://a.example/q", True, 0.5, None),
     ]
