@@ -243,14 +243,12 @@ def with_lastmod_hints(inputs: pl.DataFrame, evidence: pl.DataFrame, now: dateti
     against our own fetches; and ``lastmod_dates`` / ``lastmod_age_days``, which url_state
     reads to date the change the fetch then finds (science.hints.lastmod_hints)."""
     trust = lastmod_trust(evidence, now=now)
-    listed_in = (
-        pl.col("listed_in") if "listed_in" in inputs.columns else pl.lit(None, dtype=pl.String)
-    )
     pages = inputs.select(
         "host",
         "lastmod",
         pl.col("last_seen_at").alias("last_fetched_at"),
-        listed_in.alias("listed_in"),
+        # without it (a benchmark's candidates) every page is judged by its host's figures
+        *[c for c in ("listed_in",) if c in inputs.columns],
     )
     hints = lastmod_hints(pages, trust, now=now)
     return inputs.with_columns(
