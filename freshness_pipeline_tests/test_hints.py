@@ -6,6 +6,7 @@ import pytest
 
 from freshness_pipeline.science.hints import (
     LASTMOD_TRUST_SCHEMA,
+    changed_hint_odds,
     hint_evidence,
     lastmod_age_days,
     lastmod_hints,
@@ -59,6 +60,8 @@ def _history(host: str, kind: str, n: int = 40, start: datetime = NOW - 60 * DAY
             lastmod = at - timedelta(hours=1)
         elif kind == "frozen":  # never updated
             lastmod = start - 100 * DAY
+        elif kind == "noisy":  # every change, and a stock-count save on half the quiet days
+            lastmod = change_at if changed or i % 4 == 1 else prev - timedelta(hours=20)
         else:
             raise ValueError(kind)
         rows.append(
@@ -324,3 +327,74 @@ def test_a_few_wrong_checks_of_a_series_outweigh_its_hosts_record() -> None:
     assert figures["/feed/"]["recall"] < 0.6
     with pytest.raises(ValueError):
         lastmod_trust(_evidence(posts), now=NOW, pooling=-1.0)
+
+
+def test_a_moved_lastmod_below_the_precision_gate_is_weighed_not_ignored() -> None:
+    """A shop whose lastmod moves on every change and on stock-count saves as well is right
+    about a change two times in three: below the gate for taking it at its word, yet a moved
+    lastmod there is twice as likely on a changed page as on a quiet one. Ignored, the
+    sale's price changes went to fetches the model chose blind. A build-time stamp moves on
+    every page alike and weighs nothing."""
+    ev = _evidence(
+        _history("noisy.example", "noisy"),
+        _history("stamp.example", "build-time"),
+        _history("good.example", "accurate"),
+    )
+    trust = {r["host"]: r for r in lastmod_trust(ev, now=NOW).iter_rows(named=True)}
+    noisy = trust["noisy.example"]
+    assert 0.6 < noisy["precision"] < 0.8 and noisy["recall"] > 0.9
+    assert noisy["false_alarm"] == pytest.approx(0.5, abs=0.05)
+    assert trust["stamp.example"]["false_alarm"] > 0.9
+    assert trust["good.example"]["false_alarm"] < 0.1
+    fetched = NOW - 2 * DAY
+    pages = pl.DataFrame(
+        {
+            "url": ["noisy/moved", "noisy/still", "stamp/moved", "good/moved"],
+            "host": ["noisy.example", "noisy.example", "stamp.example", "good.example"],
+            "lastmod": [NOW - DAY, NOW - 5 * DAY, NOW - DAY, NOW - DAY],
+            "last_fetched_at": [fetched] * 4,
+        }
+    )
+    out = lastmod_hints(pages, lastmod_trust(ev, now=NOW), now=NOW)
+    hinted = dict(zip(out["url"], out["hinted_change"], strict=True))
+    likelihood = dict(zip(out["url"], out["hint_likelihood"], strict=True))
+    assert hinted["noisy/moved"] is None  # not taken at its word ...
+    assert likelihood["noisy/moved"] == pytest.approx(noisy["recall"] / noisy["false_alarm"])
+    assert likelihood["noisy/moved"] > 1.7  # ... but weighed
+    assert hinted["noisy/still"] is False and likelihood["noisy/still"] is None
+    assert likelihood["stamp/moved"] == pytest.approx(1.0, abs=0.1)
+    assert hinted["good/moved"] is True and likelihood["good/moved"] is None
+    few = lastmod_hints(pages, lastmod_trust(ev, now=NOW), now=NOW, min_evidence=1e9)
+    assert few["hint_likelihood"].null_count() == few.height
+
+
+def test_the_planner_raises_a_gain_by_the_chance_a_moved_lastmod_adds() -> None:
+    """By Bayes a moved lastmod with likelihood ratio L makes a change L / (L p + 1 - p) times
+    as likely as the model's p: about L for a page the model thought quiet, nothing for one it
+    was sure of; the capture objective's gain is that chance itself."""
+    cands = pl.DataFrame(
+        {
+            "url": ["quiet-moved", "quiet", "sure-moved", "sure"],
+            "host": ["h"] * 4,
+            "status": ["active"] * 4,
+            "last_fetched_at": [NOW - timedelta(hours=6)] * 4,
+            "change_rate": [0.4, 0.4, 40.0, 40.0],  # p = 0.095 over 6 hours, and 1 - e^-10
+            "hint_likelihood": [3.0, None, 3.0, None],
+        }
+    )
+    caps = pl.DataFrame({"host": ["h"], "capacity": [10]})
+    config = PlanConfig(posterior_index=False, objective="capture")
+    plan = build_plan(cands, caps, now=NOW, budget=1, config=config)
+    gain = dict(zip(plan["url"], plan["expected_gain"], strict=True))
+    p = 1 - math.exp(-0.4 / 4)
+    assert gain["quiet"] == pytest.approx(p)
+    assert gain["quiet-moved"] == pytest.approx(3 * p / (3 * p + 1 - p))
+    assert gain["sure-moved"] == pytest.approx(gain["sure"], rel=1e-3)
+    fresh = build_plan(cands, caps, now=NOW, budget=1, config=PlanConfig(posterior_index=False))
+    index = dict(zip(fresh["url"], fresh["expected_gain"], strict=True))
+    assert index["quiet"] < index["quiet-moved"] < 1 / 0.4  # below a page known changed
+    assert fresh.filter("selected")["url"].to_list() == ["quiet-moved"]
+    odds = pl.DataFrame({"L": [None, 0.5, 2.0]}).select(
+        changed_hint_odds(pl.col("L"), pl.lit(1.0), pl.lit(1.0))
+    )
+    assert odds.to_series().to_list()[:2] == [1.0, 1.0]  # no ratio, or one below 1: unchanged

@@ -30,7 +30,9 @@ re-checked instead of being trusted or starved. With ``posterior_index=False`` o
 columns the point index is used. A trusted sitemap hint (``hinted_change``, see
 :mod:`freshness_pipeline.science.hints`) overrides the guess: True = certainly stale, False = a
 fetch buys only the chance that the host's lastmod missed a change (its recall, ``hint_recall``,
-weighed by Bayes against the model's chance of a change).
+weighed by Bayes against the model's chance of a change). A moved lastmod on a host whose moved
+lastmods are too often wrong to be trusted (``hint_likelihood``) weighs the same way the other
+way: the gain grows by the chance of a change it adds.
 
 The plan is filled in this order, each step capped per host by ``host_capacity`` and globally by
 ``budget``:
@@ -79,7 +81,7 @@ import polars as pl
 
 from freshness_pipeline.science.estimate import DEFAULT_CLASS, PRIORS_BY_CLASS, by_class
 from freshness_pipeline.science.gains import posterior_capture_gain, posterior_freshness_index
-from freshness_pipeline.science.hints import unchanged_hint_odds
+from freshness_pipeline.science.hints import changed_hint_odds, unchanged_hint_odds
 from freshness_pipeline.science.host_turns import fill, host_rooms, host_turn
 from freshness_pipeline.science.timecols import as_utc, duration_days, utc_column
 
@@ -335,6 +337,9 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
         shape.alias("_shape"),
         opt("hinted_change", pl.lit(None, dtype=pl.Boolean)).cast(pl.Boolean).alias("_hint"),
         opt("hint_recall", pl.lit(None, dtype=pl.Float64)).cast(pl.Float64).alias("_recall"),
+        opt("hint_likelihood", pl.lit(None, dtype=pl.Float64))
+        .cast(pl.Float64)
+        .alias("_likelihood"),
         opt("discovered", pl.lit(False)).cast(pl.Boolean).fill_null(False).alias("_discovered"),
         opt("delisted", pl.lit(False)).cast(pl.Boolean).fill_null(False).alias("_delisted"),
         opt("expected_gain_override", pl.lit(None, dtype=pl.Float64))
@@ -384,6 +389,8 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
             )
             .otherwise(gain)
         )
+    if "hint_likelihood" in cols:
+        gain = gain * changed_hint_odds(pl.col("_likelihood"), pl.col("_rate"), pl.col("age_days"))
     if config.objective == "freshness":
         # The index of a page with no copy is E[1/λ] under the prior, the mean of a
         # heavy-tailed quantity: a prior with a little weight near λ = 0 put every

@@ -252,7 +252,9 @@ def with_lastmod_hints(inputs: pl.DataFrame, evidence: pl.DataFrame, now: dateti
     )
     hints = lastmod_hints(pages, trust, now=now)
     return inputs.with_columns(
-        hints.select("hinted_change", "hint_recall", "lastmod_dates", "lastmod_age_days")
+        hints.select(
+            "hinted_change", "hint_recall", "hint_likelihood", "lastmod_dates", "lastmod_age_days"
+        )
     )
 
 
