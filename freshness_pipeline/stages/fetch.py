@@ -29,6 +29,7 @@ from freshness_pipeline.config import PipelineConfig
 from freshness_pipeline.science.capacity import next_host_capacity
 from freshness_pipeline.science.fingerprint import ContentRecord
 from freshness_pipeline.science.normalize import normalize_url_column
+from freshness_pipeline.science.redirects import soft_404_redirects
 from freshness_pipeline.science.retry_after import THROTTLE_STATUSES
 from freshness_pipeline.science.schedule import REFILL_REASON
 from freshness_pipeline.science.validators import (
@@ -231,6 +232,13 @@ def results_frame(
     forecast = pl.col("expected_change") if "expected_change" in plan.columns else pl.lit(None)
     if "hinted_change" in plan.columns:
         forecast = pl.when(~pl.col("hinted_change").fill_null(False)).then(forecast)
+    if {"first_seen_at", "version_observed_at"} <= set(plan.columns) and {
+        "location",
+        "http_status",
+        "error",
+    } <= set(frame.columns):
+        # a permanent redirect to the home page or to a page known before: gone (soft 404)
+        frame = soft_404_redirects(frame, plan)
     planned = plan.select(
         "url",
         "url_class",

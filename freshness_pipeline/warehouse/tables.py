@@ -124,6 +124,9 @@ REVISIT_PLAN: Schema = {
     "value": pl.Float64,
     "url_class": pl.String,
     "status": pl.String,
+    # when the URL was first known: a redirect to a page known before the redirecting page's
+    # newest version is a soft 404 (science.redirects)
+    "first_seen_at": UTC_TIME,
     "last_fetched_at": UTC_TIME,
     "change_rate": pl.Float64,
     "cost": pl.Float64,
