@@ -974,6 +974,43 @@ def test_probes_recheck_pages_seen_changed_at_every_far_apart_fetch() -> None:
     assert "http://h.example/all changed, days apart" not in _selected(plan)
 
 
+def test_a_page_seen_changed_at_every_fetch_is_checked_again_as_its_quiet_doubles() -> None:
+    """A live blog fetched every six hours of its busy day, changed at each, is believed too
+    fast to keep fresh, and its gain (about 1/rate) never buys another fetch: finished, it
+    stayed stale for good (found by an exploratory run). Once its last fetch is a day old and
+    twice its longest interval it is a probe again, so the checks space out by doubling while
+    it keeps changing, and one of them finds it stopped."""
+    rows = [{"age": 3.0, "value": 1e6, "rate": 1.0} for _ in range(100)]
+    histories: list[tuple | None] = [([3.0, 3.0], [True, False])] * 100
+    busy_day = [0.25, 0.25, 0.25]
+    cases = {
+        "a day after its busy day": (1.1, busy_day, [True] * 3),
+        "half a day after": (0.5, busy_day, [True] * 3),
+        "changed again a day later, 1.5 days on": (1.5, [*busy_day, 1.0], [True] * 4),
+        "changed again a day later, 2.1 days on": (2.1, [*busy_day, 1.0], [True] * 4),
+        "once seen quiet": (3.0, [*busy_day, 1.0], [True, True, True, False]),
+    }
+    for name, (age, intervals, changed) in cases.items():
+        rows.append({"url": f"http://h.example/{name}", "age": age, "value": 1.0, "rate": 80.0})
+        histories.append((intervals, changed))
+    cands = _with_history(_cands(rows), histories)
+    config = PlanConfig(probe_share=0.05, verify_share=0.0, reestimate_share=0.0, new_share=0.0)
+    plan = build_plan(cands, BIG, now=NOW, budget=100, config=config)
+    probes = plan.filter(pl.col("reason") == "probe")["url"].to_list()
+    assert sorted(probes) == [
+        "http://h.example/a day after its busy day",
+        "http://h.example/changed again a day later, 2.1 days on",
+    ]
+    later = build_plan(
+        cands, BIG, now=NOW, budget=100, config=replace(config, dormancy_min_days=2.0)
+    )
+    assert later.filter(pl.col("reason") == "probe")["url"].to_list() == [
+        "http://h.example/changed again a day later, 2.1 days on"
+    ]
+    with pytest.raises(ValueError, match="dormancy_min_days"):
+        PlanConfig(dormancy_min_days=0.0)
+
+
 def test_probes_take_undated_then_valuable_pages_within_their_share() -> None:
     rows, histories = [], []
     for i in range(40):

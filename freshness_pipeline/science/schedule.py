@@ -51,7 +51,9 @@ The plan is filled in this order, each step capped per host by ``host_capacity``
    gone since its last fetch only first, then the most overdue, weighted by value per cost,
    see ``reestimate_order``), ``probe`` (pages seen
    changed at every fetch, fetched again soon after the last one, so that an interval short
-   enough to miss a change bounds the rate from above; see ``probe_share``), and a random
+   enough to miss a change bounds the rate from above, or, once their last fetch is a day
+   old and twice their longest interval, again to see whether they stopped: see
+   ``probe_share`` and ``dormancy_min_days``), and a random
    ``verify`` sample that checks the model on pages it would not choose. A host with pages
    never fetched after the new pass keeps its probes and the checks of pages seen too few
    times for later: a first copy buys more than a second look;
@@ -131,6 +133,12 @@ class PlanConfig:
     #: a re-check counts as a probe when the interval it observes is at most this share of the
     #: shortest interval the page's history holds
     probe_max_ratio: float = 0.5
+    #: a page seen changed at every fetch is also a probe once its last fetch is this many
+    #: days old and at least twice the longest interval its history holds: such a page is
+    #: believed too fast to keep fresh and left, and only a fetch can say it stopped (a
+    #: finished live blog, a sale that ended, a hot page gone cold); the checks space out by
+    #: doubling while it keeps changing
+    dormancy_min_days: float = 1.0
     verify_share: float = 0.02
     #: no page is fetched again sooner than this (1 hour): politeness and zero-information guard
     min_interval_days: float = 1.0 / 24.0
@@ -195,6 +203,8 @@ class PlanConfig:
             raise ValueError("need 0 <= min_interval_days < max_interval_days")
         if not 0.0 < self.probe_max_ratio <= 1.0:
             raise ValueError("probe_max_ratio must be in (0, 1]")
+        if not self.dormancy_min_days > 0:
+            raise ValueError("dormancy_min_days must be positive")
         if self.reestimate_after_days <= 0 or self.gone_recheck_days <= 0:
             raise ValueError("reestimate_after_days and gone_recheck_days must be positive")
         if not 0.0 < self.gone_first_recheck_days <= self.gone_recheck_days:
@@ -298,11 +308,11 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
     if {"obs_interval_days", "obs_changed"} <= cols:
         changed = pl.col("obs_changed").cast(pl.List(pl.Boolean))
         unresolved = (changed.list.len() > 0) & changed.list.all()
-        shortest: pl.Expr = pl.when(unresolved).then(
-            pl.col("obs_interval_days").cast(pl.List(pl.Float64)).list.min()
-        )
+        intervals = pl.col("obs_interval_days").cast(pl.List(pl.Float64))
+        shortest: pl.Expr = pl.when(unresolved).then(intervals.list.min())
+        longest: pl.Expr = pl.when(unresolved).then(intervals.list.max())
     else:
-        shortest = pl.lit(None, dtype=pl.Float64)
+        shortest = longest = pl.lit(None, dtype=pl.Float64)
     dated = (
         pl.col("obs_age_days")
         .cast(pl.List(pl.Float64))
@@ -316,6 +326,7 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
     work = candidates.select(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("_idx"),
         shortest.cast(pl.Float64).alias("_shortest"),
+        longest.cast(pl.Float64).alias("_longest"),
         dated.alias("_dated"),
         pl.col("url").cast(pl.String).alias("_url"),
         pl.col("host").cast(pl.String).alias("_host"),
@@ -499,7 +510,15 @@ def build_plan(
         _thin=known
         & (age < cfg.reestimate_after_days).fill_null(False)
         & (pl.col("_n_obs") < cfg.reestimate_min_obs).fill_null(False),
-        _probe=spaced & known & (pl.col("_probe_ratio") <= cfg.probe_max_ratio).fill_null(False),
+        _probe=spaced
+        & known
+        & (
+            (pl.col("_probe_ratio") <= cfg.probe_max_ratio)
+            | (
+                pl.col("_longest").is_not_null()
+                & (age >= pl.max_horizontal(2.0 * pl.col("_longest"), cfg.dormancy_min_days))
+            )
+        ).fill_null(False),
         _worth=worth,
         _verify=spaced & known,
         _prio=spaced & not_gone_or_blocked & (pl.col("priority") > 0),
