@@ -136,7 +136,7 @@ AUTO = "auto"
 OBJECTIVES: tuple[str, ...] = get_args(Objective)
 PLANNING_KEYS = frozenset({"objective", "cost", "credits"})
 NOTIFY_KEYS = ("urls", "url_classes", "fields")
-URL_CLASS_KEYS = ("selectors", "fields", "json_ld", "retention")
+URL_CLASS_KEYS = ("selectors", "fields", "json_ld", "match", "value", "retention")
 CLASS_RETENTION_KEYS = ("versions_days", "exclude_fields", "keep_history")
 RETENTION_KEYS = ("archive_days",)
 #: Fields every version has, whatever a class configures.
@@ -252,6 +252,10 @@ class PipelineConfig:
     class_retention: Mapping[str, ClassRetention] = field(default_factory=dict)
     #: None: WARC files never expire
     archive_days: float | None = None
+    #: class -> the regular expressions that give a URL the class, in the file's order of classes
+    class_patterns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: class -> the value of a URL of the class that was given none of its own
+    class_values: Mapping[str, float] = field(default_factory=dict)
 
     def retention_for(self, url_class: str | None) -> ClassRetention:
         return self.class_retention.get(url_class or "", KEEP_EVERYTHING)
@@ -302,6 +306,27 @@ class PipelineConfig:
             .fill_null(FINGERPRINT_VERSION)
         )
 
+    def matched_class_expr(self, url: str = "url") -> pl.Expr:
+        """The class whose ``match`` patterns find the URL in column ``url`` (null: none), the
+        first class in the file winning, so that a specific class listed before a catch-all
+        takes its URLs. One expression over the whole column: the candidates of a large crawl
+        are classed in one pass, and each pattern is compiled once."""
+        rules = [
+            pl.when(pl.any_horizontal(pl.col(url).str.contains(p) for p in patterns)).then(
+                pl.lit(url_class)
+            )
+            for url_class, patterns in self.class_patterns.items()
+        ]
+        none = pl.lit(None, dtype=pl.String)
+        return pl.coalesce(*rules, none) if rules else none
+
+    def class_value_expr(self, url_class: str = "url_class") -> pl.Expr:
+        """The value the class in column ``url_class`` gives its URLs (null: its class sets
+        none, or it has no class)."""
+        return pl.col(url_class).replace_strict(
+            dict(self.class_values), default=None, return_dtype=pl.Float64
+        )
+
 
 def load_config(home: Path) -> PipelineConfig:
     path = home / CONFIG_FILE
@@ -341,6 +366,10 @@ def load_config(home: Path) -> PipelineConfig:
         for url_class, settings in url_classes.items()
         if isinstance(settings, dict) and "retention" in settings
     }
+    rules = {
+        url_class: _class_rule(settings, path, url_class)
+        for url_class, settings in url_classes.items()
+    }
     planning = data.get("planning")
     if planning is None:
         planning = {}
@@ -356,6 +385,8 @@ def load_config(home: Path) -> PipelineConfig:
         notify=_notify(data.get("notify"), path),
         class_retention={c: r for c, r in retention.items() if not r.keeps_everything},
         archive_days=_archive_days(data.get("retention"), path),
+        class_patterns={c: patterns for c, (patterns, _) in rules.items() if patterns},
+        class_values={c: value for c, (_, value) in rules.items() if value is not None},
     )
 
 
@@ -398,6 +429,54 @@ def _extraction(settings: object, path: Path, url_class: str) -> Extraction:
         raise ConfigError(f"{where}.json_ld must be true or false, not {json_ld!r}")
     fields = _fields(settings.get("fields", {}), where, json_ld)
     return Extraction(selectors, fields or None, json_ld)
+
+
+def _class_rule(
+    settings: dict[str, Any], path: Path, url_class: str
+) -> tuple[tuple[str, ...], float | None]:
+    """A class's ``match`` patterns and ``value`` (None: not set). Each pattern is run once
+    through polars, whose regex engine the candidates use: Python's ``re`` takes look-around
+    and backreferences that engine refuses, and a pattern it refuses would otherwise fail
+    every cycle's candidates instead of the load, named."""
+    where = f"{path}: url_classes.{url_class}"
+    patterns = settings.get("match", [])
+    if isinstance(patterns, str):
+        raise ConfigError(
+            f"{where}.match must be a list of regular expressions, not a single string "
+            f'(write match = ["..."])'
+        )
+    if not isinstance(patterns, list) or not all(isinstance(p, str) and p for p in patterns):
+        raise ConfigError(
+            f"{where}.match must be a list of non-empty regular expressions, not {patterns!r}"
+        )
+    for i, pattern in enumerate(patterns):
+        error = _regex_error(pattern)
+        if error is not None:
+            raise ConfigError(
+                f"{where}.match[{i}]: polars cannot run the regular expression {pattern!r}: "
+                f"{error} (Rust regex syntax: no look-around, no backreferences)"
+            )
+    value = settings.get("value")
+    if value is not None and (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigError(f"{where}.value must be a positive number, not {value!r}")
+    return tuple(dict.fromkeys(patterns)), None if value is None else float(value)
+
+
+def _regex_error(pattern: str) -> str | None:
+    """Why polars' regex engine (the Rust ``regex`` crate) refuses ``pattern``, or None."""
+    try:
+        pl.Series([""], dtype=pl.String).str.contains(pattern)
+    except pl.exceptions.PolarsError as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        said = [line.removeprefix("error: ") for line in lines if line.startswith("error: ")]
+        said += [line.removeprefix("regex error: ") for line in lines[:1]]
+        return said[0].rstrip(".") if said else type(exc).__name__
+    return None
 
 
 def _days(value: object, where: str) -> float:

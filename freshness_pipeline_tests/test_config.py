@@ -71,6 +71,27 @@ T1 = DEFAULT_START + timedelta(hours=6)
         ),
         ('[url_classes.product]\njson_ld = "yes"\n', "json_ld must be true or false, not 'yes'"),
         ("[url_classes.product]\njson_ld = 1\n", "json_ld must be true or false, not 1"),
+        # patterns run in polars' engine, which Python's re would have let through
+        (
+            '[url_classes.product]\nmatch = ["/products/", "/p(?=/)"]\n',
+            r"freshness.toml: url_classes.product.match\[1\]: polars cannot run the regular "
+            r"expression '/p\(\?=/\)': look-around, including look-ahead and look-behind, is "
+            "not supported",
+        ),
+        (
+            "[url_classes.product]\nmatch = ['/(p)/\\1']\n",
+            r"url_classes.product.match\[0\]: .*'/\(p\)/\\\\1': backreferences are not supported",
+        ),
+        ('[url_classes.product]\nmatch = ["[a-"]\n', r"match\[0\]: .*'\[a-'"),
+        ('[url_classes.product]\nmatch = "/products/"\n', "product.match must be a list of reg"),
+        ("[url_classes.product]\nmatch = [1]\n", "product.match must be a list of non-empty"),
+        ('[url_classes.product]\nmatch = [""]\n', "product.match must be a list of non-empty"),
+        ("[url_classes.product]\nvalue = 0\n", "url_classes.product.value must be a positive"),
+        ("[url_classes.product]\nvalue = -2\n", "product.value must be a positive number"),
+        ("[url_classes.product]\nvalue = inf\n", "product.value must be a positive number"),
+        ("[url_classes.product]\nvalue = nan\n", "product.value must be a positive number"),
+        ('[url_classes.product]\nvalue = "5"\n', "product.value must be a positive number"),
+        ("[url_classes.product]\nvalue = true\n", "product.value must be a positive number"),
     ],
 )
 def test_bad_config_is_named(tmp_path, text, message):
@@ -95,6 +116,26 @@ def test_fields_and_json_ld_are_read_per_class(tmp_path):
     for url_class in ("listing", "article", "static", None):
         assert config.fields_for(url_class) is None and config.json_ld_for(url_class) is False
     assert load_config(tmp_path / "nowhere").fields_for("product") is None
+
+
+def test_match_and_value_are_read_per_class_in_file_order(tmp_path):
+    """The classes' patterns in the order the classes first appear in the file (the first
+    that matches a URL gives its class); a class without ``match`` or ``value`` adds none."""
+    (tmp_path / "freshness.toml").write_text(
+        '[url_classes.product.fields]\nprice = ".price"\n'
+        '[url_classes.collection]\nmatch = ["/collections/"]\n'
+        '[url_classes.product]\nmatch = ["/products/[^/?]+$", "/product/"]\nvalue = 5\n'
+        "[url_classes.article]\nvalue = 0.5\n"
+        "[url_classes.static]\nmatch = []\n"
+    )
+    config = load_config(tmp_path)
+    assert list(config.class_patterns.items()) == [
+        ("product", ("/products/[^/?]+$", "/product/")),
+        ("collection", ("/collections/",)),
+    ]
+    assert config.class_values == {"product": 5.0, "article": 0.5}
+    assert config.fields_for("product") == {"price": ".price"}
+    assert load_config(tmp_path / "nowhere").class_patterns == {}
 
 
 def test_the_fingerprint_version_follows_selectors_fields_and_json_ld(tmp_path):
