@@ -132,8 +132,9 @@ def canonical_candidates(
 ) -> tuple[pl.DataFrame, int]:
     """Collapse the inventory to one row per canonical URL; returns (rows, invalid count).
     ``norm``: the inventory's URLs already normalized (:func:`normalize_with_cache`)."""
+    config = config or PipelineConfig()
     if norm is None:
-        norm = normalize_inventory(inventory["url"], config or PipelineConfig())
+        norm = normalize_inventory(inventory["url"], config)
     rows = inventory.drop("host").with_columns(
         canonical=norm["url"], canonical_host=norm["host"], error=norm["error"]
     )
@@ -156,17 +157,22 @@ def canonical_candidates(
     )
     # The user's own seed row speaks for a URL first: a value and class a URL inherited from
     # the page that redirected or pointed to it gave way to none of theirs before, and which
-    # class won went by the sources' alphabetical order.
+    # class won went by the sources' alphabetical order. Between the two come the class the
+    # configured patterns give the URL and that class's value (PipelineConfig.
+    # matched_class_expr): a pattern says what the URL is, an inheritance only guesses (a
+    # discontinued product redirected to its category does not make the category a product).
     rank = pl.col("source").replace_strict(
         SOURCE_RANK, default=len(SOURCE_RANK), return_dtype=pl.Int8
     )
-    seeded_value = pl.col("value").filter(pl.col("source") == "seed").drop_nulls().last()
+    seeded = pl.col("source") == "seed"
     grouped = (
         rows.sort(rank, maintain_order=True)
         .group_by("canonical")
         .agg(
             pl.col("canonical_host").first().alias("host"),
-            pl.coalesce(seeded_value, pl.col("value").max()).alias("value"),
+            pl.col("value").filter(seeded).drop_nulls().last().alias(_SEEDED_VALUE),
+            pl.col("value").max(),
+            pl.col("url_class").filter(seeded).drop_nulls().first().alias(_SEEDED_CLASS),
             pl.col("url_class").drop_nulls().first(),
             pl.col("source").unique().sort().str.join(",").alias("sources"),
             pl.col("url").n_unique().cast(pl.Int64).alias("n_variants"),
@@ -184,15 +190,23 @@ def canonical_candidates(
             pl.col("url").first().alias(_SPELLING),  # rows are in SOURCE_RANK order
         )
         .rename({"canonical": "url"})
-        .with_columns(pl.col("value").fill_null(1.0))
+        .with_columns(
+            url_class=pl.coalesce(_SEEDED_CLASS, config.matched_class_expr(), "url_class")
+        )
+        .with_columns(
+            value=pl.coalesce(_SEEDED_VALUE, config.class_value_expr(), "value", pl.lit(1.0))
+        )
+        .drop(_SEEDED_VALUE, _SEEDED_CLASS)
     )
-    return with_request_spellings(grouped, config or PipelineConfig()), invalid
+    return with_request_spellings(grouped, config), invalid
 
 
 #: canonical_candidates' temporary columns: whether the site (or a seed) ever wrote the key
-#: itself, and the spelling a request takes when not
+#: itself, and the spelling a request takes when not; a seed row's own value and class
 _KEY_WRITTEN = "_key_written"
 _SPELLING = "_spelling"
+_SEEDED_VALUE = "_seeded_value"
+_SEEDED_CLASS = "_seeded_class"
 
 
 def with_request_spellings(grouped: pl.DataFrame, config: PipelineConfig) -> pl.DataFrame:
