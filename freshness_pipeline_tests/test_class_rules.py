@@ -157,7 +157,8 @@ def test_a_url_the_sitemap_adds_is_crawled_as_its_class(tmp_path: Path) -> None:
     """Through real cycles: a product the sitemap lists after a rule is added is planned at
     its class's value and fetched with its class's fields; one found before the rule takes
     the class and value in url_state at the next cycle (candidates are classed afresh every
-    cycle), and with them its class's extraction: a re-extraction, not a change."""
+    cycle), and with them its class's extraction: a re-extraction, not a change; and loses
+    them when the rule no longer matches it."""
     listed = ["/products/lamp"]
 
     async def shop(request: web.Request) -> web.Response:
@@ -186,22 +187,31 @@ def test_a_url_the_sitemap_adds_is_crawled_as_its_class(tmp_path: Path) -> None:
         )
         listed.append("/products/desk")
         run_cycles(home, NOW, 1, first=1)
-    state = wh.read("url_state").sort("url")
-    got = {
-        url.removeprefix(base): row
-        for url, *row in state.select("url", "url_class", "value").iter_rows()
-    }
-    assert got == {
-        "/": [None, 1.0],  # the seed's own value; no pattern matches it
-        "/products/lamp": ["product", 5.0],
-        "/products/desk": ["product", 5.0],
-    }
-    plan = wh.read("revisit_plan").filter(pl.col("url") == f"{base}/products/desk")
-    assert plan.select("url_class", "value", "selected").row(0) == ("product", 5.0, True)
-    desk = wh.read("page_versions").filter(pl.col("url") == f"{base}/products/desk")
-    assert json.loads(desk["fields"][0])["price"] == "$4"
-    # the reclassified page: read again under its class's extraction, not taken for a change
-    lamp = wh.read("page_versions").filter(pl.col("url") == f"{base}/products/lamp")
-    assert lamp.sort("observed_at")["outcome"].to_list() == ["new", "reextracted"]
-    assert json.loads(lamp.sort("observed_at")["fields"][-1])["price"] == "$4"
-    assert wh.read("changes").filter(pl.col("url") == f"{base}/products/lamp").is_empty()
+        assert _state(wh, base) == {
+            "/": (None, 1.0),  # the seed's own value; no pattern matches it
+            "/products/lamp": ("product", 5.0),
+            "/products/desk": ("product", 5.0),
+        }
+        plan = wh.read("revisit_plan").filter(pl.col("url") == f"{base}/products/desk")
+        assert plan.select("url_class", "value", "selected").row(0) == ("product", 5.0, True)
+        desk = wh.read("page_versions").filter(pl.col("url") == f"{base}/products/desk")
+        assert json.loads(desk["fields"][0])["price"] == "$4"
+        # the reclassified page: read again under its class's extraction, not taken for a change
+        lamp = wh.read("page_versions").filter(pl.col("url") == f"{base}/products/lamp")
+        assert lamp.sort("observed_at")["outcome"].to_list() == ["new", "reextracted"]
+        assert json.loads(lamp.sort("observed_at")["fields"][-1])["price"] == "$4"
+        assert wh.read("changes").filter(pl.col("url") == f"{base}/products/lamp").is_empty()
+
+        # a rule narrowed: the URL it no longer matches is of no class again, in url_state as
+        # in the plan that fetched it, not a product valued 1 fetched as no class
+        (home / "freshness.toml").write_text(
+            '[url_classes.product]\nmatch = ["/products/desk$"]\nvalue = 5\n'
+        )
+        run_cycles(home, NOW, 1, first=2)
+    assert _state(wh, base)["/products/lamp"] == (None, 1.0)
+
+
+def _state(wh: Warehouse, base: str) -> dict[str, tuple[str | None, float]]:
+    """Each url_state row's (url_class, value), by path."""
+    rows = wh.read("url_state").select("url", "url_class", "value").iter_rows()
+    return {url.removeprefix(base): (url_class, value) for url, url_class, value in rows}

@@ -148,10 +148,16 @@ def merge_state(
     )
     observed = fresh_fetch & outcome.is_in(OBSERVED) & pl.col("last_seen_at").is_not_null()
     interval = duration_days(pl.col("r_at") - pl.col("last_seen_at"))
+    # A candidate's class is this cycle's word, none included: the plan fetched the page as
+    # that class. A URL a class's match pattern no longer finds kept the class here while it
+    # was extracted as no class (and retention, and what a redirect's target inherits, went
+    # by the old one).
+    # A URL no longer among the candidates keeps what it had.
+    candidate = pl.col("c_host").is_not_null()
     return merged.with_columns(
         host=pl.coalesce("host", "c_host"),
         value=pl.coalesce("c_value", "value", pl.lit(1.0)),
-        url_class=pl.coalesce("c_class", "url_class"),
+        url_class=pl.when(candidate).then("c_class").otherwise("url_class"),
         first_seen_at=pl.coalesce(
             "first_seen_at", "c_first_seen", pl.lit(now).cast(tables.UTC_TIME)
         ),
@@ -163,8 +169,7 @@ def merge_state(
         observed_age=pl.when(observed & changed & (pl.col("r_age") <= interval)).then("r_age"),
         observed_since=pl.when(observed).then(pl.col("last_seen_at")),
         # A new class means a new prior: that row's estimate must be redone too.
-        class_changed=pl.col("c_class").is_not_null()
-        & pl.col("c_class").ne_missing(pl.col("url_class")),
+        class_changed=candidate & pl.col("c_class").ne_missing(pl.col("url_class")),
         last_fetched_at=pl.when(fresh_fetch).then("r_at").otherwise("last_fetched_at"),
         last_seen_at=pl.when(fresh_fetch & success).then("r_at").otherwise("last_seen_at"),
         last_changed_at=pl.when(fresh_fetch & changed).then("r_at").otherwise("last_changed_at"),
