@@ -5,6 +5,9 @@
 strip_params = ["sid", "sort"]     # query parameters that make no difference on this host,
                                    # stripped in addition to the tracking list
 [url_classes.product]
+match = ['/products/[^/?]+$', '/product/']  # regular expressions searched in a URL: one whose
+                                   # seed row gives no class (found by a sitemap, say) is a product
+value = 5                          # what a URL of the class is worth when given no value
 selectors = ["h1", ".price"]       # fingerprint only these parts of the page (plus the title)
 json_ld = true                     # schema.org JSON-LD name, offers.price, offers.availability
                                    # as the fields name, price and availability
@@ -41,6 +44,24 @@ cost = "credits"                   # or "fetches" (the default) or "bytes", see 
 product = 5                        # e.g. fetched through a rendering API
 default = 1                        # every other class (1 when omitted)
 ```
+
+``match`` and ``value``: a seed file gives the URLs it lists a class and a value, but the pages
+a site adds later come in through its sitemaps, feeds and redirects with neither, and would be
+extracted (no fields) and valued (1) like any page. A URL whose seed row gives no class takes
+the first class, in the order the classes first appear in the file, with a pattern found
+anywhere in its normalized URL (scheme and host included); that goes before a class inherited
+from a page that redirected or pointed to it, because a pattern says what the URL is and an
+inheritance only guesses (a discontinued product redirected to its category does not make the
+category a product). Its value is its seed row's, else its class's ``value``, else the highest
+it inherited, else 1. A seed loaded without a value is stored with 1.0, so a seeded URL keeps
+its own even where its class sets one: give seeds their value in the seed file. Patterns are
+polars' (the Rust regex crate's) syntax, with no look-around or backreferences; each is run
+when the file is read, so one polars refuses fails the load, named. A backslash is best
+written in a TOML literal string ('\\d+'): in a "basic" one it must be doubled. Candidates are
+classed every cycle, so a rule added or changed reclassifies the URLs already found at the
+next cycle (and one that no longer matches a URL takes the class away): the new class's
+extraction re-extracts the page (as below) and its change-rate estimate is redone under the
+class's prior.
 
 ``objective``: "freshness" keeps the value-weighted share of fresh copies highest (pages that
 change far faster than the budget can follow get less); "capture" counts every change a fetch
