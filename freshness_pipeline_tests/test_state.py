@@ -330,6 +330,51 @@ def test_pages_whose_paths_carry_other_numbers_are_not_copies_of_each_other():
     }
 
 
+def test_a_query_variant_whose_canonical_is_its_path_is_a_copy_of_that_page():
+    """A shop's sitemap lists every category's view modes (``?mode=list``, ``?limit=36``),
+    each naming the category as canonical: fetched at other times they read differently, and
+    each was kept fresh as a page of its own. A canonical at another path (a moved article
+    naming its new address, a listing naming its first page elsewhere), one that names another
+    page itself, or one not crawled, makes no copy."""
+    base = "http://a.example"
+    rows = {
+        "/c/lamps": None,
+        "/c/lamps?mode=list": "/c/lamps",
+        "/c/lamps?limit=36": "/c/lamps",
+        "/c/desks?mode=list": "/c/desks",  # the category itself is not crawled
+        "/story?page=2": "/story-all",  # another path
+        "/a?x=1": "/a?x=2",  # two pages naming each other
+        "/a?x=2": "/a?x=1",
+    }
+    urls = [base + u for u in rows]
+    cands = candidates(*urls)
+    fps = [f"fp{i}" for i in range(len(urls))]  # every page reads differently
+    res = results(
+        [
+            {
+                "url": u,
+                "fetched_at": T0,
+                "outcome": "new",
+                "http_status": 200,
+                "fingerprint": f,
+                "canonical": base + c if c else None,
+            }
+            for u, f, c in zip(urls, fps, rows.values(), strict=True)
+        ]
+    )
+    state = step(tables.empty("url_state"), cands, res, T0)
+    copies = {u.removeprefix(base): d for u, d in state.select("url", "duplicate_of").iter_rows()}
+    assert copies == {
+        "/c/lamps": None,
+        "/c/lamps?mode=list": f"{base}/c/lamps",
+        "/c/lamps?limit=36": f"{base}/c/lamps",
+        "/c/desks?mode=list": None,
+        "/story?page=2": None,
+        "/a?x=1": None,
+        "/a?x=2": None,
+    }
+
+
 def test_the_change_prior_is_fit_from_url_state_and_scores_the_next_plan():
     """The wiring of url_state -> change_prior -> revisit_plan, without Dagster: the same
     functions the assets call, on the frames they pass."""

@@ -497,7 +497,14 @@ def content_duplicates() -> pl.Expr:
     the fingerprint drops dates and long numbers, so a concert's pages for the 24th and the
     25th, or spare parts 4006381333 and 4006381334, read the same and were marked copies of one
     another, fetched at a second copy's cost (found by an exploratory run). A print view or a
-    session's spelling of a page keeps its path's numbers."""
+    session's spelling of a page keeps its path's numbers.
+
+    A live page whose canonical link names another live page of its host at the same path (the
+    two differ in their query alone: a view mode, a page size, a variant, a sort order) is that
+    page's copy too, whatever its fingerprint: a listing's view modes read differently when
+    fetched at different times, and a shop's sitemap listing every category's
+    ``?product_list_mode=list`` and ``?product_list_limit=36`` took an eighth of a cold
+    start's fetches, each kept fresh as a page of its own (found by an exploratory run)."""
     path_numbers = url_path(pl.col("url")).str.replace_all(r"\D+", "-")
     group = ["host", "fingerprint", "fingerprint_version", path_numbers.alias("_path_numbers")]
     same = (
@@ -510,7 +517,25 @@ def content_duplicates() -> pl.Expr:
     key = pl.when(named).then(pl.lit("0")).otherwise(pl.lit("1")) + pl.col("url")
     first = key.filter(same).min().over(group).str.slice(1)
     shared = pl.col("url").filter(same).count().over(group) > 1
-    return pl.when(same & shared & (first != pl.col("url"))).then(first)
+    live = pl.col("status") == "active"
+    variant = (
+        live
+        # one that names no other page itself: two pages naming each other keep both
+        & pl.col("canonical").is_in(
+            pl.col("url").filter(live & pl.col("canonical").is_null()).implode()
+        )
+        & (url_path(pl.col("canonical")) == url_path(pl.col("url")))
+        & (
+            pl.col("canonical").str.extract(r"^([^/]*//[^/?#]*)")
+            == pl.col("url").str.extract(r"^([^/]*//[^/?#]*)")
+        )
+    )
+    return (
+        pl.when(same & shared & (first != pl.col("url")))
+        .then(first)
+        .when(variant.fill_null(False))
+        .then("canonical")
+    )
 
 
 def lastmod_grades(merged: pl.DataFrame) -> pl.DataFrame:
