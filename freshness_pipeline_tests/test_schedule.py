@@ -885,6 +885,33 @@ def test_discovered_urls_go_first_and_grow_the_new_share() -> None:
     assert got.height == 3 and got["discovered"].sum() == 2
 
 
+def test_only_pages_found_after_the_first_read_of_their_host_are_new_publications() -> None:
+    """What the first read of a site's sitemaps finds is the site as it stood: counted as
+    published since, a shop's listing variants (value 1) went ahead of the seeds its user
+    valued at 5 in a cold start. Pages found on later reads are the site's new ones."""
+    from freshness_pipeline.stages.plan import published_since_first_read
+
+    t0, t1 = NOW - timedelta(days=2), NOW - timedelta(days=1)
+    rows = [
+        ("a", "seed", t0 - timedelta(days=3)),  # seeded days before the first cycle
+        ("a", "seed,sitemap", t0 - timedelta(days=3)),
+        ("a", "sitemap", t0),  # the first read
+        ("a", "feed", t0),
+        ("a", "sitemap", t1),  # published since
+        ("a", "redirect", NOW),
+        ("b", "sitemap", t1),  # another host's first read, a day later
+        ("b", "sitemap", NOW),
+        ("b", None, NOW),  # no sources known: a seed
+    ]
+    frame = pl.DataFrame(
+        rows,
+        schema={"host": pl.String, "sources": pl.String, "first_seen_at": pl.Datetime("us", "UTC")},
+        orient="row",
+    )
+    got = frame.select(published_since_first_read())["discovered"].to_list()
+    assert got == [False, False, False, False, True, True, False, True, False]
+
+
 def test_pages_a_sitemap_stopped_listing_are_checked_first_within_their_share() -> None:
     """A page that left its host's sitemap has most likely gone: one early fetch says so. The
     check comes before new and priority fetches, most valuable first, within its share."""
