@@ -44,8 +44,8 @@ The plan is filled in this order, each step capped per host by ``host_capacity``
    since (a ``delisted`` column), most valuable first, within ``delisted_share``: a page that
    left an honest sitemap has most likely gone, and one fetch says so;
 3. reserved shares of the budget: ``new`` URLs (those published since the crawl's first read
-   of their host first, the
-   share growing with how many of them wait; then by value), ``reestimate`` (long-quiet or
+   of their host first, the share growing with how many of them wait; then by value),
+   ``reestimate`` (long-quiet or
    barely observed pages, and gone pages once their wait is over (see
    :func:`gone_recheck_wait_days`): the estimator only learns
    from what the scheduler fetches, so pages it starves would stay misjudged forever; a page
