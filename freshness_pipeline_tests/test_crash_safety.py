@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -92,6 +93,25 @@ def freshness_cycle(home: Path, crash: str | None) -> subprocess.CompletedProces
     return run_freshness("cycle", "--now", T1.isoformat(), home=home, env={ENV: crash or ""})
 
 
+@pytest.fixture(scope="module")
+def killed(world) -> Callable[[str, Path], None]:
+    """``killed(crash, home)`` makes ``home`` a copy of the base whose cycle at T1 was killed
+    (-9) at ``crash``. The kill runs once per point for the module (two tests start from the
+    kill at url_state's start); each test gets a copy of its own to read and resume."""
+    made: dict[str, Path] = {}
+
+    def copy(crash: str, home: Path) -> None:
+        if crash not in made:
+            template = world["root"] / "killed" / crash.replace(":", "_").replace("@", "_at_")
+            shutil.copytree(world["base"], template)
+            done = freshness_cycle(template, crash)
+            assert done.returncode == -9, (done.returncode, done.stderr[-2000:])
+            made[crash] = template
+        shutil.copytree(made[crash], home)
+
+    return copy
+
+
 def all_tables_read(wh: Warehouse) -> None:
     for table in tables.SCHEMAS:
         wh.read(table)
@@ -109,11 +129,9 @@ def state_frame(wh: Warehouse) -> pl.DataFrame:
 
 
 @pytest.mark.parametrize("crash", SCENARIOS)
-def test_kill_9_then_resume_equals_a_clean_cycle(world, crash):
+def test_kill_9_then_resume_equals_a_clean_cycle(world, killed, crash):
     home = world["root"] / crash.replace(":", "_").replace("@", "_at_")
-    shutil.copytree(world["base"], home)
-    killed = freshness_cycle(home, crash)
-    assert killed.returncode == -9, (killed.returncode, killed.stderr[-2000:])
+    killed(crash, home)
     wh = Warehouse(home)
     all_tables_read(wh)
 
@@ -152,16 +170,14 @@ def test_kill_9_then_resume_equals_a_clean_cycle(world, crash):
     )
 
 
-def test_the_cycle_after_one_killed_before_its_state_records_each_change_once(world):
+def test_the_cycle_after_one_killed_before_its_state_records_each_change_once(world, killed):
     """Killed after its fetches were written and before url_state took them in, a cycle left
     rows the next cycle (a later time: the next tick) knew nothing of: it fetched the pages
     again and `changes`, exports and notifications got every change twice, the metrics its
     requests twice (found by an exploratory run: 20 changes counted 40 times). They are taken
     back; the next cycle's rows are the only ones."""
     home = world["root"] / "killed-then-next"
-    shutil.copytree(world["base"], home)
-    killed = freshness_cycle(home, "asset:url_state:start")
-    assert killed.returncode == -9, killed.stderr[-2000:]
+    killed("asset:url_state:start", home)
     wh = Warehouse(home)
     assert wh.read("fetch_log").filter(pl.col("fetched_at") == T1).height > 0  # left behind
     later = T1 + timedelta(hours=6)
