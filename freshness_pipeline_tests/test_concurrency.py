@@ -4,9 +4,11 @@ SIGKILL leaves no stale lock behind."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -64,13 +66,22 @@ time.sleep(120)
 """
 
 
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory) -> Path:
+    """A home seeded through the CLI with two pages of one host, once for the module: each test
+    works on a copy of it (a home's copy is a home)."""
+    home = tmp_path_factory.mktemp("seeded") / "home"
+    seeds = home.parent / "seeds.txt"
+    seeds.write_text("https://a.example/\nhttps://a.example/2\n")
+    assert run_freshness("seed", str(seeds), home=home).returncode == 0
+    return home
+
+
 @pytest.mark.parametrize("mode", ["ro", "rw"])
-def test_a_users_duckdb_session_does_not_fail_the_cycle(tmp_path, mode):
+def test_a_users_duckdb_session_does_not_fail_the_cycle(tmp_path, seeded, mode):
     """A user querying freshness.duckdb (read-only or read-write) while cycles run: the cycle
     completes, and where the views needed refreshing it says so instead of failing."""
-    seeds = tmp_path / "seeds.txt"
-    seeds.write_text("https://a.example/\nhttps://a.example/2\n")
-    assert run_freshness("seed", str(seeds), home=tmp_path).returncode == 0
+    shutil.copytree(seeded, tmp_path, dirs_exist_ok=True)
     session = subprocess.Popen(
         [sys.executable, "-c", USER_SESSION, str(tmp_path / "freshness.duckdb"), mode],
         stdout=subprocess.PIPE,
