@@ -56,6 +56,7 @@ from datetime import datetime
 
 import polars as pl
 
+from freshness_pipeline.science.gains import capture_gain
 from freshness_pipeline.science.timecols import duration_days, utc_column, utc_literal
 
 __all__ = [
@@ -378,7 +379,7 @@ def changed_hint_odds(likelihood: pl.Expr, rate: pl.Expr, age_days: pl.Expr) -> 
     thought quiet, nothing added where the model was already sure. A freshness index grows more
     slowly than the chance of a change, so the grown gain stays below that of a page known to
     have changed. Without a likelihood the gain is left as it was."""
-    changed = 1.0 - (-rate * age_days.clip(lower_bound=0.0)).exp()
+    changed = capture_gain(rate, age_days)
     odds = likelihood / (likelihood * changed + 1.0 - changed)
     return odds.fill_nan(1.0).fill_null(1.0).clip(lower_bound=1.0)
 
@@ -394,6 +395,6 @@ def unchanged_hint_odds(recall: pl.Expr, rate: pl.Expr, age_days: pl.Expr) -> pl
     fetches could say so (found by an exploratory run). Without a recall (an older plan's
     inputs), the hint is taken at its word: nothing is left."""
     miss = (1.0 - recall).clip(0.0, 1.0)
-    changed = 1.0 - (-rate * age_days.clip(lower_bound=0.0)).exp()
+    changed = capture_gain(rate, age_days)
     odds = miss / (miss * changed + 1.0 - changed)
     return pl.when(changed < 1.0).then(odds).otherwise(1.0).fill_null(0.0).fill_nan(0.0)
