@@ -135,7 +135,7 @@ import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, TypeGuard, get_args
 
 import polars as pl
 
@@ -478,12 +478,7 @@ def _class_rule(
                 f"{error} (Rust regex syntax: no look-around, no backreferences)"
             )
     value = settings.get("value")
-    if value is not None and (
-        not isinstance(value, int | float)
-        or isinstance(value, bool)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
+    if value is not None and not _is_positive_number(value):
         raise ConfigError(f"{where}.value must be a positive number, not {value!r}")
     return tuple(dict.fromkeys(patterns)), None if value is None else float(value)
 
@@ -500,13 +495,15 @@ def _regex_error(pattern: str) -> str | None:
     return None
 
 
+def _is_positive_number(value: object) -> TypeGuard[int | float]:
+    """A TOML integer or float above 0 and finite (a boolean is no number here)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    return math.isfinite(value) and value > 0
+
+
 def _days(value: object, where: str) -> float:
-    if (
-        not isinstance(value, int | float)
-        or isinstance(value, bool)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
+    if not _is_positive_number(value):
         raise ConfigError(f"{where} must be a positive number of days, not {value!r}")
     return float(value)
 
@@ -591,8 +588,7 @@ def _credits(section: object, path: Path) -> dict[str, float]:
         raise ConfigError(f"{path}: [planning.credits] must be a table of URL class = credits")
     credits: dict[str, float] = {}
     for url_class, value in section.items():
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if not ok or not math.isfinite(value) or value <= 0:
+        if not _is_positive_number(value):
             raise ConfigError(
                 f"{path}: planning.credits.{url_class} must be a positive number, not {value!r}"
             )
