@@ -149,10 +149,9 @@ def merge_state(
     observed = fresh_fetch & outcome.is_in(OBSERVED) & pl.col("last_seen_at").is_not_null()
     interval = duration_days(pl.col("r_at") - pl.col("last_seen_at"))
     # A candidate's class is this cycle's word, none included: the plan fetched the page as
-    # that class. A URL a class's match pattern no longer finds kept the class here while it
-    # was extracted as no class (and retention, and what a redirect's target inherits, went
-    # by the old one).
-    # A URL no longer among the candidates keeps what it had.
+    # that class, and a URL a narrowed match pattern no longer finds must not keep the old
+    # one for retention and redirect targets. A URL no longer among the candidates keeps
+    # what it had.
     candidate = pl.col("c_host").is_not_null()
     return merged.with_columns(
         host=pl.coalesce("host", "c_host"),
@@ -524,11 +523,8 @@ def content_duplicates() -> pl.Expr:
         & pl.col("canonical").is_in(
             pl.col("url").filter(live & pl.col("canonical").is_null()).implode()
         )
-        & (url_path(pl.col("canonical")) == url_path(pl.col("url")))
-        & (
-            pl.col("canonical").str.extract(r"^([^/]*//[^/?#]*)")
-            == pl.col("url").str.extract(r"^([^/]*//[^/?#]*)")
-        )
+        # the same scheme, host and path: all that is before the query
+        & (_before_query(pl.col("canonical")) == _before_query(pl.col("url")))
     )
     return (
         pl.when(same & shared & (first != pl.col("url")))
@@ -536,6 +532,10 @@ def content_duplicates() -> pl.Expr:
         .when(variant.fill_null(False))
         .then("canonical")
     )
+
+
+def _before_query(url: pl.Expr) -> pl.Expr:
+    return url.str.replace(r"[?#].*$", "")
 
 
 def lastmod_grades(merged: pl.DataFrame) -> pl.DataFrame:
