@@ -232,11 +232,7 @@ def results_frame(
     forecast = pl.col("expected_change") if "expected_change" in plan.columns else pl.lit(None)
     if "hinted_change" in plan.columns:
         forecast = pl.when(~pl.col("hinted_change").fill_null(False)).then(forecast)
-    if {"first_seen_at", "version_observed_at"} <= set(plan.columns) and {
-        "location",
-        "http_status",
-        "error",
-    } <= set(frame.columns):
+    if {"first_seen_at", "version_observed_at"} <= set(plan.columns):
         # a permanent redirect to the home page or to a page known before: gone (soft 404)
         frame = soft_404_redirects(frame, plan)
     planned = plan.select(
