@@ -910,6 +910,22 @@ def test_only_pages_found_after_the_first_read_of_their_host_are_new_publication
     )
     got = frame.select(published_since_first_read())["discovered"].to_list()
     assert got == [False, False, False, False, True, True, False, True, False]
+    # and it is what the plan's inputs call discovered
+    from freshness_pipeline.stages.plan import plan_inputs
+    from freshness_pipeline.warehouse import tables
+
+    cands = tables.conform(
+        "url_candidates",
+        frame.with_columns(
+            url=pl.format("http://{}.example/{}", "host", pl.int_range(pl.len())),
+            allowed=pl.lit(True),
+        ),
+    )
+    capacity = pl.DataFrame(
+        {"host": ["a", "b"], "capacity": [10, 10], "cost_multiplier": [1.0, 1.0]}
+    ).with_columns(crawl_delay=pl.lit(None, dtype=pl.Float64))
+    inputs = plan_inputs(cands, tables.empty("url_state"), capacity)
+    assert inputs["discovered"].to_list() == got
 
 
 def test_pages_a_sitemap_stopped_listing_are_checked_first_within_their_share() -> None:
