@@ -47,6 +47,7 @@ from e2e_web.truth import DAY_S, Truth, build_truth  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "docs" / "e2e_quality.md"
 BUDGET_SHARE = 0.10
+CYCLE_HOURS = 6.0
 QUICK_SCALE = 0.2
 FULL_CYCLES = 40
 QUICK_CYCLES = 12
@@ -109,8 +110,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--quick", action="store_true", help="~600 pages, 12 cycles (a few minutes)"
     )
+    parser.add_argument("--cycles", type=int, default=None, help="cycles (default 40, quick 12)")
     parser.add_argument(
-        "--cycles", type=int, default=None, help="6-hour cycles (default 40, quick 12)"
+        "--cycle-hours",
+        type=float,
+        default=CYCLE_HOURS,
+        help=f"hours between cycles on the web's clock (default {CYCLE_HOURS:g})",
+    )
+    parser.add_argument(
+        "--budget-share",
+        type=float,
+        default=BUDGET_SHARE,
+        help=f"page fetches per cycle as a share of the starting pages (default {BUDGET_SHARE:g})",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the web's truth")
     parser.add_argument(
@@ -140,6 +151,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.cycles is not None and args.cycles < 2:
         parser.error("--cycles must be at least 2")
+    if not (math.isfinite(args.cycle_hours) and args.cycle_hours > 0):
+        parser.error("--cycle-hours must be a positive number")
+    if not (math.isfinite(args.budget_share) and 0 < args.budget_share <= 1):
+        parser.error("--budget-share must be in (0, 1]")
     return args
 
 
@@ -710,6 +725,12 @@ def command_line(args: argparse.Namespace, truth: Truth, commit: str, checkout: 
         + (" --quick" if args.quick else "")
         + (f" --cycles {truth.clock.cycles}" if truth.clock.cycles != default_cycles else "")
         + (f" --seed {truth.seed}" if truth.seed else "")
+        + (
+            f" --cycle-hours {truth.clock.cycle_s / 3600:g}"
+            if truth.clock.cycle_s != CYCLE_HOURS * 3600
+            else ""
+        )
+        + (f" --budget-share {args.budget_share:g}" if args.budget_share != BUDGET_SHARE else "")
         + binary
     )
 
@@ -758,7 +779,7 @@ def render(
         f"{truth.events.filter(pl.col('t_s') >= 0).height} change events during the run; seed {truth.seed}",
         f"- {clock.cycles} cycles of {clock.cycle_s / 3600:g} h from {clock.iso(0)} "
         f"({clock.horizon_s / DAY_S:g} days), budget {m.budget} page fetches per cycle "
-        f"({BUDGET_SHARE:.0%} of the starting pages); second half = cycles {half}-{clock.cycles - 1}",
+        f"({args.budget_share:.0%} of the starting pages); second half = cycles {half}-{clock.cycles - 1}",
         "",
         "## Freshness",
         "",
@@ -1134,6 +1155,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.rescore is not None:
         record, host_keys, log, meta = load_run(args.rescore)
         args.quick, args.cycles, args.seed = meta["quick"], meta["cycles"], meta["seed"]
+        # runs saved before these options existed had the defaults
+        args.cycle_hours = meta.get("cycle_hours", CYCLE_HOURS)
+        args.budget_share = meta.get("budget_share", BUDGET_SHARE)
         args.freshness_bin = Path(meta["freshness_bin"])
         commit, checkout = meta["commit"], meta["checkout"]
         timings["run"] = meta.get("run_wall_s", math.nan)
@@ -1143,16 +1167,17 @@ def main(argv: list[str] | None = None) -> int:
     cycles = args.cycles or (QUICK_CYCLES if args.quick else FULL_CYCLES)
     out_path: Path | None
     if args.out is None:
-        out_path = None if args.quick or args.cycles or args.rescore else DEFAULT_OUT
+        other_web = args.cycle_hours != CYCLE_HOURS or args.budget_share != BUDGET_SHARE
+        out_path = None if args.quick or args.cycles or args.rescore or other_web else DEFAULT_OUT
     else:
         out_path = Path(args.out) if args.out else None
     print(f"product: {commit} ({checkout}) via {args.freshness_bin}", flush=True)
 
     t = time.perf_counter()
-    truth = build_truth(hosts, seed=args.seed, cycles=cycles)
+    truth = build_truth(hosts, seed=args.seed, cycles=cycles, cycle_s=args.cycle_hours * 3600)
     timings["truth"] = time.perf_counter() - t
     n_initial = int(truth.pages["initial"].sum())
-    budget = max(1, round(BUDGET_SHARE * n_initial))
+    budget = max(1, round(args.budget_share * n_initial))
     print(
         f"web: {len(hosts)} hosts, {n_initial} starting pages, {truth.pages.height - n_initial} new, "
         f"{cycles} cycles, budget {budget}",
@@ -1186,6 +1211,8 @@ def main(argv: list[str] | None = None) -> int:
                 "quick": args.quick,
                 "cycles": cycles,
                 "seed": args.seed,
+                "cycle_hours": args.cycle_hours,
+                "budget_share": args.budget_share,
                 "commit": commit,
                 "checkout": checkout,
                 "freshness_bin": str(args.freshness_bin),
@@ -1198,8 +1225,9 @@ def main(argv: list[str] | None = None) -> int:
     earlier = None
     if args.before is not None:
         old_record, old_keys, old_log, old_meta = load_run(args.before)
-        same = ("quick", "cycles", "seed")
-        if any(old_meta[k] != (meta[k] if meta else getattr(args, k)) for k in same):
+        same = ("quick", "cycles", "seed", "cycle_hours", "budget_share")
+        defaults = {"cycle_hours": CYCLE_HOURS, "budget_share": BUDGET_SHARE}
+        if any(old_meta.get(k, defaults.get(k)) != meta.get(k, getattr(args, k)) for k in same):
             raise SystemExit(f"--before {args.before}: a run on another web ({old_meta})")
         earlier = (
             measure(truth, budget, old_keys, old_log, old_record, runs),
