@@ -29,9 +29,13 @@ def _page(title: str) -> web.Response:
     return web.Response(text=body + "</body></html>", content_type="text/html")
 
 
+@pytest.mark.parametrize("seeded_at", [T0, T0 + 300 * DAY], ids=["on-its-clock", "seeded-later"])
 def test_a_redirect_to_a_known_page_or_the_home_page_is_gone_and_a_move_is_not(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seeded_at: datetime
 ) -> None:
+    """``seeded-later``: the seeds loaded at a wall clock after the crawl's own (cycles dated
+    before the seeding, as a backfill or a simulation runs them): they are first seen at the
+    first cycle, not after their own fetches, and the category is still a page known before."""
     monkeypatch.setenv("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
     redirects: dict[str, tuple[int, str]] = {}
 
@@ -47,7 +51,7 @@ def test_a_redirect_to_a_known_page_or_the_home_page_is_gone_and_a_move_is_not(
     with serve_on_loopback(handle) as base:
         paths = ["/", "/c/lamps", "/p/lamp", "/p/desk", "/p/vase", "/p/pen"]
         seeds = "url\n" + "".join(f"{base}{p}\n" for p in paths)
-        load_seeds(home, seeds.encode(), added_at=T0)
+        load_seeds(home, seeds.encode(), added_at=seeded_at)
         run_cycles(home, T0, 1, every=DAY)
         redirects.update(
             {
@@ -76,6 +80,7 @@ def test_a_redirect_to_a_known_page_or_the_home_page_is_gone_and_a_move_is_not(
     assert state["/p/vase"]["status"] == "gone"
     assert state["/p/desk"]["status"] == "active"
     assert state["/p/desk"]["redirect_to"] == f"{base}/p/desk-2"
+    assert all(state[p]["first_seen_at"] == T0 for p in paths)
     # the category is not taken for where the dead product went: it keeps its own record
     inventory = wh.read("url_inventory")
     pointed = inventory.filter(pl.col("source") == "redirect")["url"].to_list()

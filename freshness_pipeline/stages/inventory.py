@@ -75,9 +75,16 @@ LASTMOD_AHEAD = timedelta(days=1)
 def merge_inventory(previous: pl.DataFrame, found: pl.DataFrame, now: datetime) -> pl.DataFrame:
     """Union by (url, source): the first sighting and the newest lastmod (none in the future:
     :data:`LASTMOD_AHEAD`), value and class win. The newest rather than the latest, so that a
-    URL two sitemaps list with different dates, read in different cycles, keeps one date."""
+    URL two sitemaps list with different dates, read in different cycles, keeps one date.
+
+    A URL is seen no later than the cycle that sees it: a seed's first sighting is when it was
+    added, which is the wall clock unless ``freshness seed --now`` said otherwise, and a crawl
+    run on its own clock (backfills, simulations: cycles dated before the seeding) had seeds
+    first seen after their first fetch, which the rules that compare when pages appeared
+    (science.redirects) then misread."""
+    at = pl.lit(now).cast(tables.UTC_TIME)
     found = tables.conform("url_inventory", found).with_columns(
-        pl.coalesce("first_seen_at", pl.lit(now)).alias("first_seen_at"),
+        pl.min_horizontal(pl.coalesce("first_seen_at", at), at).alias("first_seen_at"),
         pl.lit(now).cast(tables.UTC_TIME).alias("last_seen_at"),
     )
     both = pl.concat([tables.conform("url_inventory", previous), found], how="vertical_relaxed")
