@@ -468,7 +468,9 @@ def test_export_errors_exit_2_naming_the_problem(copy, tmp_path):
 @pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
 def test_a_reader_that_stops_early_ends_the_export_quietly(copy, fmt):
     """`freshness export ... | head`: the reader goes away (here before the first byte); polars'
-    writers say so with a plain OSError, which once printed "export failed: Broken pipe"."""
+    writers say so with a plain OSError, which once printed "export failed: Broken pipe", and
+    then exited 1, which a harness under pipefail read as a failed export (a contract audit):
+    the reader has what it asked for."""
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
@@ -483,7 +485,7 @@ def test_a_reader_that_stops_early_ends_the_export_quietly(copy, fmt):
         )
     finally:
         os.close(write_end)
-    assert done.returncode == 1
+    assert done.returncode == 0
     assert done.stderr == "", done.stderr  # nothing to report: the reader asked for no more
 
 

@@ -270,3 +270,27 @@ def test_a_report_query_meeting_a_file_being_replaced_is_asked_again(tmp_path):
     assert len(answers) > 50
     for answer in answers:
         assert (answer["n"] == answer["total"]).all(), answer
+
+
+def test_a_reader_that_stops_early_ends_the_report_quietly(home):
+    """`freshness report | head -1`: rich's console exited 1 when the reader went away, which
+    a caller under pipefail read as a failed report (a contract audit); the reader has what it
+    asked for."""
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "freshness_pipeline.app.cli", "report", "--home", str(home)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (0, "")

@@ -55,10 +55,22 @@ def _command(fn: Callable[..., None]) -> Callable[..., None]:
     return command
 
 
-console = Console()
+class _Output(Console):
+    """stdout that a reader may stop reading (``freshness report | head``): rich's default
+    exits 1 there, which a command's caller reads as a failure, and a cycle piped into
+    ``head`` stopped mid-run. What is left to print goes nowhere and the command carries on
+    to its own exit status."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+console = _Output()
 errors = Console(stderr=True, soft_wrap=True)  # one message, one line: easy to grep
 # Reports are wide tables; piped output (CI logs, files) should not squeeze their headers.
-wide = Console(width=None if console.is_terminal else 220)
+wide = _Output(width=None if console.is_terminal else 220)
 
 # EX_TEMPFAIL: the home is busy with another cycle; trying again later will work.
 BUSY_EXIT = 75
@@ -588,10 +600,11 @@ def export(
         raise typer.Exit(1) from exc
     except OSError as exc:
         if target is None and broken_pipe(exc):
-            # the reader stopped early (`| head`): nothing to report, and nothing more to write
+            # the reader stopped early (`| head`): it has what it asked for, nothing more to
+            # write and nothing failed (exit 1 read as a failed export under pipefail)
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
-            raise typer.Exit(1) from None
+            raise typer.Exit(0) from None
         errors.print(
             f"[red]export failed:[/] {escape(str(exc.strerror or exc))}"
             + (f" ({escape(str(exc.filename))})" if exc.filename else "")
