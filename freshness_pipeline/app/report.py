@@ -181,7 +181,8 @@ def fitted_tables(frame: pl.DataFrame, title: str, width: int) -> list[Table]:
 #: checks that every column the report shows is here).
 COLUMN_LEGEND: dict[str, str] = {
     "urls": "URLs in the state",
-    "active / new / gone / blocked / error": "URLs by status (new: not fetched yet)",
+    "active / new / gone / blocked / error": "URLs by status (new: never answered yet, not "
+    "fetched or every fetch so far failed or was throttled; error: 3 failed fetches in a row)",
     "median_rate_per_day": "median change rate (changes/day) of the active pages fetched at "
     "least twice (pages seen once carry their class's prior)",
     "expected_age_h": "value-weighted expected hours our copies (the active pages) have been "
