@@ -65,3 +65,19 @@ def test_a_cycle_dated_far_ahead_of_the_clock_is_said_and_still_runs(tmp_path: P
     soon = (datetime.now(UTC) + timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M:%SZ")
     again = run_freshness("cycle", "--now", soon, "--dry-run", home=home)
     assert "machine's clock" not in again.stderr
+
+
+def test_a_seeded_home_before_its_first_cycle_is_told_as_it_is(tmp_path: Path) -> None:
+    """A contract audit: on a home seeded but not yet crawled, `reextract` said there was no
+    warehouse (exit 2; during the first cycle too, where a busy home is 75) and `diff` of a
+    seeded URL that it is not a URL the home crawls."""
+    home, seeds = _seeded(tmp_path, "http://127.0.0.1:9/a")
+    assert run_freshness("seed", str(seeds), home=home).returncode == 0
+    done = run_freshness("reextract", home=home)
+    assert done.returncode == 0, done.stderr
+    assert "re-extracted 0 pages on 0 hosts" in " ".join(done.stdout.split())
+    done = run_freshness("diff", "http://127.0.0.1:9/a", home=home)
+    assert done.returncode == 2
+    assert "it is seeded, and no cycle has fetched it yet" in " ".join(done.stderr.split())
+    done = run_freshness("reextract", home=tmp_path / "nowhere")
+    assert done.returncode == 2 and "no warehouse in" in done.stderr

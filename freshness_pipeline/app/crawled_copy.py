@@ -216,6 +216,15 @@ def _why_no_version(wh: Warehouse, url: str, host: str) -> str:
             if outcome == "redirect" and moved_to:
                 why += f": it redirects to {moved_to} (try that URL)"
             return why
+    seeds = [str(f) for f in wh.files("seeds", [host])]
+    if seeds:
+        with _duckdb() as con:
+            seeded = con.execute(
+                "SELECT 1 FROM read_parquet($files, union_by_name = true) WHERE url = $url LIMIT 1",
+                {"files": seeds, "url": url},
+            ).fetchone()
+        if seeded is not None:
+            return "it is seeded, and no cycle has fetched it yet (run `freshness cycle`)"
     return "it is not a URL this home crawls (see url_state for the URLs it does)"
 
 

@@ -85,7 +85,7 @@ def reextract(
     body, under the home's writer lock. Raises ReextractInputError for bad input, HomeBusy when
     a cycle or seed load holds the home."""
     wh = Warehouse(home)
-    if not wh.hosts_in("url_state"):
+    if not wh.root.exists():
         raise ReextractInputError(
             f"no warehouse in {wh.home}: run `freshness seed` and `freshness cycle` first"
         )
@@ -96,6 +96,10 @@ def reextract(
     if url_class is not None:
         _check_class(wh, url_class, set(config.class_extraction))
     with wh.exclusive("reextract"):
+        # A seeded home whose first cycle has not ended has nothing to re-extract; it was
+        # told it had no warehouse, and during that first cycle exit 2 where a busy home is 75.
+        if not wh.hosts_in("url_state"):
+            return Reextracted(0, 0, {})
         wh.sweep_temp_files()
         state = wh.read("url_state")
         current = config.version_expr()
@@ -146,6 +150,8 @@ def _check_class(wh: Warehouse, url_class: str, configured: set[str]) -> None:
         .select(pl.col("url_class").drop_nulls().unique())
         .collect()["url_class"]
         .to_list()
+        if files
+        else []
     )
     known = configured | set(crawled)
     if url_class not in known:
