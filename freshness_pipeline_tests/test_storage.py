@@ -269,6 +269,24 @@ def test_views_cover_all_tables_and_use_parameters(tmp_path):
     )
 
 
+def test_an_upgrade_that_adds_a_column_shows_it_on_a_home_made_before(tmp_path):
+    """The views take every column from each table's 0-row schema file, which was written
+    only when missing: on a home made before a column was added, all of whose files lack it,
+    the upgraded views had no such column and SQL naming it failed (a contract audit met it
+    as `freshness report` exiting 1)."""
+    wh = Warehouse(tmp_path)
+    assert wh.ensure_views() is None
+    older = tables.empty("url_state").drop("version_observed_at")
+    seed = wh.table_dir("url_state") / "host=%schema" / "data.parquet"
+    older.write_parquet(seed)
+    wh.partition_dir("url_state", "a.example").mkdir(parents=True)
+    state_rows("a.example", 2).write_parquet(wh.partition_file("url_state", "a.example"))
+    (wh.root / "_views.json").write_text("the signature of the release before")
+    assert wh.ensure_views() is None
+    rows = wh.query("SELECT url, version_observed_at FROM url_state ORDER BY url")
+    assert rows.height == 2 and rows["version_observed_at"].is_null().all()
+
+
 def test_views_refresh_reports_a_lock_held_by_another_process(tmp_path):
     wh = Warehouse(tmp_path)
     wh.ensure_views()

@@ -652,16 +652,21 @@ class Warehouse:
         """
         marker = self.root / "_views.json"
         signature = self._signature()
-        for table in tables.VIEW_TABLES:
-            seed = self.table_dir(table) / SCHEMA_DIR / "data.parquet"
-            if not seed.exists() or force:
-                self._atomic_write(tables.empty(table), seed)
-        if (
+        current = (
             not force
             and self.duckdb_path.exists()
             and marker.exists()
             and marker.read_text() == signature
-        ):
+        )
+        for table in tables.VIEW_TABLES:
+            # The 0-row file is what gives a view every column of its table's schema: an
+            # upgrade that adds a column rewrites it, or on a home made before, whose files
+            # all lack the column, the view had none, and SQL naming it failed (a column
+            # the metric views read failed `freshness report`).
+            seed = self.table_dir(table) / SCHEMA_DIR / "data.parquet"
+            if not seed.exists() or not current:
+                self._atomic_write(tables.empty(table), seed)
+        if current:
             return None
         try:
             con = duckdb.connect(str(self.duckdb_path))
