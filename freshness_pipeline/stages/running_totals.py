@@ -46,7 +46,9 @@ def validator_memory(
     missing = _missing(wh, "validator_evidence", hosts)
     if not missing:
         return evidence, latest
-    history = wh.read_fetch_log(missing, now - VALIDATOR_HISTORY).filter(pl.col("fetched_at") < now)
+    history = wh.read_fetch_log(missing, now - VALIDATOR_HISTORY).filter(
+        (pl.col("fetched_at") < now) & pl.col("hop").is_null()  # a page's answers, as live
+    )
     counts = validator_counts(history, by=("host", "fetched_at"))
     return (
         pl.concat([evidence, _per_cycle(counts, "validator_evidence")]),
@@ -79,11 +81,16 @@ def remember_cycle(
     memory: tuple[pl.DataFrame, pl.DataFrame],
     sent: pl.DataFrame,
     classes: pl.DataFrame,
+    *,
+    hops: pl.DataFrame | None = None,
 ) -> None:
     """Add the cycle's ``sent`` requests (fetch_results rows) to the totals and write back
     the hosts whose totals moved: those with requests, those without a file yet, and for the
     validator evidence those whose oldest cycles left its window. ``memory``: :func:`validator_memory` before
-    the fetch; ``classes``: each URL's url_class (the plan)."""
+    the fetch; ``classes``: each URL's url_class (the plan). ``hops``: the redirects fetches
+    followed to other spellings of their pages (fetch_log rows with a ``hop``): requests in
+    the totals, but no answer to a validator (a redirected conditional GET says nothing of
+    whether the page's validators work)."""
     evidence, latest = remember_requests(*memory, sent, now, VALIDATOR_HISTORY)
     active = set(sent["host"].to_list())
     since = now - VALIDATOR_HISTORY
@@ -96,7 +103,12 @@ def remember_cycle(
     # lifetime totals: only a host with requests (or without a file yet) has anything to add
     moved = active | set(_missing(wh, "fetch_totals", hosts))
     written = [h for h in hosts if h in moved]
-    classed = sent.join(classes.select("url", "url_class").unique("url"), on="url", how="left")
+    every = (
+        sent
+        if hops is None or hops.is_empty()
+        else pl.concat([tables.conform("fetch_log", sent), hops], how="vertical_relaxed")
+    )
+    classed = every.join(classes.select("url", "url_class").unique("url"), on="url", how="left")
     totals = remember_fetches(fetch_memory(wh, written, classes), classed, now)
     _write(wh, "fetch_totals", written, totals)
 

@@ -233,6 +233,10 @@ FETCH_LOG: Schema = {
     "warc_offset": pl.Int64,
     "warc_length": pl.Int64,
     "payload_digest": pl.String,
+    # a redirect the fetch followed to another spelling of the page (a session or tracking
+    # parameter added): its place among the fetch's requests, 1 for the first; null for the
+    # fetch's last answer, the one fetch_results and url_state keep
+    "hop": pl.Int64,
 }
 
 #: url_state.status, in the order the metric views and `freshness hosts` count them

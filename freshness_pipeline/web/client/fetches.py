@@ -121,6 +121,10 @@ class FetchResult:
     title: str | None = None
     text: str | None = None
     fields: str | None = None  # JSON object
+    # The answers before this one, in order, when the fetch followed redirects to other
+    # spellings of the page (outcomes.fetch_one): each a request sent, so each a fetch_log row
+    # of its own; fetch_results and url_state read only the last answer.
+    hops: list[FetchResult] | None = None
 
     def keep_version(self, record: ContentRecord) -> None:
         """Take what a version worth keeping says (its title, text and fields as JSON), when

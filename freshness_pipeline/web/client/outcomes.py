@@ -86,12 +86,17 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
 
     result = fresh_result()
     t0 = time.perf_counter()
+    followed: list[FetchResult] = []
     token = CURRENT_ATTEMPT.set(attempt)
     try:
         sent_as = replace(req, url=req.request_url) if req.request_url else req
         for hop in range(_SAME_PAGE_HOPS + 1):
             if hop:
+                # each request its own row and duration (the gap between them is no one's)
+                result.duration_ms = (time.perf_counter() - t0) * 1000.0
+                followed.append(result)
                 await attempt.host.wait_for_gap()
+                t0 = time.perf_counter()
                 result = fresh_result()
             async with ctx.session.get(sent_as.url, headers=headers, allow_redirects=False) as resp:
                 # Latency as AutoThrottle measures it, request out to response headers in;
@@ -159,6 +164,8 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
     result.duration_ms = (time.perf_counter() - t0) * 1000.0
     if not result.sent:
         result.conditional, result.validator = False, None
+    if followed:
+        result.hops = followed
     return result
 
 
