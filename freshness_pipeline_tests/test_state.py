@@ -763,3 +763,41 @@ def test_the_plan_as_the_state_step_reads_it_keeps_the_sitemaps_hints(tmp_path):
         ("http://a.example/p", True, None, True),
         ("http://a.example/q", True, 0.5, None),
     ]
+
+
+def test_held_back_by_the_allow_list_keeps_each_status_and_a_gone_page_stays_gone():
+    """A cycle run without FRESHNESS_ALLOW_NETWORKS made every URL 'blocked', and once
+    unblocked its gone pages came back 'active' (a contract audit). The allow-list is this
+    machine's, not the site's word: statuses stay. A robots.txt that shuts the site out is
+    the site's: 'blocked', and a page gone before is gone again after."""
+    live, dead = "http://a.example/live", "http://a.example/dead"
+    state = step(
+        tables.empty("url_state"),
+        candidates(live, dead),
+        results(
+            [
+                {
+                    "url": live,
+                    "fetched_at": T0,
+                    "outcome": "new",
+                    "http_status": 200,
+                    "fingerprint": "l",
+                },
+                {"url": dead, "fetched_at": T0, "outcome": "gone", "http_status": 404},
+            ]
+        ),
+        T0,
+    )
+    assert dict(state.select("url", "status").rows()) == {live: "active", dead: "gone"}
+
+    def refused(reason: str) -> pl.DataFrame:
+        return candidates(live, dead, blocked=(live, dead)).with_columns(
+            blocked_reason=pl.lit(reason)
+        )
+
+    held = step(state, refused("address not allowed (FRESHNESS_ALLOW_NETWORKS)"), results([]), T1)
+    assert dict(held.select("url", "status").rows()) == {live: "active", dead: "gone"}
+    shut = step(held, refused("robots.txt answered HTTP 503"), results([]), T1 + timedelta(hours=6))
+    assert set(shut["status"]) == {"blocked"}
+    back = step(shut, candidates(live, dead), results([]), T1 + timedelta(hours=12))
+    assert dict(back.select("url", "status").rows()) == {live: "active", dead: "gone"}

@@ -66,7 +66,7 @@ from freshness_pipeline.web.client import (
 )
 from freshness_pipeline.web.discovery import RECORD_COLUMNS, record_from_row
 from freshness_pipeline.web.netguard import ALLOW_ENV, IPNetwork
-from freshness_pipeline.web.robots import RobotsPolicy, robots_policy
+from freshness_pipeline.web.robots import ALLOW_LIST_REASON, RobotsPolicy, robots_policy
 from freshness_pipeline.web.throttle import Throttles
 
 _PACE = {"host_gap_s": pl.Float64, "host_concurrency": pl.Int64}
@@ -79,7 +79,7 @@ def held_back_reasons(results: pl.DataFrame) -> dict[str, int]:
     error = pl.col("error").fill_null("")
     reason = (
         pl.when(pl.col("outcome") == "blocked")
-        .then(pl.lit(f"address not allowed ({ALLOW_ENV})"))
+        .then(pl.lit(f"{ALLOW_LIST_REASON} ({ALLOW_ENV})"))
         .when(error == TIME_LIMIT_REASON)
         .then(pl.lit("cycle time limit"))
         .when(error.str.starts_with("host throttled"))

@@ -38,6 +38,7 @@ from freshness_pipeline.science.schedule import (
 )
 from freshness_pipeline.science.timecols import DAY_US, duration_days
 from freshness_pipeline.warehouse import tables
+from freshness_pipeline.web.robots import ALLOW_LIST_REASON
 
 OBSERVED = ["not_modified", "unchanged", "changed"]
 
@@ -62,6 +63,7 @@ _CANDIDATE_ALIASES = {
     "allowed": "c_allowed",
     "lastmod": "c_lastmod",
     "listed_in": "c_listed_in",
+    "blocked_reason": "c_blocked_reason",
 }
 #: what merge_state takes of this cycle's sent results, under the names it joins them by
 _RESULT_ALIASES = {
@@ -86,8 +88,9 @@ def merge_state(
 ) -> pl.DataFrame:
     """Previous state + new candidates + this cycle's sent results, before re-estimation."""
     prev = tables.conform("url_state", previous)
-    if "listed_in" not in candidates.columns:  # a caller that lists no files
-        candidates = candidates.with_columns(listed_in=pl.lit(None, dtype=pl.String))
+    for name in ("listed_in", "blocked_reason"):  # a caller that lists no files or reasons
+        if name not in candidates.columns:
+            candidates = candidates.with_columns(pl.lit(None, dtype=pl.String).alias(name))
     cand = candidates.select("url", *_CANDIDATE_ALIASES).rename(_CANDIDATE_ALIASES)
     # a results frame from before a column existed has it as nulls (conform)
     sent = (
@@ -120,8 +123,14 @@ def merge_state(
     # clear (the host's pace and hold answer them).
     slowed = (outcome == "error") & asks_to_slow_down(pl.col("r_status"), pl.col("r_retry_after"))
     is_error = ((outcome == "error") & ~slowed) | pl.col("_loop")
+    # Held back by this machine's network allow-list (FRESHNESS_ALLOW_NETWORKS unset for a
+    # cycle) is no word of the site's: every page kept what it was, where a cycle run so
+    # made each one 'blocked', and its gone pages came back 'active' (a contract audit).
+    held_back = pl.col("c_blocked_reason").str.starts_with(ALLOW_LIST_REASON).fill_null(False)
     new_status = (
-        pl.when(pl.col("c_allowed").fill_null(True).not_())
+        pl.when(held_back)
+        .then(pl.col("status").fill_null("new"))
+        .when(pl.col("c_allowed").fill_null(True).not_())
         .then(pl.lit("blocked"))
         .when(fresh_fetch & (outcome == "gone"))
         .then(pl.lit("gone"))
@@ -140,7 +149,10 @@ def merge_state(
         .then(pl.lit("active"))
         .when(pl.col("status") == "blocked")
         .then(
-            pl.when(pl.col("last_seen_at").is_null())
+            # a page gone when robots.txt shut it out is still gone when it lets it in
+            pl.when(pl.col("last_outcome") == "gone")
+            .then(pl.lit("gone"))
+            .when(pl.col("last_seen_at").is_null())
             .then(pl.lit("new"))
             .otherwise(pl.lit("active"))
         )
@@ -589,6 +601,7 @@ CANDIDATE_COLUMNS = (
     "allowed",
     "lastmod",
     "listed_in",
+    "blocked_reason",
 )
 #: what it reads of this cycle's fetch_results (merge_state, and the run's metadata)
 RESULT_COLUMNS = (

@@ -30,6 +30,7 @@ from freshness_pipeline.web.netguard import (
 )
 
 __all__ = [
+    "ALLOW_LIST_REASON",
     "MAX_REDIRECTS",
     "PRODUCT_TOKEN",
     "ROBOTS_ERROR_TTL",
@@ -278,6 +279,11 @@ def _by_product_token(body: str) -> str:
     return _USER_AGENT_LINE.sub(token, body)
 
 
+#: how a refusal by the network allow-list begins, where a URL's reason is given: the site
+#: said nothing, so url_state keeps what the URL was (stages.state)
+ALLOW_LIST_REASON = "address not allowed"
+
+
 def refusal_reason(policy: RobotsPolicy) -> str:
     """Why ``policy`` refuses a URL, in the words a user can act on: the robots.txt rules, or
     the robots.txt fetch that could not be made (the network allow-list refused the address,
@@ -286,7 +292,7 @@ def refusal_reason(policy: RobotsPolicy) -> str:
         return "robots.txt disallows"
     record = policy.record
     if record is not None and refused_by_allow_list(record):
-        return f"address not allowed ({ALLOW_ENV})"
+        return f"{ALLOW_LIST_REASON} ({ALLOW_ENV})"
     if record is None or record.http_status is None:
         return "robots.txt unreachable"
     return f"robots.txt answered HTTP {record.http_status}"
