@@ -285,8 +285,8 @@ blobs after what it shows. Class and id words leave out build hashes (`svelte-9a
 Before that go: markup that is
 never visible text (scripts, styles, iframes, `<time>`, buttons, selects, dialogs); hidden
 elements (`hidden`, `aria-hidden=true`, `display:none`, `visibility:hidden`); elements whose
-class or id has an ad, sponsor, promo, banner, outbrain or taboola word, or a cookie or consent
-word, as a whole word or a part split at `-`, `_`, digits or camelCase humps (so `ad-slot`,
+class or id has an ad, sponsor, promo, banner, outbrain or taboola word, or a cookie, consent
+or gdpr word, as a whole word or a part split at `-`, `_`, digits or camelCase humps (so `ad-slot`,
 `top_ad`, `adContainer`, `div-gpt-ad-1` go and `header`, `shadow`, `download`, `loading`
 stay; a `promo-price` stays too); short counter elements (`view-count`, `share-count`; not
 `stock-count`: a class naming a price or stock is content); `rel=sponsored` links with the
@@ -300,13 +300,15 @@ heading ("Related articles", "Lesen Sie auch", "À lire aussi", "Te puede intere
 "Picked for you", "Customers who bought ...", "Recently viewed", ...) and the element after
 it; then nav, aside, page-level header and footer, the ARIA roles
 navigation, banner, contentinfo, complementary, search, dialog, timer and marquee, and forms
-that do not wrap the page. None of the class, attribute or label rules removes an element that
+that do not wrap the page (an add-to-cart form stays: a shop's product and price are in it). None of the class, attribute or label rules removes an element that
 holds the main content, an `<h1>`, or half the body's text (a `<body class="ads-enabled">`, a
 wrapper made `aria-hidden` while a pop-up shows). Configured selectors win over all of it: a
 selected element counts wherever it is, and only what the rules drop inside it goes.
 
 Then tokens (`normalize_content`), in the major languages of the web: the text is composed
-(Unicode NFC) first, so the same words served decomposed are the same. Dropped: dates (ISO,
+(Unicode NFC) first, so the same words served decomposed are the same, and each line's white
+space (`&nbsp;`, runs of spaces) is one space, a line break before a number joining it to the
+words before ("June\n30, 2015" is a date however the server wraps it). Dropped: dates (ISO,
 numeric when they are plausible dates, day or month first, with weekday, month names and
 abbreviations in English, German, French, Spanish, Italian, Portuguese, Dutch, Polish, Russian,
 Ukrainian, Arabic and Thai, CJK and Korean forms, "today" and "yesterday" before a time),
@@ -314,13 +316,15 @@ clock times (an hour of 0-23: "14:03", "14.03 Uhr", "14h03", "14時03分", "오�
 zones, relative times ("5 minutes ago", "an hour ago", "5m ago", "just now", "vor 5 Minuten",
 "il y a 5 min", "5 ore fa", "3 часа назад", "3時間前", "3小时前", "3시간 전", "منذ 3 ساعات"),
 counters ("1.2K views", "34 comments", "Views: 1234", "1.234 Aufrufe", "Просмотров: 1234",
-"阅读 1234", "조회 1234") and visitor counters in the words such counters use ("You are
+"阅读 1234", "조회 1234", "Shares: 1841", "Comments (12)", "评论(12)", "浏览次数：1234", "Read
+1,234 times", "52 people are reading this now") and visitor counters in the words such counters use ("You are
 visitor number 12359", "37 users online"), "N shares", a shop's urgency widgets ("12 sold
 in last 24 hours", "order within 2 hrs 13 mins"), a live blog's "3 new updates", "12 thoughts on"
 over comments, buttons showing a bare number (likes), how long the page took ("generated in
-0.44 seconds") and which machine served it ("served by node web5", "rendered on
+0.44 seconds", "Time: 0.12s", "23 queries") and which machine served it ("served by node web5", "rendered on
 app-03.example.net in 321 ms"), the year after "©" or "Copyright", UUIDs, hex identifiers of
-8+ characters mixing digits and letters, base64-like tokens of 16+ characters, and runs of 10+
+8+ characters mixing digits and letters (with the rest of a hyphenated id they are part of:
+"7f3a9c12-3d80"), base64-like tokens of 16+ characters, and runs of 10+
 digits (ids, epoch timestamps with their fraction, cache busters). In scripts written without
 spaces a number glued to a word still stands alone ("更新于14:03").
 Kept, because they are content: every other number, so prices ("$1,249.00", "1.234,56 €"),

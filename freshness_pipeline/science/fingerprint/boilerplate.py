@@ -101,7 +101,7 @@ _CANDIDATES = ",".join(
     [
         *(
             f'[{attr}*="{stem}" i]'
-            for stem in ("ad", "sponsor", "banner", "cookie", "consent")
+            for stem in ("ad", "sponsor", "banner", "cookie", "consent", "gdpr")
             for attr in ("class", "id")
         ),
         '[class*="promo" i]',
@@ -481,9 +481,27 @@ def _mark_chrome(tree: LexborHTMLParser, marker: _Marker) -> list[str]:
         if node.tag not in _PAGE_ROOTS and not _within(node, _holds_page_level):
             marker.mark(node)
     for node in forms:
-        if len(node_text(node)) * 2 < len(marker.body_text):
+        if len(node_text(node)) * 2 < len(marker.body_text) and not _buys(node):
             marker.mark(node)
     return [h for h in headlines if h]
+
+
+#: what the attributes of a shop's add-to-cart form say (osCommerce's cart_quantity with its
+#: action=add_product, Magento's product_addtocart_form, Shopify's /cart/add, WooCommerce's
+#: form.cart): the product it sells, its options and often its price are inside it
+_BUYING = re.compile(r"cart|basket|add_?product|buy|checkout", re.I)
+
+
+def _buys(form: LexborNode) -> bool:
+    """An add-to-cart form is the product, not the site's chrome: dropped like a search or
+    newsletter form, a shop's price and description inside it went with it, and every edit
+    of them was missed (found by a run over real pages the project had not seen)."""
+    attrs = form.attrs
+    return any(
+        _BUYING.search(value)
+        for value in (attrs.get(name) for name in ("action", "name", "id", "class"))
+        if value
+    )
 
 
 def _within(node: LexborNode, test: Callable[[LexborNode], bool]) -> bool:

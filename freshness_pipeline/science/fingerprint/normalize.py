@@ -29,7 +29,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from freshness_pipeline.science.fingerprint.whitespace import fold_spaces
+from freshness_pipeline.science.fingerprint.whitespace import fold_spaces, fold_within_lines
 
 __all__ = ["normalize_content"]
 
@@ -150,7 +150,10 @@ _COUNTED = (
     r"|reposts?|reactions?|upvotes?|replies|reply|visits|hits|aufrufe|kommentare|vues"
     r"|visualizaciones|(?:users?|visitors?|guests?|members?|people)\s+online"
     # "917 shares", "12 people are viewing this", "42 online" (not "3 online courses")
-    r"|shares?|(?:people|users|visitors|others|shoppers)\s+(?:are\s+)?(?:viewing|watching|looking)"
+    r"|shares?|(?:people|users|visitors|others|shoppers)\s+(?:are\s+)?"
+    r"(?:viewing|watching|looking|reading)"
+    # a forum's or a blog's footer: "23 queries in 0.12 seconds"
+    r"|queries"
     # a live blog's "3 new updates", WordPress's "12 thoughts on ..." over its comments
     r"|new\s+(?:updates?|posts?|entries|comments?)|(?:thoughts?|responses?)\s+(?:on|to)\b"
     r"|online(?![ \t]*[a-z]))"
@@ -158,7 +161,8 @@ _COUNTED = (
 _COUNTED_WORDS = _words("""visualizzazioni visualizações visualizacoes weergaven wyświetleń
     wyświetlenia odsłon просмотров просмотра просмотр просмотры مشاهدة مشاهدات görüntülenme
     阅读 次阅读 浏览 次浏览 次瀏覽 閲覧""")
-_VIEW_LABELS = _words("""阅读 阅读量 浏览 浏览量 瀏覽 閲覧数 閲覧 조회 조회수 просмотров просмотры
+_VIEW_LABELS = _words("""阅读 阅读量 阅读数 阅读次数 浏览 浏览量 浏览次数 点击 点击量 点击数 瀏覽 瀏覽次數
+    閲覧数 閲覧 조회 조회수 评论 評論 留言 回复 回覆 点赞 댓글 просмотров просмотры
     visualizzazioni visualizações weergaven wyświetlenia wyświetleń المشاهدات مشاهدات""")
 
 
@@ -179,17 +183,29 @@ _COUNTER_LABELS = [
                   # alone: "12,000 visitors" is as often what an article reports)
                   "visitor number", "visitor no.", "you are visitor", "visitors online",
                   "users online", "online users", "online now", "visitors today", "hit counter",
-                  "besucher online", "besucherzähler", "read by", "shared", "viewed by")
+                  "besucher online", "besucherzähler", "read by", "shared", "viewed by",
+                  "shares", "replies")
     for sep in (" ", ": ", ":", " : ")
 ] + ["visitor #", "visitor no"]  # fmt: skip
-_COUNTER_LABELS += [f"{v}{sep}" for v in _VIEW_LABELS for sep in ("", " ", ": ", ":", "：")]
+# "Comments (12)", "Views (1,234)": the count in brackets after its label
+_COUNTER_LABELS += [
+    f"{label}{sep}"
+    for label in ("views", "comments", "likes", "shares", "replies", "hits", "reads")
+    for sep in (" (", "(")
+]  # fmt: skip
+_COUNTER_LABELS += [
+    f"{v}{sep}" for v in _VIEW_LABELS for sep in ("", " ", ": ", ":", "：", "(", "（")
+]
+# "Read 1,234 times", "Viewed 85 times": a count only with its "times" after it ("read 3
+# books" is content)
+_TIMES_LEADS = ["read ", "viewed ", "accessed ", "downloaded ", "opened ", "played "]
 _COUNTDOWN_LEADS = ["within ", "in the next ", "in "]
 _COPYRIGHT_LABELS = ["© ", "©", "(c) ", "copyright ", "copyright © ", "copyright (c) "]
 # How long the server took, which some pages print: "generated in 0.12 s", "took 37 ms".
 _TIMING_LEADS = [
     f"{verb} in " for verb in ("generated", "rendered", "served", "loaded", "processed")
 ]
-_TIMING_LEADS += ["took "]
+_TIMING_LEADS += ["took ", "time: ", "load time: ", "page time: ", "execution time: "]
 # The last characters of a month name and a space: a number after one may be a month-first
 # date ("nov 30", "november 30, 2026"); the look back in Python confirms the month.
 _MONTH_ENDS = [
@@ -256,6 +272,7 @@ def _digit_led(ascii_only: bool) -> re.Pattern[str]:
         rf"[\d.,]*[km]?(?![.,]|{word})"
         rf"|(?:{_after(_COPYRIGHT_LABELS)})\d{{3}}(?:\s*[-–]\s*\d{{4}})?(?!\w)"
         rf"|(?:{_after(_TIMING_LEADS)})[\d.,]*\s*(?:ms|milliseconds?|s|secs?|seconds?)(?![a-z])"
+        rf"|(?:{_after(_TIMES_LEADS)})[\d.,]*\d\s+times(?![a-z])"
         # a shop's urgency widgets: "12 sold in last 24 hours", "order within 2 hrs 13 mins"
         r"|[\d.,]*\s*(?:sold|bought|purchased|orders?)\s+in\s+(?:the\s+)?(?:last|past)\s+\d+\s*"
         r"(?:hours?|hrs?|h|days?|minutes?|mins?)(?![a-z])"
@@ -344,10 +361,13 @@ def _drop_identifier(run: str) -> str:
         and (any(c.isdigit() for c in run) or sum(c.isupper() for c in run) * 4 >= len(run))
     ):
         return " "
-    return _RUN_PART.sub(
+    cleaned = _RUN_PART.sub(
         lambda m: " " if _HEX_ID.fullmatch(m[0]) or (len(m[0]) >= 10 and m[0].isdigit()) else m[0],
         run,
     )
+    # A hyphenated id with a random part is random whole: "Request ID: 7f3a9c12-3d80" kept
+    # its short tail, a new one on every answer (found by a run over real pages).
+    return " " if cleaned != run and "-" in run else cleaned
 
 
 class _Rewriter:
@@ -510,6 +530,21 @@ def _drop_days_at_line_end(text: str) -> str:
     return out.result()
 
 
+# The patterns read a date, a counter or a byline as it is usually written, one plain space
+# between its words; a page re-flowed by its server ("June\n30, 2015", "Views:\n85154", a
+# line break before "2016" in a copyright line) or written with &nbsp; or two spaces kept its
+# volatile tokens, so a new line wrapping of the same text was a change (found by a run over
+# real pages the project had not seen). Each line is folded to single spaces, and a line
+# break before a number joins it to the words before; other line breaks stay: they end a
+# byline (_DAY_AT_BREAK).
+_BREAK_BEFORE_NUMBER = re.compile(r"\n(?=\d)")
+
+
+def _one_space_within_lines(text: str) -> str:
+    text = fold_within_lines(text)
+    return _BREAK_BEFORE_NUMBER.sub(" ", text) if "\n" in text else text
+
+
 def normalize_content(text: str) -> str:
     """Text with the volatile tokens dropped, casefolded and whitespace-folded.
 
@@ -520,7 +555,7 @@ def normalize_content(text: str) -> str:
     """
     if not text.isascii():
         text = unicodedata.normalize("NFC", text)
-    text = _drop_volatile(text).casefold()  # case tells random tokens from words
+    text = _drop_volatile(_one_space_within_lines(text)).casefold()  # case tells tokens from words
     if any(cue in text for cue in _RELATIVE_CUES):
         text = _RELATIVE_WORDS.sub(" ", text)
     text = _drop_days_at_line_end(text)
