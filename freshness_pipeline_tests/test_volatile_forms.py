@@ -86,3 +86,19 @@ def test_a_product_in_its_add_to_cart_form_is_content() -> None:
     assert _fingerprint(newsletter.format("week 12"), SHOP) == _fingerprint(
         newsletter.format("week 13"), SHOP
     )
+
+
+CAREERS = (
+    "<html><head><title>Careers</title></head><body><div class='wrapper'><header>"
+    "<div id='logo'>Lexipol</div><ul class='menu'><li>Home</li><li>About</li></ul>"
+    "<section id='section-main'><h2>Join our team</h2><p>Lexipol is an Equal Opportunity "
+    "Employer and welcomes applicants of every background.{}</p><p>We offer competitive "
+    "salaries, full benefits and a flexible workplace for every employee.</p></section>"
+    "</header><div class='footer'>© Lexipol</div></div></body></html>"
+)
+
+
+def test_a_header_that_holds_the_page_is_content() -> None:
+    """A careers page wrapped its whole content in its <header>: dropped as the site's header,
+    the page extracted to its footer, and every edit was missed."""
+    assert _fingerprint("", CAREERS) != _fingerprint(" Apply by Friday.", CAREERS)
