@@ -42,6 +42,9 @@ def _fingerprint(extra: str, page: str = ARTICLE) -> str:
         ("<p>Updated June  30, 2015 10:14</p>", "<p>Updated July  2, 2015 11:20</p>"),
         ("<p>Views:&nbsp;1234</p>", "<p>Views:&nbsp;1301</p>"),
         ("<p>Updated Tuesday, October\n19, 2024</p>", "<p>Updated Sunday, September\n14, 2025</p>"),
+        ("<p>Page generated in\n0.2627 seconds.</p>", "<p>Page generated\nin 0.3067 seconds.</p>"),
+        ("<p>Comments\n(10)</p>", "<p>Comments (14)</p>"),
+        ("<p>Updated just\nnow</p>", "<p>Updated</p>"),
     ],
 )
 def test_noise_in_these_wordings_is_no_change(before: str, after: str) -> None:

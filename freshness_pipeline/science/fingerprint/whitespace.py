@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["fold_lines", "fold_spaces", "fold_within_lines"]
+__all__ = ["fold_lines", "fold_spaces"]
 
 _SPACE_RUNS = re.compile("  +")
 
@@ -53,18 +53,3 @@ def fold_lines(text: str) -> str:
     # A line now has at most one space at either end. Splitting at the newlines (a search for
     # one character) costs less than searching for " \n", "\n " and "\n\n" (two each).
     return "\n".join([line for part in text.split("\n") if (line := part.strip(" "))])
-
-
-def fold_within_lines(text: str) -> str:
-    """Each line of ``text`` (split at newlines only) whitespace-folded as by
-    :func:`fold_spaces`, the newlines kept, empty lines too: what the volatile-token patterns
-    read, one plain space between words."""
-    if not text.isascii():
-        return "\n".join(" ".join(line.split()) for line in text.split("\n"))
-    for char in _ASCII_SPACES + _ASCII_BREAKS:
-        if char in text:
-            text = text.replace(char, " ")
-    text = _single_spaces(text)
-    if "\n" in text:
-        text = "\n".join([line.strip(" ") for line in text.split("\n")])
-    return text.strip(" ")
