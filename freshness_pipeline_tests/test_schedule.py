@@ -567,6 +567,25 @@ def test_reestimation_goes_first_where_a_misjudged_rate_costs_most() -> None:
         PlanConfig(reestimate_order="random")  # type: ignore[arg-type]
 
 
+def test_a_trusted_unchanged_lastmod_is_the_look_reestimation_would_buy() -> None:
+    """Re-estimating a long-quiet page whose trusted sitemap lastmod says it has not changed
+    since the last fetch learns what the lastmod said (url_state counts that as a look): on
+    an exploratory web 0-3 % of such fetches found a change, 4-5 % of the budget. An
+    untrusted or missing hint, or a trusted "changed", leaves the page to re-estimation."""
+    rows = [{"age": 2.0, "value": 1e6, "rate": 1.0} for _ in range(190)]
+    rows += [{"age": 15.0 + i, "value": 1.0, "rate": 0.01} for i in range(12)]
+    hints = [None] * 190 + [False] * 6 + [None] * 3 + [True] * 3
+    cands = _cands(rows).with_columns(
+        hinted_change=pl.Series(hints, dtype=pl.Boolean),
+        hint_recall=pl.Series([0.95 if h is False else None for h in hints]),
+    )
+    config = PlanConfig(reestimate_share=0.05, verify_share=0.0, probe_share=0.0)
+    plan = build_plan(cands, BIG, now=NOW, budget=200, config=config)
+    chosen = plan.filter(pl.col("reason") == "reestimate")
+    assert chosen.height == 6
+    assert chosen["hinted_change"].to_list().count(False) == 0
+
+
 def test_unused_reserve_flows_back_to_priority() -> None:
     rows = [{"age": 1.0 + i / 100} for i in range(100)]
     config = PlanConfig(verify_share=0.0)  # only active, recently fetched, well observed pages

@@ -46,7 +46,8 @@ The plan is filled in this order, each step capped per host by ``host_capacity``
 3. reserved shares of the budget: ``new`` URLs (those published since the crawl's first read
    of their host first, the share growing with how many of them wait; then by value),
    ``reestimate`` (long-quiet or
-   barely observed pages, and gone pages once their wait is over (see
+   barely observed pages, but not those a trusted lastmod says are unchanged: that is the look
+   a fetch would buy; and gone pages once their wait is over (see
    :func:`gone_recheck_wait_days`): the estimator only learns
    from what the scheduler fetches, so pages it starves would stay misjudged forever; a page
    gone since its last fetch only first, then the most overdue, weighted by value per cost,
@@ -503,6 +504,10 @@ def build_plan(
                     (age >= cfg.reestimate_after_days).fill_null(True)
                     | (pl.col("_n_obs") < cfg.reestimate_min_obs).fill_null(False)
                 )
+                # a trusted lastmod saying "unchanged" is the look a re-estimation would buy
+                # (url_state counts it as one): on hosts with honest sitemaps 0-3 % of such
+                # fetches found a change, 4-5 % of the budget (found by an exploratory run)
+                & pl.col("_hint").fill_null(True)
             )
             | ((status == "gone") & (age >= pl.col("_gone_wait")).fill_null(True))
         ),
