@@ -298,7 +298,8 @@ ancestor with other text, and a bare label's short next element; recirculation l
 heading ("Related articles", "Lesen Sie auch", "À lire aussi", "Te puede interesar",
 "Читайте также", "相关文章", "関連記事", "관련 기사", "Most read", "Trending in your area",
 "Picked for you", "Customers who bought ...", "Recently viewed", ...) and the element after
-it; then nav, aside, page-level header and footer, the ARIA roles
+it; then nav, aside, page-level header and footer (unless one holds half the page's text:
+a page wrapped in its header is the page), the ARIA roles
 navigation, banner, contentinfo, complementary, search, dialog, timer and marquee, and forms
 that do not wrap the page (an add-to-cart form stays: a shop's product and price are in it). None of the class, attribute or label rules removes an element that
 holds the main content, an `<h1>`, or half the body's text (a `<body class="ads-enabled">`, a
@@ -306,9 +307,10 @@ wrapper made `aria-hidden` while a pop-up shows). Configured selectors win over 
 selected element counts wherever it is, and only what the rules drop inside it goes.
 
 Then tokens (`normalize_content`), in the major languages of the web: the text is composed
-(Unicode NFC) first, so the same words served decomposed are the same, and each line's white
-space (`&nbsp;`, runs of spaces) is one space, a line break before a number joining it to the
-words before ("June\n30, 2015" is a date however the server wraps it). Dropped: dates (ISO,
+(Unicode NFC) first, so the same words served decomposed are the same, and its white space
+(the source's line breaks, `&nbsp;`, runs of spaces) is one space before the token rules, so
+"June 30, 2015" is a date however the server wraps it ("today" and "yesterday" ending a line
+of the source are read before). Dropped: dates (ISO,
 numeric when they are plausible dates, day or month first, with weekday, month names and
 abbreviations in English, German, French, Spanish, Italian, Portuguese, Dutch, Polish, Russian,
 Ukrainian, Arabic and Thai, CJK and Korean forms, "today" and "yesterday" before a time),
