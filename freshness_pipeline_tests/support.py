@@ -39,6 +39,24 @@ def run_freshness(
     )
 
 
+def run_into_closed_pipe(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run `freshness ARGS` with a stdout whose reader has gone (``| head`` once it has its
+    line; here before the first byte), stderr captured."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "freshness_pipeline.app.cli", *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+
+
 def run_cycles(
     home: Path, start: datetime, n: int, *, first: int = 0, every: timedelta = timedelta(hours=6)
 ) -> None:

@@ -27,7 +27,11 @@ from freshness_pipeline.app.cli import app
 from freshness_pipeline.synthweb import DEFAULT_START, Page, SiteSpec, SyntheticWeb, World
 from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline_tests.crawls import crawl
-from freshness_pipeline_tests.support import readme_history_of, readme_sql_blocks
+from freshness_pipeline_tests.support import (
+    readme_history_of,
+    readme_sql_blocks,
+    run_into_closed_pipe,
+)
 
 S = DEFAULT_START
 HOUR = timedelta(hours=1)
@@ -471,20 +475,9 @@ def test_a_reader_that_stops_early_ends_the_export_quietly(copy, fmt):
     writers say so with a plain OSError, which once printed "export failed: Broken pipe", and
     then exited 1, which a harness under pipefail read as a failed export (a contract audit):
     the reader has what it asked for."""
-    read_end, write_end = os.pipe()
-    os.close(read_end)
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "freshness_pipeline.app.cli", "export", "--since", iso(T0)]
-            + ["--format", fmt, "--home", str(copy["home"])],
-            stdout=write_end,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    finally:
-        os.close(write_end)
+    done = run_into_closed_pipe(
+        "export", "--since", iso(T0), "--format", fmt, "--home", str(copy["home"])
+    )
     assert done.returncode == 0
     assert done.stderr == "", done.stderr  # nothing to report: the reader asked for no more
 

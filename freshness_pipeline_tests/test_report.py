@@ -18,7 +18,7 @@ from freshness_pipeline.app.report import print_report
 from freshness_pipeline.science.fetch_totals import remember_fetches
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.storage import Warehouse
-from freshness_pipeline_tests.support import run_freshness
+from freshness_pipeline_tests.support import run_freshness, run_into_closed_pipe
 
 T0 = datetime(2026, 11, 30, 12, tzinfo=UTC)
 HOSTS = ["a.example", "b.example"]
@@ -276,21 +276,5 @@ def test_a_reader_that_stops_early_ends_the_report_quietly(home):
     """`freshness report | head -1`: rich's console exited 1 when the reader went away, which
     a caller under pipefail read as a failed report (a contract audit); the reader has what it
     asked for."""
-    import os
-    import subprocess
-    import sys
-
-    read_end, write_end = os.pipe()
-    os.close(read_end)
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "freshness_pipeline.app.cli", "report", "--home", str(home)],
-            stdout=write_end,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    finally:
-        os.close(write_end)
+    done = run_into_closed_pipe("report", "--home", str(home))
     assert (done.returncode, done.stderr) == (0, "")
