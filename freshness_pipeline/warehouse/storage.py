@@ -648,8 +648,7 @@ class Warehouse:
         """(Re)create the views when the schema changed; return a note instead of failing on a lock.
 
         A user's session holding the file must not fail a cycle: the views stay as they were
-        (they read the same globs, so new data still shows) and the caller reports the note.
-        """
+        (they read the same globs, so new data still shows) and the caller reports the note."""
         marker = self.root / "_views.json"
         signature = self._signature()
         current = (
@@ -659,10 +658,8 @@ class Warehouse:
             and marker.read_text() == signature
         )
         for table in tables.VIEW_TABLES:
-            # The 0-row file is what gives a view every column of its table's schema: an
-            # upgrade that adds a column rewrites it, or on a home made before, whose files
-            # all lack the column, the view had none, and SQL naming it failed (a column
-            # the metric views read failed `freshness report`).
+            # the 0-row file gives a view every column: rewritten on an upgrade, or a home whose
+            # files all lack a new column has a view without it (`report` failed on one)
             seed = self.table_dir(table) / SCHEMA_DIR / "data.parquet"
             if not seed.exists() or not current:
                 self._atomic_write(tables.empty(table), seed)
