@@ -519,7 +519,7 @@ def _drop_days_at_line_end(text: str) -> str:
     """Drop "today" or "yesterday" (:data:`_DAY_WORDS`) where it ends a line of the source:
     read before the line breaks go, which are the source's white space to every other rule
     (a server that re-wraps its text moved dates and counters across them: "Page generated
-    in\n0.26 seconds", "Comments\n(10)", "just\nnow" kept their numbers and words, a change
+    in\\n0.26 seconds", "Comments\\n(10)", "just\\nnow" kept their numbers and words, a change
     on each new wrapping; found by a run over real pages the project had not seen)."""
     ends, at = [], text.find("\n")
     while at >= 0:
