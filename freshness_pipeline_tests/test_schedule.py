@@ -1136,6 +1136,24 @@ def test_a_hosts_pages_seen_once_wait_for_its_never_fetched_ones() -> None:
     )
 
 
+def test_a_page_worth_more_than_every_waiting_first_copy_is_looked_at_again() -> None:
+    """The backlog's hold is for pages a first copy outranks: the value-100 pages of a host
+    with value-1 seeds waiting were seen once and then judged by the prior alone for 18 cycles
+    (found by an exploratory run). They are checked again; the host's value-1 pages seen once
+    still wait, and so do pages worth no more than the most valuable first copy waiting."""
+    backlog = [{"host": "a.example", "status": "new", "age": None, "value": 1.0}] * 30
+    backlog = backlog + [{"host": "a.example", "status": "new", "age": None, "value": 5.0}]
+    dear = [{"host": "a.example", "age": 1.0, "rate": 0.01, "value": 100.0} for _ in range(3)]
+    even = [{"host": "a.example", "age": 1.0, "rate": 0.01, "value": 5.0} for _ in range(3)]
+    cheap = [{"host": "a.example", "age": 1.0, "rate": 0.01, "value": 1.0} for _ in range(3)]
+    rows = backlog + dear + even + cheap
+    cands = _cands(rows).with_columns(n_obs=pl.Series([0] * 31 + [0] * 9))
+    config = PlanConfig(reestimate_share=0.3, new_share=0.1, verify_share=0.0, probe_share=0.0)
+    plan = build_plan(cands, _caps(a_example=100), now=NOW, budget=10, config=config)
+    rechecked = plan.filter(pl.col("reason") == "reestimate")
+    assert rechecked["value"].to_list() == [100.0] * 3
+
+
 def test_a_first_copy_is_credited_with_the_freshness_of_the_horizon_at_most() -> None:
     """A never-fetched page's index is E[1/λ] under the prior: a prior with a little weight near
     λ = 0 put it at 487 days, above any revisit, and pages worth 100x went unvisited for ten

@@ -610,14 +610,24 @@ def build_plan(
     # them buys more than a second look at a page seen once, and the probes and thin-estimate
     # checks of its pages wait until the backlog is fetched. At a budget of 2 % they took a
     # tenth of every cycle while a quarter of the seeds were never fetched, and the crawl lost
-    # to round robin (found by an exploratory run).
-    backlog = work.filter(pl.col("_new") & ~pl.col("_idx").is_in(taken_idx.implode()))["_host"]
-    if backlog.len():
-        waits = pl.col("_host").is_in(backlog.unique().implode())
+    # to round robin (found by an exploratory run). Not a page worth more (value per cost)
+    # than every first copy its host has waiting: held, the value-100 pages of a host with
+    # value-1 seeds waiting were seen once and then judged by the prior alone for 18 cycles,
+    # their fast ones stale all along (found by an exploratory run).
+    backlog = (
+        work.filter(pl.col("_new") & ~pl.col("_idx").is_in(taken_idx.implode()))
+        .group_by("_host")
+        .agg(pl.col("_worth").max().alias("_waiting_worth"))
+    )
+    if backlog.height:
+        work = work.join(backlog, on="_host", how="left", maintain_order="left")
+        waits = pl.col("_waiting_worth").is_not_null() & (
+            pl.col("_worth") <= pl.col("_waiting_worth")
+        )
         work = work.with_columns(
             _reest=pl.col("_reest") & ~(waits & pl.col("_thin")),
             _probe=pl.col("_probe") & ~waits,
-        )
+        ).drop("_waiting_worth")
     run("reestimate", "_reest", ["_overdue", "_value"], [True, True], quotas["reestimate"])
     # undated histories first (nothing else can tell their pages apart), the most valuable
     # next, then the shortest interval relative to what was seen
