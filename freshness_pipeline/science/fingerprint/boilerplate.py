@@ -304,6 +304,12 @@ class _Marker:
             return True
         return len(node_text(node)) * 2 > len(self.body_text)
 
+    def wraps_half(self, node: LexborNode) -> bool:
+        """Half the body's text or more: a form or a page-level header or footer that size is
+        the page, not its chrome (ASP.NET WebForms put the whole body in a form; a careers
+        page wrapped its content in its header, and every edit of it was missed)."""
+        return len(node_text(node)) * 2 >= len(self.body_text)
+
     def holds_a_content_root(self, node: LexborNode) -> bool:
         """The page itself, a content root or headline, or an ancestor of one (not the size
         test: for a block its own words name, such as a "Related articles" list)."""
@@ -473,7 +479,7 @@ def _mark_chrome(tree: LexborHTMLParser, marker: _Marker) -> list[str]:
         tag = node.tag
         if tag == "form":  # a form with a role is judged as a form, wherever it is
             forms.append(node)
-        elif tag in ("header", "footer") and _is_most_of(node, marker):
+        elif tag in ("header", "footer") and marker.wraps_half(node):
             continue
         elif tag in ("nav", "aside", "header", "footer") or (
             tag != "h1" and (node.attrs.get("role") or "").strip().lower() in _CHROME_ROLES
@@ -483,11 +489,11 @@ def _mark_chrome(tree: LexborHTMLParser, marker: _Marker) -> list[str]:
         if (
             node.tag not in _PAGE_ROOTS
             and not _within(node, _holds_page_level)
-            and not (node.tag in ("header", "footer") and _is_most_of(node, marker))
+            and not (node.tag in ("header", "footer") and marker.wraps_half(node))
         ):
             marker.mark(node)
     for node in forms:
-        if len(node_text(node)) * 2 < len(marker.body_text) and not _buys(node):
+        if not (marker.wraps_half(node) or _buys(node)):
             marker.mark(node)
     return [h for h in headlines if h]
 
@@ -508,13 +514,6 @@ def _buys(form: LexborNode) -> bool:
         for value in (attrs.get(name) for name in ("action", "name", "id", "class"))
         if value
     )
-
-
-def _is_most_of(node: LexborNode, marker: _Marker) -> bool:
-    """A <header> or <footer> holding half the page's text or more is the page: a careers page
-    that wrapped its whole content in its header extracted to its footer's 53 characters, and
-    every edit of it was missed (found by a run over real pages the project had not seen)."""
-    return len(node_text(node)) * 2 >= len(marker.body_text)
 
 
 def _within(node: LexborNode, test: Callable[[LexborNode], bool]) -> bool:
