@@ -257,14 +257,15 @@ def followed_hops(results: list[FetchResult], sent: pl.DataFrame) -> pl.DataFram
     (``hop`` 1, 2, ..), each request under its page's URL with the plan's reason and the
     cycle's time of the page's row in ``sent``. The contract's fetch_log has a row per request
     sent; these had none, and a log of 4 rows stood for 9 requests (a contract audit)."""
-    hops = [replace(h, hops=None) for r in results if r.hops for h in r.hops]
-    if not hops:
+    numbered = [(h, i) for r in results if r.hops for i, h in enumerate(r.hops, start=1)]
+    if not numbered:
         return tables.empty("fetch_log")
-    numbers = [i for r in results if r.hops for i in range(1, len(r.hops) + 1)]
     page = sent.select(
         "url", "plan_reason", "expected_change", "fetched_at", "fingerprint_version"
     ).unique("url", keep="last")
-    frame = raw_results(hops).with_columns(hop=pl.Series(numbers, dtype=pl.Int64))
+    frame = raw_results([h for h, _ in numbered]).with_columns(
+        hop=pl.Series([i for _, i in numbered], dtype=pl.Int64)
+    )
     return tables.conform("fetch_log", frame.join(page, on="url", how="left"))
 
 
@@ -305,9 +306,10 @@ class FetchStage:
     capacity: pl.DataFrame  # host_capacity rows for the next cycle (science.capacity)
     versions: pl.DataFrame  # this cycle's page_versions rows
     changes: pl.DataFrame  # this cycle's changes rows
-    #: the redirects fetches followed to other spellings of their pages (fetch_log rows with a
-    #: ``hop``): requests sent beside ``frame``'s, in fetch_log and the totals only
-    hops: pl.DataFrame = field(default_factory=lambda: tables.empty("fetch_log"))
+    #: every request sent, as its fetch_log row: ``frame``'s sent rows and the redirects the
+    #: fetches followed to other spellings of their pages (a ``hop``), which only fetch_log
+    #: and the totals count
+    requests: pl.DataFrame = field(default_factory=lambda: tables.empty("fetch_log"))
 
 
 def host_groups(plan: pl.DataFrame, hosts: list[str], n_groups: int) -> list[list[str]]:
@@ -377,7 +379,7 @@ def run_fetch_stage(
         capacity=pl.concat([p.capacity for p in parts], how="vertical_relaxed").sort("host"),
         versions=pl.concat([p.versions for p in parts], how="vertical_relaxed"),
         changes=pl.concat([p.changes for p in parts], how="vertical_relaxed"),
-        hops=pl.concat([p.hops for p in parts], how="vertical_relaxed"),
+        requests=pl.concat([p.requests for p in parts], how="vertical_relaxed"),
     )
 
 
@@ -454,14 +456,13 @@ def _fetch_hosts(
     versions = version_rows(raw, plan, now, config)
     changes = change_rows(wh, versions, plan, config, rereads)
     sent = frame.filter(pl.col("sent"))
-    hops = followed_hops(results, sent)
-    requests = pl.concat([hops, tables.conform("fetch_log", sent)]) if hops.height else sent
+    requests = pl.concat([followed_hops(results, sent), tables.conform("fetch_log", sent)])
     by_host = split_by(requests, "host")
     for host in hosts:
         part = by_host.get(host)
         if part is not None:
             wh.append_fetch_log(host, now, part)
-    remember_cycle(wh, hosts, now, (evidence, latest), sent, plan, hops=hops)
+    remember_cycle(wh, hosts, now, (evidence, latest), sent, plan, requests=requests)
     snapshot = throttles.snapshot()
     capacity = next_host_capacity(
         wh.read("host_capacity", hosts),
@@ -476,7 +477,7 @@ def _fetch_hosts(
         capacity=tables.conform("host_capacity", capacity),
         versions=versions,
         changes=changes,
-        hops=hops,
+        requests=requests,
     )
 
 

@@ -82,15 +82,15 @@ def remember_cycle(
     sent: pl.DataFrame,
     classes: pl.DataFrame,
     *,
-    hops: pl.DataFrame | None = None,
+    requests: pl.DataFrame | None = None,
 ) -> None:
     """Add the cycle's ``sent`` requests (fetch_results rows) to the totals and write back
     the hosts whose totals moved: those with requests, those without a file yet, and for the
     validator evidence those whose oldest cycles left its window. ``memory``: :func:`validator_memory` before
-    the fetch; ``classes``: each URL's url_class (the plan). ``hops``: the redirects fetches
-    followed to other spellings of their pages (fetch_log rows with a ``hop``): requests in
-    the totals, but no answer to a validator (a redirected conditional GET says nothing of
-    whether the page's validators work)."""
+    the fetch; ``classes``: each URL's url_class (the plan). ``requests``: every request sent
+    (fetch_log rows; default ``sent``), the redirects fetches followed to other spellings of
+    their pages included: requests in the totals, but no answer to a validator (a redirected
+    conditional GET says nothing of whether the page's validators work)."""
     evidence, latest = remember_requests(*memory, sent, now, VALIDATOR_HISTORY)
     active = set(sent["host"].to_list())
     since = now - VALIDATOR_HISTORY
@@ -103,11 +103,7 @@ def remember_cycle(
     # lifetime totals: only a host with requests (or without a file yet) has anything to add
     moved = active | set(_missing(wh, "fetch_totals", hosts))
     written = [h for h in hosts if h in moved]
-    every = (
-        sent
-        if hops is None or hops.is_empty()
-        else pl.concat([tables.conform("fetch_log", sent), hops], how="vertical_relaxed")
-    )
+    every = sent if requests is None else requests
     classed = every.join(classes.select("url", "url_class").unique("url"), on="url", how="left")
     totals = remember_fetches(fetch_memory(wh, written, classes), classed, now)
     _write(wh, "fetch_totals", written, totals)

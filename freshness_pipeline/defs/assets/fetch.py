@@ -21,7 +21,6 @@ from freshness_pipeline.stages.fetch import (
     release_freed_memory,
     run_fetch_stage,
 )
-from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.unrecorded import plans_carried_out
 
 
@@ -79,16 +78,14 @@ def fetch_results(
     )
     release_freed_memory()
     frame, trust = stage.frame, stage.trust
-    sent = frame.filter(pl.col("sent"))
-    # every request sent: the page's answers and the redirects followed to reach them
-    requests = pl.concat([tables.conform("fetch_log", sent), stage.hops], how="vertical_relaxed")
-    # the same counts the metric views sum (science.fetch_totals), for this cycle alone
-    total = fetch_counts(requests).row(0, named=True)
+    # the same counts the metric views sum (science.fetch_totals), for this cycle alone, over
+    # every request sent (the redirects followed to a page's spelling included)
+    total = fetch_counts(stage.requests).row(0, named=True)
     yield dg.Output(
         frame.sort(["host", "url"]),
         output_name="fetch_results",
         metadata={
-            "requests_sent": dg.MetadataValue.int(requests.height),
+            "requests_sent": dg.MetadataValue.int(stage.requests.height),
             **outcome_counts(frame),
             **{
                 f"{HELD_BACK}{k}": dg.MetadataValue.int(v)
