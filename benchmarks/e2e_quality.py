@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/e2e_quality.py                 # 20 hosts, ~3,000 pages, 40 cycles
     .venv/bin/python benchmarks/e2e_quality.py --quick         # the same hosts, ~600 pages, 12 cycles
     .venv/bin/python benchmarks/e2e_quality.py --freshness-bin ../base/.venv/bin/freshness
+    .venv/bin/python benchmarks/e2e_quality.py --without lastmod --without validators
 
 A web of twenty hosts on loopback (benchmarks/e2e_web: honest and lying validators, volatile
 boilerplate, Crawl-delay and Disallow, a burst-throttled host, slow and flaky hosts, sitemaps
@@ -27,7 +28,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,12 @@ CYCLE_HOURS = 6.0
 QUICK_SCALE = 0.2
 FULL_CYCLES = 40
 QUICK_CYCLES = 12
+#: signals a run can take off every host, to see what the crawler learns from fetches alone
+WITHOUT = {
+    "sitemaps": "no host has a sitemap or a feed: the crawl knows its seeds only, and no new pages appear",
+    "lastmod": "no sitemap says when a page changed (every <lastmod> left out)",
+    "validators": "no host sends ETag or Last-Modified (every answer a full 200)",
+}
 TARGET_VS_UNIFORM = 1.05
 TARGET_VS_ORACLE = 0.95
 TARGET_DEFERRED_SHARE = 0.05
@@ -124,6 +131,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"page fetches per cycle as a share of the starting pages (default {BUDGET_SHARE:g})",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the web's truth")
+    parser.add_argument(
+        "--without",
+        action="append",
+        choices=sorted(WITHOUT),
+        default=[],
+        help="take this signal off every host (repeatable): "
+        + "; ".join(f"{k}: {v}" for k, v in WITHOUT.items()),
+    )
     parser.add_argument(
         "--out",
         default=None,
@@ -731,6 +746,7 @@ def command_line(args: argparse.Namespace, truth: Truth, commit: str, checkout: 
             else ""
         )
         + (f" --budget-share {args.budget_share:g}" if args.budget_share != BUDGET_SHARE else "")
+        + "".join(f" --without {w}" for w in args.without)
         + binary
     )
 
@@ -780,6 +796,7 @@ def render(
         f"- {clock.cycles} cycles of {clock.cycle_s / 3600:g} h from {clock.iso(0)} "
         f"({clock.horizon_s / DAY_S:g} days), budget {m.budget} page fetches per cycle "
         f"({args.budget_share:.0%} of the starting pages); second half = cycles {half}-{clock.cycles - 1}",
+        *(f"- taken off every host: {WITHOUT[w]}" for w in args.without),
         "",
         "## Freshness",
         "",
@@ -1147,6 +1164,18 @@ from `url_state.status`; estimates from `url_state.change_rate`; change detectio
 """
 
 
+def without(hosts: tuple[HostProfile, ...], signals: list[str]) -> tuple[HostProfile, ...]:
+    """The same hosts with the named signals taken off: the web most of the real one is, where a
+    crawler has only what its own fetches tell it."""
+    if "sitemaps" in signals:
+        hosts = tuple(replace(h, sitemap="none", feed=None, new_per_day=0.0) for h in hosts)
+    if "lastmod" in signals:
+        hosts = tuple(replace(h, lastmod="missing") for h in hosts)
+    if "validators" in signals:
+        hosts = tuple(replace(h, validators="none") for h in hosts)
+    return hosts
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
@@ -1158,16 +1187,20 @@ def main(argv: list[str] | None = None) -> int:
         # runs saved before these options existed had the defaults
         args.cycle_hours = meta.get("cycle_hours", CYCLE_HOURS)
         args.budget_share = meta.get("budget_share", BUDGET_SHARE)
+        args.without = meta.get("without", [])
         args.freshness_bin = Path(meta["freshness_bin"])
         commit, checkout = meta["commit"], meta["checkout"]
         timings["run"] = meta.get("run_wall_s", math.nan)
     else:
         commit, checkout = checkout_of(args.freshness_bin)
-    hosts = scaled_hosts(QUICK_SCALE) if args.quick else HOSTS
+    args.without = sorted(set(args.without))
+    hosts = without(scaled_hosts(QUICK_SCALE) if args.quick else HOSTS, args.without)
     cycles = args.cycles or (QUICK_CYCLES if args.quick else FULL_CYCLES)
     out_path: Path | None
     if args.out is None:
-        other_web = args.cycle_hours != CYCLE_HOURS or args.budget_share != BUDGET_SHARE
+        other_web = (
+            args.cycle_hours != CYCLE_HOURS or args.budget_share != BUDGET_SHARE or args.without
+        )
         out_path = None if args.quick or args.cycles or args.rescore or other_web else DEFAULT_OUT
     else:
         out_path = Path(args.out) if args.out else None
@@ -1213,6 +1246,7 @@ def main(argv: list[str] | None = None) -> int:
                 "seed": args.seed,
                 "cycle_hours": args.cycle_hours,
                 "budget_share": args.budget_share,
+                "without": args.without,
                 "commit": commit,
                 "checkout": checkout,
                 "freshness_bin": str(args.freshness_bin),
@@ -1225,8 +1259,8 @@ def main(argv: list[str] | None = None) -> int:
     earlier = None
     if args.before is not None:
         old_record, old_keys, old_log, old_meta = load_run(args.before)
-        same = ("quick", "cycles", "seed", "cycle_hours", "budget_share")
-        defaults = {"cycle_hours": CYCLE_HOURS, "budget_share": BUDGET_SHARE}
+        same = ("quick", "cycles", "seed", "cycle_hours", "budget_share", "without")
+        defaults = {"cycle_hours": CYCLE_HOURS, "budget_share": BUDGET_SHARE, "without": []}
         if any(old_meta.get(k, defaults.get(k)) != meta.get(k, getattr(args, k)) for k in same):
             raise SystemExit(f"--before {args.before}: a run on another web ({old_meta})")
         earlier = (

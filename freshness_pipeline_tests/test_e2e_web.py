@@ -354,3 +354,22 @@ def test_page_ids_survive_the_crawlers_url_normalization() -> None:
     ids = pl.DataFrame({"url": urls}).select(score.page_ids_from_urls(pl.col("url")))["url"]
     assert ids.to_list() == [20017, 20017, 10004, None]
     assert page_id_of("/item.php?lang=en&id=20017&cat=3") == 20017
+
+
+def test_without_takes_each_signal_off_every_host_and_the_web_still_builds() -> None:
+    import e2e_quality
+    from e2e_web.hosts import HOSTS
+
+    bare = e2e_quality.without(HOSTS, ["sitemaps", "lastmod", "validators"])
+    assert [h.name for h in bare] == [h.name for h in HOSTS]
+    assert not any(h.lists_pages or h.new_per_day for h in bare)
+    assert {h.validators for h in bare} == {"none"} and {h.lastmod for h in bare} == {"missing"}
+    # the rest of each host stays: politeness, failures, boilerplate
+    assert [(h.crawl_delay, h.burst_min_gap_s, h.boilerplate) for h in bare] == [
+        (h.crawl_delay, h.burst_min_gap_s, h.boilerplate) for h in HOSTS
+    ]
+    truth = build_truth(bare, seed=0, cycles=2)
+    assert truth.pages["initial"].all()  # no page appears without a list to appear in
+    assert e2e_quality.without(HOSTS, []) == HOSTS
+    with pytest.raises(SystemExit):
+        e2e_quality.parse_args(["--without", "robots"])
