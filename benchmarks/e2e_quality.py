@@ -523,19 +523,19 @@ def targets(m: Measures) -> list[tuple[str, str, str, bool | None]]:
         ),
         (
             f"new pages fetched within {NEW_PAGE_CYCLES} cycles of appearing",
-            f"{new['share']:.1%} of {int(new['eligible'])} (ever: {new['ever_share']:.1%})",
+            f"{_percent(new['share'])} of {int(new['eligible'])} (ever: {_percent(new['ever_share'])})",
             f">= {TARGET_NEW_PAGES:.0%}",
-            new["share"] >= TARGET_NEW_PAGES,
+            new["share"] >= TARGET_NEW_PAGES if new["eligible"] else None,
         ),
         (
             f"gone pages marked gone within {GONE_CYCLES} cycles, hosts with a sitemap or feed",
-            f"{listed_share:.1%} of {listed.height}",
+            f"{_percent(listed_share)} of {listed.height}",
             f">= {TARGET_GONE:.0%}",
             listed_share >= TARGET_GONE if listed.height else None,
         ),
         (
             f"gone pages marked gone within {GONE_CYCLES} cycles, hosts without",
-            f"{unlisted_share:.1%} of {unlisted.height} (ever: {unlisted_ever:.1%})",
+            f"{_percent(unlisted_share)} of {unlisted.height} (ever: {_percent(unlisted_ever)})",
             "(no signal but a fetch)",
             None,
         ),
@@ -547,6 +547,11 @@ def targets(m: Measures) -> list[tuple[str, str, str, bool | None]]:
         ),
     ]
     return rows
+
+
+def _percent(x: float) -> str:
+    """A share as a percentage; a share of nothing (no such page on this web) as a dash."""
+    return "—" if math.isnan(x) else f"{x:.1%}"
 
 
 def _lookup(df: pl.DataFrame | None, key: str, value: int, col: str, default: Any = None) -> Any:
