@@ -117,3 +117,52 @@ def test_robots_marks_each_host_by_its_own_record() -> None:
         "https://new.test/private/a": (True, None),
     }
     assert out.columns == [*candidates.columns, "allowed", "blocked_reason"]
+
+
+def test_a_dry_run_before_any_robots_record_refuses_the_addresses_the_allow_list_refuses() -> None:
+    """No robots.txt has been asked for yet, so nothing says what the real cycle will do but
+    the allow-list: an address it refuses is held back as that cycle would hold it (a plan of
+    loopback or metadata URLs made without FRESHNESS_ALLOW_NETWORKS planned them); a name
+    cannot be judged without resolving it and stays allowed, as does an allowed address."""
+    import ipaddress
+
+    import polars as pl
+
+    from freshness_pipeline.stages.candidates import apply_robots
+    from freshness_pipeline.warehouse import tables
+    from freshness_pipeline.web.discovery import RECORD_COLUMNS
+    from freshness_pipeline.web.netguard import ALLOW_ENV
+
+    hosts = [
+        "169.254.169.254",
+        "127.0.0.5:8080",
+        "[::1]:9000",
+        "10.1.2.3",
+        "93.184.216.34",
+        "new.test",
+        "localhost:8000",
+    ]
+    candidates = pl.DataFrame({"url": [f"http://{h}/a" for h in hosts], "host": hosts})
+    robots = tables.empty("robots").select(list(RECORD_COLUMNS))
+    loopback = (ipaddress.ip_network("127.0.0.0/8"),)
+    out = apply_robots(candidates, robots, loopback)
+    refused = f"address not allowed ({ALLOW_ENV})"
+    got = dict(zip(out["host"], out["blocked_reason"], strict=True))
+    assert got == {
+        "169.254.169.254": refused,
+        "127.0.0.5:8080": None,
+        "[::1]:9000": refused,
+        "10.1.2.3": refused,
+        "93.184.216.34": None,
+        "new.test": None,
+        "localhost:8000": None,
+    }
+    assert apply_robots(candidates, robots, ())["allowed"].to_list() == [
+        False,
+        False,
+        False,
+        False,
+        True,
+        True,
+        True,
+    ]

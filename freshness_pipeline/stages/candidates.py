@@ -23,8 +23,9 @@ from freshness_pipeline.science.normalize import (
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline.web.discovery import RECORD_COLUMNS, record_from_row
-from freshness_pipeline.web.netguard import IPNetwork, refusal_lifted
+from freshness_pipeline.web.netguard import ALLOW_ENV, IPNetwork, literal_refusal, refusal_lifted
 from freshness_pipeline.web.robots import (
+    ALLOW_LIST_REASON,
     RobotsPolicy,
     refusal_reason,
     refused_by_allow_list,
@@ -282,7 +283,8 @@ def apply_robots(
     config: PipelineConfig | None = None,
 ) -> pl.DataFrame:
     """Mark what robots.txt disallows. Without a robots record (a dry run before the first
-    fetch) a URL is allowed for planning; the fetch stage never runs without one.
+    fetch) a URL is allowed for planning, unless its host is an address ``allow`` refuses (the
+    real cycle would refuse its robots.txt request); the fetch stage never runs without one.
 
     A record of a robots.txt request the network allow-list refused counts as no record once
     ``allow`` (the allow-list now) admits an address it named: a dry run after the allow-list
@@ -300,14 +302,20 @@ def apply_robots(
         for record in records
         if not (refused_by_allow_list(record) and refusal_lifted(record.error or "", allow))
     }
+    refused = {
+        host: f"{ALLOW_LIST_REASON} ({ALLOW_ENV})"
+        for host in candidates["host"].drop_nulls().unique().to_list()
+        if host not in policies and literal_refusal(host, allow) is not None
+    }
     whole = pl.DataFrame(
         {
-            "host": list(policies),
+            "host": [*policies, *refused],
             "_all": [
                 None if p.mode not in ("allow_all", "disallow_all") else p.mode == "allow_all"
                 for p in policies.values()
-            ],
-            "_reason": [refusal_reason(p) for p in policies.values()],
+            ]
+            + [False] * len(refused),
+            "_reason": [refusal_reason(p) for p in policies.values()] + list(refused.values()),
         },
         schema={"host": pl.String, "_all": pl.Boolean, "_reason": pl.String},
     )

@@ -35,6 +35,7 @@ __all__ = [
     "check_url_scheme",
     "find_blocked_error",
     "is_blocked_error",
+    "literal_refusal",
     "refusal_lifted",
 ]
 
@@ -215,6 +216,22 @@ def refusal_lifted(message: str, allow: Iterable[IPNetwork]) -> bool:
         if blocked_reason(found, allow) is None:
             return True
     return False
+
+
+def literal_refusal(host_key: str, allow: Iterable[IPNetwork]) -> str | None:
+    """Why the allow-list refuses a host written as an IP address (``host[:port]``, an IPv6
+    one bracketed), or None: allowed, or a name, which only resolving could judge. What a plan
+    made without connecting (a dry run before any robots.txt request) can know of a host."""
+    key = host_key.strip()
+    if key.startswith("["):
+        address = key[1 : key.find("]")] if "]" in key else key[1:]
+    else:
+        address = key.rsplit(":", 1)[0] if key.count(":") == 1 else key
+    try:
+        _parse_ip(address)
+    except ValueError:
+        return None
+    return blocked_reason(address, allow)
 
 
 def _blocked_message(host: str, reasons: list[str]) -> str:
