@@ -289,3 +289,75 @@ def test_a_page_is_asked_for_as_the_site_wrote_it_where_the_key_is_another_spell
     assert sorted(set(asked)) == sorted(written)
     assert sorted(set(wh.read("fetch_log")["url"].to_list()) & set(keys)) == keys
     assert wh.read("fetch_log").filter(pl.col("http_status") == 404).height == 0
+
+
+def test_a_seed_is_asked_for_as_the_seed_file_wrote_it(tmp_path: Path) -> None:
+    """The same spellings given as seeds went out as their keys (`/tag/c++`,
+    `/index.php?%2Fblog%2Fpost=`, `?flag=`, a sorted query): each a 404 and the page gone,
+    while a sitemap's went out as written (found by an outside check of the README)."""
+    written = ["/index.php?/blog/post-1", "/tag/c%2B%2B", "/feed?flag", "/sig?b=2&a=1"]
+    seen: list[str] = []
+
+    def strict(request: web.Request) -> web.Response | None:
+        if request.raw_path not in written:
+            return web.Response(status=404)
+        return web.Response(text=PAGE.format(f"Post {request.raw_path}"), content_type="text/html")
+
+    home = tmp_path / "home"
+    with serve_on_loopback(_site(strict, seen)) as base:
+        keys = sorted(normalize_url(base + p) for p in written)
+        # a tracking parameter the file carries stays off the wire
+        lines = [base + p + ("&utm_source=mail" if "?" in p else "") for p in written]
+        load_seeds(home, ("url\n" + "\n".join(lines) + "\n").encode(), added_at=T0)
+        run_cycles(home, T0, 1)
+    wh = Warehouse(home)
+    assert sorted(wh.read("seeds")["url"].to_list()) == keys
+    asked = [p for p in seen if p not in ("/robots.txt", "/sitemap.xml")]
+    assert sorted(asked) == sorted(written)
+    state = wh.read("url_state").sort("url")
+    assert state["url"].to_list() == keys
+    assert state["status"].to_list() == ["active"] * 4, state.select("url", "last_outcome")
+
+
+def test_an_inventory_row_of_a_seed_keyed_before_moves_to_the_spelling_the_seed_now_has() -> None:
+    """Homes made before seeds kept their spelling hold each seed's inventory row under its key,
+    which, being the key written, would keep the key the spelling asked for; the row moves to
+    the seed's spelling with its first sighting, and other rows stay as they are."""
+    from freshness_pipeline.stages.inventory import seed_rows, seeds_as_written
+    from freshness_pipeline.warehouse import tables
+
+    key = "http://a.example/tag/c++"
+    seeds = tables.conform(
+        "seeds",
+        pl.DataFrame(
+            {
+                "url": [key, "http://a.example/b"],
+                "host": "a.example",
+                "source": "seed",
+                "added_at": [T0, T0],
+                "written": ["http://a.example/tag/c%2B%2B", None],
+            }
+        ),
+    )
+    previous = tables.conform(
+        "url_inventory",
+        pl.DataFrame(
+            {
+                "url": [key, key, "http://a.example/b"],
+                "host": "a.example",
+                "source": ["seed", "sitemap", "seed"],
+                "first_seen_at": [T0, T0, T0],
+            }
+        ),
+    )
+    moved = seeds_as_written(previous, seeds)
+    assert moved.select("url", "source").rows() == [
+        ("http://a.example/tag/c%2B%2B", "seed"),
+        (key, "sitemap"),  # the site wrote the key itself: it stays
+        ("http://a.example/b", "seed"),
+    ]
+    assert moved.columns == previous.columns
+    assert seed_rows(seeds)["url"].to_list() == [
+        "http://a.example/tag/c%2B%2B",
+        "http://a.example/b",
+    ]

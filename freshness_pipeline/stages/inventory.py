@@ -215,11 +215,27 @@ def hand_over_to_other_hosts(wh: Warehouse, found: pl.DataFrame, now: datetime) 
     return handed
 
 
+def seeds_as_written(previous: pl.DataFrame, seeds: pl.DataFrame) -> pl.DataFrame:
+    """Last cycle's inventory with each seed's row under the spelling the seed now has: rows of
+    releases that entered seeds by their key, or a seed given again spelled otherwise, would
+    stay beside the new spelling and, being the key written, keep the key the one asked for.
+    The row's first sighting goes with it."""
+    spelled = tables.conform("seeds", seeds).select(
+        "url", pl.col("source").fill_null("seed"), pl.coalesce("written", "url").alias("_as")
+    )
+    return (
+        previous.join(spelled, on=["url", "source"], how="left", maintain_order="left")
+        .with_columns(pl.coalesce("_as", "url").alias("url"))
+        .drop("_as")
+    )
+
+
 def seed_rows(seeds: pl.DataFrame) -> pl.DataFrame:
-    """The seeds as url_inventory rows, first seen when they were added. Public because
+    """The seeds as url_inventory rows, first seen when they were added, each spelled as it was
+    given (candidates key it, and ask for it as written). Public because
     benchmarks/orchestration.py replays url_inventory's body without Dagster."""
-    return seeds.select(
-        "url",
+    return tables.conform("seeds", seeds).select(
+        pl.coalesce("written", "url").alias("url"),
         "host",
         pl.col("source").fill_null("seed"),
         "value",
@@ -438,13 +454,12 @@ def cycle_inventory(
         else tables.empty("url_state").select(STATE_COLUMNS)
     )
     pointed = pointed_discoveries(results, state, now)
-    handed_over = hand_over_to_other_hosts(
-        wh, pointed.filter(~pl.col("host").is_in(hosts)).drop("written"), now
-    )
+    handed_over = hand_over_to_other_hosts(wh, pointed.filter(~pl.col("host").is_in(hosts)), now)
     # this run's own targets enter the inventory as the site wrote them (candidates key them),
     # so robots.txt is read against that spelling too (stages.candidates.apply_robots)
     own = pointed.filter(pl.col("host").is_in(hosts)).with_columns(url="written")
     found = [seed_rows(seeds), own.drop("written")]
+    previous = seeds_as_written(previous, seeds)
     discovery = dict.fromkeys(COUNT_KEYS, 0)
     if http is not None:
         known = pl.concat([previous.select("url", "host"), seeds.select("url", "host")])

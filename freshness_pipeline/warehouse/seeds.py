@@ -23,6 +23,7 @@ from datetime import datetime
 import polars as pl
 
 from freshness_pipeline.science.normalize import MAX_URL_LENGTH, normalize_url_column
+from freshness_pipeline.warehouse import tables
 
 MAX_LINE_CHARS = 8192
 
@@ -46,7 +47,8 @@ _DEFAULT_PORT = {"http": 80, "https": 443}
 
 @dataclass
 class SeedParse:
-    #: url (normalized), host, value, url_class, line; a null value or class was not given
+    #: url (normalized), host, value, url_class, line, written (the line's URL where it is not
+    #: ``url``); a null value or class was not given
     rows: pl.DataFrame
     errors: list[tuple[int, str]] = field(default_factory=list)
     duplicates: int = 0
@@ -278,7 +280,9 @@ def parse_seeds(data: bytes) -> SeedParse:
         (number, f"{reason}: {raw_url[:200]!r}")
         for number, raw_url, reason in failed.select("line", "raw_url", "error").iter_rows()
     ]
-    good = rows.filter(pl.col("error").is_null())
+    good = rows.filter(pl.col("error").is_null()).with_columns(
+        written=pl.when(pl.col("raw_url") != pl.col("url")).then("raw_url")
+    )
     unique = good.unique(subset="url", keep="last", maintain_order=True)
     if unique.height < good.height:
         # a URL given twice keeps the last value and class given for it: an empty cell is none
@@ -289,12 +293,13 @@ def parse_seeds(data: bytes) -> SeedParse:
                 pl.col("value").drop_nulls().last(),
                 pl.col("url_class").drop_nulls().last(),
                 pl.col("line").last(),
+                pl.col("written").last(),
             )
             .sort("line")
         )
     errors.sort()
     return SeedParse(
-        rows=unique.select("url", "host", "value", "url_class", "line"),
+        rows=unique.select("url", "host", "value", "url_class", "line", "written"),
         errors=errors,
         duplicates=good.height - unique.height,
         fatal=None if unique.height else "no valid URL in the seed file",
@@ -332,6 +337,7 @@ def _empty_rows() -> pl.DataFrame:
             "value": pl.Float64,
             "url_class": pl.String,
             "line": pl.Int64,
+            "written": pl.String,
         }
     )
 
@@ -341,7 +347,8 @@ def merge_seeds(
 ) -> pl.DataFrame:
     """Union of known and new seeds (of one host or many): the newest value and class given win
     (a null one was not given, and keeps the one before; a value never given is 1.0), the
-    first ``added_at`` is kept, so seeding the same file twice changes nothing."""
+    first ``added_at`` is kept, so seeding the same file twice changes nothing. The newest
+    spelling given is the one asked for (``written``; null: the key as it is)."""
     incoming = new_rows.select(
         "url",
         "host",
@@ -349,8 +356,12 @@ def merge_seeds(
         "url_class",
         pl.lit(source).alias("source"),
         pl.lit(added_at).cast(pl.Datetime("us", "UTC")).alias("added_at"),
+        (pl.col("written") if "written" in new_rows.columns else pl.lit(None))
+        .cast(pl.String)
+        .alias("written"),
     )
-    combined = pl.concat([existing.select(incoming.columns), incoming], how="vertical_relaxed")
+    known = tables.conform("seeds", existing).select(incoming.columns)
+    combined = pl.concat([known, incoming], how="vertical_relaxed")
     return (
         combined.group_by("url")
         .agg(
@@ -359,6 +370,7 @@ def merge_seeds(
             pl.col("url_class").drop_nulls().last(),
             pl.col("source").last(),
             pl.col("added_at").min(),
+            pl.col("written").last(),
         )
         .with_columns(pl.col("value").fill_null(1.0))
         .select(incoming.columns)

@@ -26,6 +26,9 @@ SEEDS: Schema = {
     "url_class": pl.String,
     "source": pl.String,
     "added_at": UTC_TIME,
+    #: the URL as the seed file (or a redirect handed over) wrote it, where that is not ``url``
+    #: itself: what a fetch asks for (stages.candidates.with_request_spellings)
+    "written": pl.String,
 }
 
 ROBOTS: Schema = {
