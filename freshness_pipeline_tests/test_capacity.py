@@ -82,6 +82,29 @@ def test_throttled_hosts_keep_their_gap_and_drop_to_one_request_at_a_time() -> N
     assert kept["gap_s"] == pytest.approx(0.5 * GAP_RECOVERY) and kept["clean_cycles"] == 1
 
 
+def test_a_host_with_a_crawl_delay_is_one_request_in_flight_whatever_it_answered() -> None:
+    """The fetcher sends a Crawl-delay host one request at a time; host_capacity said 2 after a
+    clean cycle (an outside check read it against "default 1 when a crawl-delay is set"), and
+    the plan sized a slow host's share by it, twice what the fetcher would send."""
+    clean = {"gap_s": 0.0, "sent": 10, "planned": 10, "latency_s": 2.0}
+    out = next_host_capacity(
+        tables.empty("host_capacity"),
+        cycle_rows(delayed={**clean, "crawl_delay_s": 1.0}, free=clean),
+        NOW,
+        max_concurrency=4,
+    )
+    rows = {r["host"]: r for r in out.iter_rows(named=True)}
+    assert rows["delayed"]["concurrency"] == 1 and rows["delayed"]["clean_cycles"] == 1
+    assert rows["free"]["concurrency"] == 2
+    # a 2 s answer one at a time: 150 fetches fit a 300 s window (two in flight: 300)
+    shares = (
+        out.sort("host")
+        .with_columns(crawl_delay=pl.col("crawl_delay_s"))
+        .select(paced_capacity(window_s=300.0).alias("capacity"))["capacity"]
+    )
+    assert shares.to_list() == [150, 300]
+
+
 def test_a_recovered_gap_below_the_threshold_is_forgotten() -> None:
     prev = tables.conform(
         "host_capacity", pl.DataFrame({"host": ["h"], "gap_s": [FORGET_GAP_S * 1.05]})

@@ -17,7 +17,7 @@ and a hard floor (kept elsewhere, never relaxed). Beyond that rule each host has
 * ``concurrency``: requests in flight. A host we know nothing about gets one (so the first
   throttling answer arrives before a second request is on its way); each cycle without
   throttling adds one, up to the client's per-host limit; a throttle sets it back to one, since
-  parallel requests are the commonest burst.
+  parallel requests are the commonest burst. A host with a Crawl-delay stays at one.
 * ``latency_s``: how long the host takes to answer; with the concurrency it bounds the rate a
   host can serve whatever we would like.
 
@@ -166,8 +166,11 @@ def next_host_capacity(
         .otherwise(gap_now)
     )
     prev_conc = pl.col("_prev_conc").fill_null(START_CONCURRENCY)
+    # a Crawl-delay spaces request starts, one at a time (the fetcher's per-host queue): a host
+    # that asks for one is one request in flight, in the row the plan sizes its share by too
+    delayed = pl.col("crawl_delay_s").fill_null(0.0) > 0
     concurrency = (
-        pl.when(throttled)
+        pl.when(throttled | delayed)
         .then(1)
         .when(answered)
         .then(pl.min_horizontal(prev_conc + 1, pl.lit(max_concurrency)))
