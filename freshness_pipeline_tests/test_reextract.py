@@ -195,6 +195,48 @@ def test_url_class_limits_it_to_that_class(built, home):
     assert set(reextracted(home)["url_class"]) == {"article"}
 
 
+def test_a_class_its_urls_enter_by_a_new_match_pattern_is_reextracted_before_the_next_cycle(
+    built, home
+):
+    """A class added with ``match`` patterns re-extracted nothing: classes were applied only by
+    a cycle, whose fetches of the class's pages then went whole (found by an outside check).
+    Seeds that name no class take the pattern's class now; a seed's own class still wins."""
+    wh = Warehouse(home)
+    about = built["url"]["/about"]
+    for table in ("seeds", "url_inventory"):  # the products' seed rows as if they named none
+        rows = wh.read(table)
+        unclassed = rows.with_columns(
+            url_class=pl.when(pl.col("url") == about).then("url_class").otherwise(None)
+        )
+        wh.write_partitions(table, sorted(set(rows["host"])), unclassed)
+    (home / "freshness.toml").write_text(
+        CHANGED
+        + """
+[url_classes.gadget]
+match = ['/products/', '/about$']
+selectors = ["h1", ".price"]
+"""
+    )
+    done = run_freshness("reextract", "--url-class", "gadget", home=home)
+    assert done.returncode == 0, done.stderr
+    assert "re-extracted 2 pages on 1 hosts" in done.stdout
+    classes = dict(state(home).select("url", "url_class").iter_rows())
+    assert classes == {
+        built["url"]["/products/lamp"]: "gadget",
+        built["url"]["/products/desk"]: "gadget",
+        built["url"]["/about"]: "article",  # its seed row says so
+    }
+    gadget = load_config(home).extraction_for("gadget").version
+    assert set(reextracted(home)["fingerprint_version"]) == {gadget}
+    log = _next_cycle(built, home)
+    products = log.filter(pl.col("url").str.contains("/products/"))
+    assert products.height == 2
+    assert set(products["outcome"]) <= {"unchanged", "not_modified"}, products["outcome"]
+    assert set(state(home).filter(pl.col("url").str.contains("/products/"))["url_class"]) == {
+        "gadget"
+    }
+
+
 def test_a_second_reextract_is_a_no_op(home):
     assert run_freshness("reextract", home=home).returncode == 0
     files = {p: p.stat().st_mtime_ns for p in (home / "warehouse").rglob("*.parquet")}

@@ -36,7 +36,7 @@ from typing import Any
 
 import polars as pl
 
-from freshness_pipeline.config import ConfigError, Extraction, load_config
+from freshness_pipeline.config import ConfigError, Extraction, PipelineConfig, load_config
 from freshness_pipeline.stages.rereading import reread
 from freshness_pipeline.stages.versions import drop_excluded_fields
 from freshness_pipeline.warehouse import tables
@@ -101,7 +101,7 @@ def reextract(
         if not wh.hosts_in("url_state"):
             return Reextracted(0, 0, {})
         wh.sweep_temp_files()
-        state = wh.read("url_state")
+        state = current_classes(wh.read("url_state"), wh.read("seeds"), config)
         current = config.version_expr()
         due = state.filter(
             pl.col("fingerprint").is_not_null() & pl.col("fingerprint_version").is_not_null()
@@ -139,6 +139,23 @@ def reextract(
                 pages += versions.height
                 hosts += versions["host"].n_unique()
     return Reextracted(pages, hosts, dict(left))
+
+
+def current_classes(
+    state: pl.DataFrame, seeds: pl.DataFrame, config: PipelineConfig
+) -> pl.DataFrame:
+    """url_state with each URL in the class the next cycle's candidates give it: its seed row's
+    class, else the first class whose ``match`` patterns find it, else the one it has. A class
+    added or re-patterned since the last cycle is re-extracted now, as its selectors would be,
+    instead of by whole fetches once the next cycle re-classes its URLs."""
+    seeded = seeds.filter(pl.col("url_class").is_not_null()).select(
+        "url", pl.col("url_class").alias("_seeded")
+    )
+    return (
+        state.join(seeded.unique("url", keep="last"), on="url", how="left", maintain_order="left")
+        .with_columns(url_class=pl.coalesce("_seeded", config.matched_class_expr(), "url_class"))
+        .drop("_seeded")
+    )
 
 
 def _check_class(wh: Warehouse, url_class: str, configured: set[str]) -> None:
