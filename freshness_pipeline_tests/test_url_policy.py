@@ -245,6 +245,17 @@ def test_a_querys_semicolons_and_equals_signs_go_on_the_wire_as_written(tmp_path
     assert state["status"].to_list() == ["active"]
 
 
+#: spellings a server answers only as written, each keyed otherwise (science.normalize)
+ODD_SPELLINGS = ["/index.php?/blog/post-1", "/tag/c%2B%2B", "/feed?flag", "/sig?b=2&a=1"]
+
+
+def _only_as_written(request: web.Request) -> web.Response:
+    """A strict server: a page at each of ODD_SPELLINGS as written, 404 for any other."""
+    if request.raw_path not in ODD_SPELLINGS:
+        return web.Response(status=404)
+    return web.Response(text=PAGE.format(f"Post {request.raw_path}"), content_type="text/html")
+
+
 def test_a_page_is_asked_for_as_the_site_wrote_it_where_the_key_is_another_spelling(
     tmp_path: Path,
 ) -> None:
@@ -253,7 +264,7 @@ def test_a_page_is_asked_for_as_the_site_wrote_it_where_the_key_is_another_spell
     (``/tag/c%2B%2B``, a space to many path decoders) keyed as ``c++``, ``?flag`` as
     ``?flag=`` and an order-sensitive query sorted: each was a 404 and the page marked gone.
     A tracking parameter still stays off the wire, and results stay under the key."""
-    written = ["/index.php?/blog/post-1", "/tag/c%2B%2B", "/feed?flag", "/sig?b=2&a=1"]
+    written = ODD_SPELLINGS
     seen: list[str] = []
 
     def strict(request: web.Request) -> web.Response | None:
@@ -271,9 +282,7 @@ def test_a_page_is_asked_for_as_the_site_wrote_it_where_the_key_is_another_spell
             )
         if request.path == "/":
             return None
-        if request.raw_path not in written:
-            return web.Response(status=404)
-        return web.Response(text=PAGE.format(f"Post {request.raw_path}"), content_type="text/html")
+        return _only_as_written(request)
 
     home = tmp_path / "home"
     with serve_on_loopback(_site(strict, seen)) as base:
@@ -295,16 +304,10 @@ def test_a_seed_is_asked_for_as_the_seed_file_wrote_it(tmp_path: Path) -> None:
     """The same spellings given as seeds went out as their keys (`/tag/c++`,
     `/index.php?%2Fblog%2Fpost=`, `?flag=`, a sorted query): each a 404 and the page gone,
     while a sitemap's went out as written (found by an outside check of the README)."""
-    written = ["/index.php?/blog/post-1", "/tag/c%2B%2B", "/feed?flag", "/sig?b=2&a=1"]
+    written = ODD_SPELLINGS
     seen: list[str] = []
-
-    def strict(request: web.Request) -> web.Response | None:
-        if request.raw_path not in written:
-            return web.Response(status=404)
-        return web.Response(text=PAGE.format(f"Post {request.raw_path}"), content_type="text/html")
-
     home = tmp_path / "home"
-    with serve_on_loopback(_site(strict, seen)) as base:
+    with serve_on_loopback(_site(_only_as_written, seen)) as base:
         keys = sorted(normalize_url(base + p) for p in written)
         # a tracking parameter the file carries stays off the wire
         lines = [base + p + ("&utm_source=mail" if "?" in p else "") for p in written]
