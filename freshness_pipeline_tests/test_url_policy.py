@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -364,3 +364,18 @@ def test_an_inventory_row_of_a_seed_keyed_before_moves_to_the_spelling_the_seed_
         "http://a.example/tag/c%2B%2B",
         "http://a.example/b",
     ]
+
+
+def test_a_cycle_dated_before_the_newest_moves_a_urls_first_sighting_back(tmp_path: Path) -> None:
+    """A backfill (a cycle dated before the newest) moved url_inventory's first sighting back
+    but not url_state's, which was then later than the page's last fetch (an outside check)."""
+    from freshness_pipeline.app.runner import run_cycle
+
+    home = tmp_path / "home"
+    with serve_on_loopback(_site(lambda request: None)) as base:
+        load_seeds(home, f"url\n{base}/a\n".encode(), added_at=T0 + timedelta(days=3))
+        run_cycle(home, T0 + timedelta(days=1))
+        run_cycle(home, T0)
+    row = Warehouse(home).read("url_state").row(0, named=True)
+    assert row["first_seen_at"] == T0
+    assert row["first_seen_at"] <= row["last_fetched_at"]

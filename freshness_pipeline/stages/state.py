@@ -169,8 +169,10 @@ def merge_state(
         host=pl.coalesce("host", "c_host"),
         value=pl.coalesce("c_value", "value", pl.lit(1.0)),
         url_class=pl.when(candidate).then("c_class").otherwise("url_class"),
+        # the earlier of the two: a cycle dated before the newest (a backfill) sees the URL
+        # earlier than the state said, as the inventory it read does
         first_seen_at=pl.coalesce(
-            "first_seen_at", "c_first_seen", pl.lit(now).cast(tables.UTC_TIME)
+            pl.min_horizontal("first_seen_at", "c_first_seen"), pl.lit(now).cast(tables.UTC_TIME)
         ),
         status=new_status,
         observed_interval=pl.when(observed).then(interval),
