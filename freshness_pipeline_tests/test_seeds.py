@@ -55,6 +55,10 @@ def test_plain_text_and_fatal_cases():
     assert parse_seeds(b"").fatal == "the seed file has no URLs"
     assert "no 'url' column" in parse_seeds(b"link,value\nhttps://a.example/,1\n").fatal
     assert parse_seeds(b"nope\n").fatal == "no valid URL in the seed file"
+    # every URL valid, every value not: the URLs are not what was wrong
+    bad_values = parse_seeds(b"url,value\nhttps://a.example/,lots\nhttps://b.example/,-1\n")
+    assert bad_values.fatal == "no usable row in the seed file (2 with a bad value, listed above)"
+    assert [line for line, _ in bad_values.errors] == [2, 3]
     long_line = b"https://a.example/" + b"a" * 1_000_000 + b"\nhttps://b.example/\n"
     parsed = parse_seeds(long_line)
     assert parsed.rows["url"].to_list() == ["https://b.example/"]

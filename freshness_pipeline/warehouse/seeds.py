@@ -223,6 +223,7 @@ def parse_seeds(data: bytes) -> SeedParse:
         return SeedParse(rows=_empty_rows(), errors=errors, fatal="the seed file has no URLs")
     header_number, header = lines.row(0)
     delimiter = _header_delimiter(header)
+    bad_values = 0
     if delimiter is not None:
         names = [c.strip().lower() for c in next(csv.reader([header], delimiter=delimiter))]
         if "url" not in names:
@@ -259,6 +260,7 @@ def parse_seeds(data: bytes) -> SeedParse:
         table = table.with_columns(value=value, problem=problem)
         bad = table.filter(pl.col("problem").is_not_null())
         errors += list(bad.select("line", "problem").iter_rows())
+        bad_values = bad.height
         raw = table.filter(pl.col("problem").is_null()).select(
             "line",
             "raw_url",
@@ -302,7 +304,11 @@ def parse_seeds(data: bytes) -> SeedParse:
         rows=unique.select("url", "host", "value", "url_class", "line", "written"),
         errors=errors,
         duplicates=good.height - unique.height,
-        fatal=None if unique.height else "no valid URL in the seed file",
+        fatal=None
+        if unique.height
+        else "no valid URL in the seed file"
+        if not bad_values
+        else f"no usable row in the seed file ({bad_values} with a bad value, listed above)",
         notes=notes,
     )
 
