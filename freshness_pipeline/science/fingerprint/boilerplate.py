@@ -475,21 +475,23 @@ def _mark_chrome(tree: LexborHTMLParser, marker: _Marker) -> list[str]:
     nodes = css(tree, _CHROME)
     headlines = [node_text(n) for n in nodes if n.tag == "h1" and not _inside_drop(n)]
     forms = [n for n in tree.tags("form") if not _within(n, _is_form)]
+    landmarks = (*tree.tags("header"), *tree.tags("footer"))
+    page_sized = {n.mem_id for n in landmarks if marker.wraps_half(n)}
     for node in nodes:
         tag = node.tag
         if tag == "form":  # a form with a role is judged as a form, wherever it is
             forms.append(node)
-        elif tag in ("header", "footer") and marker.wraps_half(node):
+        elif node.mem_id in page_sized:
             continue
         elif tag in ("nav", "aside", "header", "footer") or (
             tag != "h1" and (node.attrs.get("role") or "").strip().lower() in _CHROME_ROLES
         ):
             marker.mark(node)
-    for node in (*tree.tags("header"), *tree.tags("footer"), *css(tree, _LEGACY_CHROME)):
+    for node in (*landmarks, *css(tree, _LEGACY_CHROME)):
         if (
             node.tag not in _PAGE_ROOTS
             and not _within(node, _holds_page_level)
-            and not (node.tag in ("header", "footer") and marker.wraps_half(node))
+            and node.mem_id not in page_sized
         ):
             marker.mark(node)
     for node in forms:
