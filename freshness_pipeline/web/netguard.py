@@ -222,12 +222,8 @@ def literal_refusal(host_key: str, allow: Iterable[IPNetwork]) -> str | None:
     """Why the allow-list refuses a host written as an IP address (``host[:port]``, an IPv6
     one bracketed), or None: allowed, or a name, which only resolving could judge. What a plan
     made without connecting (a dry run before any robots.txt request) can know of a host."""
-    key = host_key.strip()
-    if key.startswith("["):
-        address = key[1 : key.find("]")] if "]" in key else key[1:]
-    else:
-        address = key.rsplit(":", 1)[0] if key.count(":") == 1 else key
     try:
+        address = urlsplit(f"http://{host_key.strip()}").hostname or ""
         _parse_ip(address)
     except ValueError:
         return None
