@@ -341,6 +341,14 @@ class PipelineConfig:
         none = pl.lit(None, dtype=pl.String)
         return pl.coalesce(*rules, none) if rules else none
 
+    def url_class_expr(self, seeded: str, otherwise: str, url: str = "url") -> pl.Expr:
+        """The class a URL is crawled as: its seed row's (column ``seeded``), else the first
+        whose ``match`` patterns find it, else ``otherwise`` (one it inherited through a
+        redirect or canonical link, or had). A pattern says what the URL is; an inheritance
+        only guesses (a discontinued product redirected to its category does not make the
+        category a product)."""
+        return pl.coalesce(seeded, self.matched_class_expr(url), otherwise)
+
     def class_value_expr(self, url_class: str = "url_class") -> pl.Expr:
         """The value the class in column ``url_class`` gives its URLs (null: its class sets
         none, or it has no class)."""

@@ -153,7 +153,7 @@ def current_classes(
     )
     return (
         state.join(seeded.unique("url", keep="last"), on="url", how="left", maintain_order="left")
-        .with_columns(url_class=pl.coalesce("_seeded", config.matched_class_expr(), "url_class"))
+        .with_columns(url_class=config.url_class_expr("_seeded", "url_class"))
         .drop("_seeded")
     )
 

@@ -159,8 +159,8 @@ def canonical_candidates(
     # The user's own seed row speaks for a URL first: a value and class a URL inherited from
     # the page that redirected or pointed to it gave way to none of theirs before, and which
     # class won went by the sources' alphabetical order. Between the two come the class the
-    # configured patterns give the URL and that class's value (PipelineConfig.
-    # matched_class_expr): a pattern says what the URL is, an inheritance only guesses (a
+    # configured patterns give the URL and that class's value (PipelineConfig.url_class_expr,
+    # class_value_expr): a pattern says what the URL is, an inheritance only guesses (a
     # discontinued product redirected to its category does not make the category a product).
     rank = pl.col("source").replace_strict(
         SOURCE_RANK, default=len(SOURCE_RANK), return_dtype=pl.Int8
@@ -191,9 +191,7 @@ def canonical_candidates(
             pl.col("url").first().alias(_SPELLING),  # rows are in SOURCE_RANK order
         )
         .rename({"canonical": "url"})
-        .with_columns(
-            url_class=pl.coalesce(_SEEDED_CLASS, config.matched_class_expr(), "url_class")
-        )
+        .with_columns(url_class=config.url_class_expr(_SEEDED_CLASS, "url_class"))
         .with_columns(
             value=pl.coalesce(_SEEDED_VALUE, config.class_value_expr(), "value", pl.lit(1.0))
         )
