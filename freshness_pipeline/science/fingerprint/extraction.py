@@ -21,6 +21,7 @@ from freshness_pipeline.science.fingerprint.dom import (
 )
 from freshness_pipeline.science.fingerprint.fields import read_fields
 from freshness_pipeline.science.fingerprint.links import page_links
+from freshness_pipeline.science.fingerprint.nesting import flatten_deep_nesting
 from freshness_pipeline.science.fingerprint.whitespace import fold_lines
 
 __all__ = ["Extraction", "extract", "extract_content"]
@@ -148,7 +149,7 @@ class Extraction:
     ) -> None:
         if isinstance(selectors, str):
             selectors = [selectors]
-        document = _with_open_shadow_roots(document)
+        document = flatten_deep_nesting(_with_open_shadow_roots(document))
         tree = self.tree = LexborHTMLParser(document)
         streamed = '"S:' in document if isinstance(document, str) else b'"S:' in document
         if streamed:
