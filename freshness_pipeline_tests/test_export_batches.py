@@ -174,3 +174,30 @@ def test_a_page_gone_before_the_window_is_not_tombstoned_again_after_its_answers
     (tombstone,) = _rows(_export(wh, "jsonl", since=S, until=S + HOUR * 12), "jsonl")
     assert (tombstone["url"], tombstone["status"]) == (url, "gone")
     assert tombstone["gone_at"].startswith(went.strftime("%Y-%m-%dT%H:%M"))
+
+
+def test_a_page_that_went_gone_in_the_window_stays_tombstoned_after_its_answers_were_pruned(
+    tmp_path,
+):
+    """``--retention-days`` prunes fetch_log, where tombstones are read from: a page gone since
+    a time in the window lost its tombstone and its last version came out as live (found by an
+    outside audit). url_state still knows when the page went."""
+    wh = _home(tmp_path / "home")
+    gone = {f"https://{host}/p/0" for host in HOSTS[:2]}
+    before = {r["url"]: r for r in _rows(_export(wh, "jsonl"), "jsonl") if r["url"] in gone}
+    assert {r["status"] for r in before.values()} == {"gone"}
+    # the cycles that said these pages went pruned (--retention-days), the others kept
+    log = pl.read_parquet(wh.files("fetch_log"))
+    for path in wh.files("fetch_log"):
+        path.unlink()
+    wh.write_partitions("fetch_log", HOSTS, log.filter(pl.col("outcome") != "gone"))
+    assert not pl.read_parquet(wh.files("fetch_log"))["outcome"].is_in(["gone"]).any()
+    after = {r["url"]: r for r in _rows(_export(wh, "jsonl"), "jsonl") if r["url"] in gone}
+    assert after == before
+    # a window that ends before the page went hands out its version, as before
+    (version,) = [
+        r
+        for r in _rows(_export(wh, "jsonl", until=S + 13 * HOUR), "jsonl")
+        if r["url"] == f"https://{HOSTS[0]}/p/0"
+    ]
+    assert version.get("status") != "gone"

@@ -237,7 +237,22 @@ class _Window:
                 .collect()
             )
             gone = gone.join(told.select("url"), on="url", how="anti")
-        return gone.select("url", "gone_at")
+        return pl.concat([gone.select("url", "gone_at"), self._gone_now(wh, since, until, gone)])
+
+    def _gone_now(
+        self, wh: Warehouse, since: datetime, until: datetime | None, found: pl.DataFrame
+    ) -> pl.DataFrame:
+        """url, gone_at of the URLs whose current spell of gone began in the window and that
+        the request history no longer says went: ``--retention-days`` prunes the answers that
+        said so, and without them the page's last version was handed out as live."""
+        state = [str(f) for f in wh.files("url_state")]
+        return (
+            self._scan("url_state", state, ("url", "status", "gone_at"))
+            .filter((pl.col("status") == "gone") & self._between("gone_at", since, until))
+            .select("url", pl.col("gone_at").cast(tables.UTC_TIME))
+            .join(found.lazy().select("url"), on="url", how="anti")
+            .collect()
+        )
 
     @staticmethod
     def _between(column: str, since: datetime, until: datetime | None) -> pl.Expr:
