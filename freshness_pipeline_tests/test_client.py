@@ -24,6 +24,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from freshness_pipeline.web.client import (
     ACCEPT_ENCODING,
     DEFAULT_USER_AGENT,
+    TIME_LIMIT_REASON,
     FetchRequest,
     FetchResult,
     FetchSettings,
@@ -799,6 +800,31 @@ def test_cycle_time_limit_defers_unstarted_requests() -> None:
         assert "time limit" in (results[-1].error or "")
 
     asyncio.run(scenario())
+
+
+def test_a_request_in_flight_at_the_time_limit_is_cut_there() -> None:
+    """A request still waiting for its answer when the cycle's time limit runs out ends then,
+    not at its own timeout a minute later (found by an outside audit: a 10 s limit, 66 s), and
+    is no failure of its host."""
+
+    async def silent(request: web.Request) -> web.Response:
+        await asyncio.sleep(120)
+        return web.Response(text="late")
+
+    async def scenario() -> tuple[list[FetchResult], float]:
+        async with serve({"/hang": silent, "/p": text("p")}) as srv:
+            started = time.monotonic()
+            results = await run(
+                [req(srv, "/hang"), req(srv, "/p")],
+                settings(cycle_time_limit_s=1.0, host_concurrency=2),
+            )
+            return results, time.monotonic() - started
+
+    (hung, answered), elapsed = asyncio.run(scenario())
+    assert elapsed < 30  # the request's own timeout is 60 s
+    assert (hung.outcome, hung.sent) == ("error", True)
+    assert TIME_LIMIT_REASON in (hung.error or "")
+    assert answered.outcome == "new"
 
 
 def test_dead_host_is_given_up_after_consecutive_failures() -> None:

@@ -28,7 +28,12 @@ from freshness_pipeline.web.client.body import (
     read_limited,
 )
 from freshness_pipeline.web.client.context import CURRENT_ATTEMPT, Attempt, CycleContext
-from freshness_pipeline.web.client.fetches import FetchRequest, FetchResult, host_key
+from freshness_pipeline.web.client.fetches import (
+    TIME_LIMIT_REASON,
+    FetchRequest,
+    FetchResult,
+    host_key,
+)
 from freshness_pipeline.web.client.headers import (
     content_age_days,
     header_text,
@@ -98,7 +103,9 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
                 await attempt.host.wait_for_gap()
                 t0 = time.perf_counter()
                 result = fresh_result()
-            async with ctx.session.get(sent_as.url, headers=headers, allow_redirects=False) as resp:
+            async with ctx.session.get(
+                sent_as.url, headers=headers, allow_redirects=False, timeout=_timeouts(ctx)
+            ) as resp:
                 # Latency as AutoThrottle measures it, request out to response headers in;
                 # a body read extends it (_classify).
                 attempt.latency_s = attempt.since_sent()
@@ -152,6 +159,11 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
             result.error = f"unreadable response: {_head_problem(exc)}"
             attempt.signal = "other"
             attempt.latency_s = attempt.since_sent()
+        elif isinstance(exc, asyncio.TimeoutError) and _past_deadline(ctx):
+            # The cycle's time limit ran out under the request: the host is none the worse.
+            result.outcome = "error"
+            result.error = f"{TIME_LIMIT_REASON} during the request"
+            attempt.signal = None
         else:
             # Transport errors and timeouts, also mid-body: the host is failing or too slow,
             # and the time it took counts as its latency.
@@ -167,6 +179,28 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
     if followed:
         result.hops = followed
     return result
+
+
+def _timeouts(ctx: CycleContext) -> aiohttp.ClientTimeout:
+    """The session's timeouts, cut to what is left of the cycle's time limit when that is
+    shorter: a request in flight at the limit ran on to its own timeout (a minute), and a
+    cycle given ten seconds took seventy (found by an outside audit)."""
+    timeouts = ctx.session.timeout
+    if ctx.deadline is None:
+        return timeouts
+    settings = ctx.settings
+    left = max(ctx.deadline - time.monotonic(), 0.001)
+    if left >= settings.total_timeout:
+        return timeouts
+    return aiohttp.ClientTimeout(
+        total=left,
+        sock_connect=min(settings.connect_timeout, left),
+        sock_read=min(settings.read_timeout, left),
+    )
+
+
+def _past_deadline(ctx: CycleContext) -> bool:
+    return ctx.deadline is not None and time.monotonic() >= ctx.deadline - 0.01
 
 
 def _the_page_itself(key: str, moved_to: str | None) -> bool:
