@@ -604,3 +604,61 @@ def test_an_outage_teaches_no_minute_long_gap() -> None:
         t.started(now)
         t.observe("throttled", now=now, latency_s=0.01, gap_s=60.0)
     assert t.min_gap == after_backoff
+
+
+def test_a_503_at_a_pace_the_host_served_well_is_a_failure_not_a_word_about_pace() -> None:
+    """A flaky backend's 503s say nothing of our pace: taken for throttling, each doubled the
+    learned gap, and a host failing 15 % of its requests at random was paced to a minute a
+    request and starved (found by an outside held-out web)."""
+    t = throttle(backoff_base_s=0.5)
+    t.observe("ok", now=0.0, latency_s=0.001, gap_s=0.2)
+    taken = t.observe("throttled", now=1.0, latency_s=0.001, gap_s=0.3, http_status=503)
+    assert taken == "failure"
+    assert (t.min_gap, t.n_throttled, t.n_unpaced_503) == (0.0, 0, 1)
+    assert t.delay >= 0.5  # it still backs off, as after any failure
+    # twice as fast as the host ever served, or faster: it may mean us
+    assert t.observe("throttled", now=2.0, gap_s=0.05, http_status=503) == "throttled"
+    assert t.min_gap > 0
+    # the host's own word: a Retry-After, or a 429
+    assert t.observe("throttled", now=3.0, gap_s=5.0, http_status=503, retry_after_s=1.0) == (
+        "throttled"
+    )
+    assert t.observe("throttled", now=9.0, gap_s=5.0, http_status=429) == "throttled"
+    assert t.snapshot()["n_unpaced_503"] == 1
+
+
+def test_a_host_failing_a_share_of_requests_at_random_keeps_its_pace() -> None:
+    async def scenario() -> tuple[list[FetchResult], Throttles]:
+        answered = {"n": 0}
+
+        async def flaky(request: web.Request) -> web.Response:
+            answered["n"] += 1
+            if answered["n"] % 5 == 0:
+                return web.Response(status=503, text="busy backend")
+            return web.Response(text=f"page {request.path_qs}", content_type="text/html")
+
+        async with serve({"/p": flaky}) as srv:
+            cfg = FetchSettings(
+                host_concurrency=1,
+                cycle_time_limit_s=20.0,
+                # a steady pace (on loopback, latency-driven gaps are a millisecond's noise)
+                throttle=ThrottlePolicy(
+                    autothrottle=False, start_delay_s=0.02, backoff_base_s=0.05, backoff_jitter=0
+                ),
+            )
+            throttles = Throttles(cfg.throttle)
+            results = await fetch_all(
+                [req(srv, f"/p?i={i}") for i in range(40)],
+                cfg,
+                throttles=throttles,
+                allow=LOOPBACK,
+                fingerprint=fp,
+            )
+            return results, throttles
+
+    results, throttles = asyncio.run(scenario())
+    assert all(r.sent for r in results)
+    assert [r.http_status for r in results].count(503) == 8
+    (health,) = throttles.snapshot()
+    assert health["gap_s"] == 0.0  # nothing learned of its pace
+    assert health["n_unpaced_503"] == 8

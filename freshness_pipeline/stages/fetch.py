@@ -557,6 +557,7 @@ def capacity_observations(
                 "latency_s": t["latency_s"],
                 "crawl_delay_s": t["crawl_delay_s"],
                 "pauses": t["n_pauses"],
+                "unpaced": t.get("n_unpaced_503", 0),
             }
             for t in snapshot
         ],
@@ -566,6 +567,7 @@ def capacity_observations(
             "latency_s": pl.Float64,
             "crawl_delay_s": pl.Float64,
             "pauses": pl.Int64,
+            "unpaced": pl.Int64,
         },
     )
     counts = [
@@ -582,6 +584,9 @@ def capacity_observations(
         .join(outcomes, on="host", how="left")
         .join(pace, on="host", how="left")
         .with_columns(
-            pl.col([*counts, "refilled", "pauses"]).fill_null(0).cast(pl.Int64),
+            pl.col([*counts, "refilled", "pauses", "unpaced"]).fill_null(0).cast(pl.Int64),
         )
+        # the 503s the throttle took for a flaky host's failures say nothing of its pace
+        .with_columns((pl.col("throttled") - pl.col("unpaced")).clip(0).alias("throttled"))
+        .drop("unpaced")
     )

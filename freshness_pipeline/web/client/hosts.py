@@ -190,16 +190,18 @@ class HostRun:
             self.stop_outcome = "blocked"
             self.stop_reason = result.error or "blocked by the network allow-list"
             return
+        taken_for = attempt.signal
         if attempt.signal is not None:
-            self.throttle.observe(
+            taken_for = self.throttle.observe(
                 attempt.signal,
                 now=time.monotonic(),
                 latency_s=attempt.latency_s,
                 detail=result.error or f"HTTP {result.http_status}",
                 retry_after_s=result.retry_after_s,
                 gap_s=attempt.gap_s,
+                http_status=result.http_status,
             )
-        if result.http_status in THROTTLE_STATUSES:
+        if result.http_status in THROTTLE_STATUSES and taken_for == "throttled":
             self.concurrency = 1
             pause = result.retry_after_s
             if pause is not None and self.stop_outcome is None:
