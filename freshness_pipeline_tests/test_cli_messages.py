@@ -6,7 +6,13 @@ home; the pages come from a server on loopback."""
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
+import signal
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -207,3 +213,41 @@ def test_a_dagster_home_left_exported_from_another_home_is_named(tmp_path: Path)
         done = run_freshness("cycle", "--dry-run", home=second, env={"DAGSTER_HOME": str(own)})
         assert done.returncode == 0, done.stderr
         assert "DAGSTER_HOME" not in done.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_cycle_stopped_by_a_signal_says_so_and_exits_130(tmp_path: Path, sig: int) -> None:
+    """Ctrl-C during fetching ended in Dagster's traceback and "cycle failed: ...
+    DagsterExecutionInterruptedError", exit 1, as a broken pipeline does (found by an outside
+    audit)."""
+    asked = threading.Event()
+
+    async def hangs(request: web.Request) -> web.Response:
+        if not request.path.startswith("/p/"):
+            return web.Response(status=404)  # robots.txt, the sitemap's guessed place
+        asked.set()
+        await asyncio.sleep(60)
+        return web.Response(text="late", content_type="text/html")
+
+    home = tmp_path / "home"
+    with serve_on_loopback(hangs) as base:
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text(f"{base}/p/1\n")
+        assert run_freshness("seed", str(seeds), home=home).returncode == 0
+        env = {**os.environ, "FRESHNESS_HOME": str(home), "FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8"}
+        env.pop("DAGSTER_HOME", None)
+        cycle = subprocess.Popen(
+            [sys.executable, "-m", "freshness_pipeline.app.cli", "cycle"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert asked.wait(120), "the page was never asked for"
+            cycle.send_signal(sig)
+            _, err = cycle.communicate(timeout=60)
+        finally:
+            cycle.kill()
+    assert cycle.returncode == 130, err[-2000:]
+    assert "cycle interrupted: stopped by Ctrl-C or SIGTERM in fetch_results" in err

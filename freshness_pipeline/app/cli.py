@@ -262,7 +262,7 @@ def cycle(
     except (UnknownHosts, UnreadableConfig) as exc:
         raise _failed("error", exc, 2) from exc
     except CycleFailed as exc:
-        raise _failed("cycle failed", exc, 1) from exc
+        raise _failed(exc.label, exc, exc.exit_code) from exc
     except HomeBusy as exc:
         raise _failed("cycle refused", exc, BUSY_EXIT) from exc
     except OSError as exc:

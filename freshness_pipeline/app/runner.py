@@ -72,6 +72,17 @@ class CycleOutcome:
 class CycleFailed(RuntimeError):
     """The pipeline itself failed (not a fetch: those are outcomes)."""
 
+    label = "cycle failed"
+    exit_code = 1
+
+
+class CycleInterrupted(CycleFailed):
+    """Ctrl-C or SIGTERM stopped the run (Dagster raises its interruption in the step that was
+    running): 130, as a shell reports a command that SIGINT ended."""
+
+    label = "cycle interrupted"
+    exit_code = 130
+
 
 #: The file that marks a home as the demo's: `freshness demo` resets such a home on every run,
 #: so `freshness seed` refuses it (a user's seeds would go with the next demo).
@@ -146,7 +157,7 @@ def run_cycle(
                 forgotten = [] if dry_run else forget_unrecorded_cycle(warehouse, now)
                 if not forgotten:
                     raise
-                raise CycleFailed(
+                raise type(failed)(
                     f"{failed}; what it fetched from {len(forgotten)} hosts before failing is "
                     "taken back (the next cycle fetches it again)"
                 ) from failed
@@ -271,7 +282,11 @@ def _run_cycle_locked(
         )
         outcome.runs += 1
         if not result.success:
-            raise CycleFailed(failure_message(result.all_events, "the cycle run failed"))
+            message = failure_message(result.all_events, "the cycle run failed")
+            if _INTERRUPTED in message:
+                step = message.split(" failed:", 1)[0].removeprefix("step ")
+                raise CycleInterrupted(f"stopped by Ctrl-C or SIGTERM in {step}")
+            raise CycleFailed(message)
         # The run's own metadata has the counts: re-reading a file per host would cost
         # seconds at ten thousand hosts.
         for asset in ("url_candidates", *(() if dry_run else ("fetch_results",))):
@@ -377,6 +392,10 @@ def _run_metadata(result: dg.JobExecutionResult, asset: str) -> dict[str, int]:
                 if isinstance(value, dg.IntMetadataValue) and value.value is not None
             }
     return {}
+
+
+#: How a step Dagster interrupted (SIGINT, SIGTERM) ends, in :func:`failure_message`'s words.
+_INTERRUPTED = "DagsterExecutionInterruptedError"
 
 
 def failure_message(events: Iterable[dg.DagsterEvent], fallback: str) -> str:
