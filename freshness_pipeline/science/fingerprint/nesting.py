@@ -104,7 +104,7 @@ def nesting_bound(document: bytes) -> int:
 
 _TOKEN = re.compile(
     rb"<!--.*?(?:-->|\Z)"
-    rb"|<(?P<raw>script|style|textarea|title|xmp|iframe|noembed|noframes)(?=[\s/>])"
+    rb"|<(?P<raw>" + b"|".join(sorted(_RAW)) + rb")(?=[\s/>])"
     rb"(?:\"[^\"]*\"|'[^']*'|[^'\">])*>"
     rb"|<(?P<end>/?)(?P<name>[A-Za-z][^\s/>]*)(?:\"[^\"]*\"|'[^']*'|[^'\">])*>?",
     re.I | re.S,
