@@ -199,6 +199,15 @@ class _Window:
             )
             .collect()
         )
+        # url_state's current spells of gone: what fetch_log may no longer hold (the gone
+        # pages only, however big the crawl)
+        state = [str(f) for f in wh.files("url_state")]
+        spells = (
+            self._scan("url_state", state, ("url", "status", "gone_at"))
+            .filter(pl.col("status") == "gone")
+            .select("url", pl.col("gone_at").cast(tables.UTC_TIME))
+            .collect()
+        )
         # gone all through the window: gone before it already, unless its last answer before
         # the window was a live one
         unsure = gone.filter(pl.col("_alive").is_null())
@@ -206,19 +215,12 @@ class _Window:
             # A URL still gone whose current spell began before the window was told then, even
             # where the answers that said so have been pruned from fetch_log (--retention-days
             # under the 30-day recheck gave each monthly recheck a tombstone of its own).
-            state = [str(f) for f in wh.files("url_state", unsure["host"].unique().to_list())]
-            spells = (
-                self._scan("url_state", state, ("url", "status", "gone_at"))
-                .filter(
-                    pl.col("url").is_in(unsure["url"].implode())
-                    & (pl.col("status") == "gone")
-                    & (pl.col("gone_at") < pl.lit(since).cast(tables.UTC_TIME))
-                )
-                .select("url")
-                .collect()
-            )
-            gone = gone.join(spells, on="url", how="anti")
-            unsure = unsure.join(spells, on="url", how="anti")
+            told_before = spells.filter(
+                pl.col("url").is_in(unsure["url"].implode())
+                & (pl.col("gone_at") < pl.lit(since).cast(tables.UTC_TIME))
+            ).select("url")
+            gone = gone.join(told_before, on="url", how="anti")
+            unsure = unsure.join(told_before, on="url", how="anti")
         if unsure.height:
             before = [
                 str(f)
@@ -237,22 +239,13 @@ class _Window:
                 .collect()
             )
             gone = gone.join(told.select("url"), on="url", how="anti")
-        return pl.concat([gone.select("url", "gone_at"), self._gone_now(wh, since, until, gone)])
-
-    def _gone_now(
-        self, wh: Warehouse, since: datetime, until: datetime | None, found: pl.DataFrame
-    ) -> pl.DataFrame:
-        """url, gone_at of the URLs whose current spell of gone began in the window and that
-        the request history no longer says went: ``--retention-days`` prunes the answers that
-        said so, and without them the page's last version was handed out as live."""
-        state = [str(f) for f in wh.files("url_state")]
-        return (
-            self._scan("url_state", state, ("url", "status", "gone_at"))
-            .filter((pl.col("status") == "gone") & self._between("gone_at", since, until))
-            .select("url", pl.col("gone_at").cast(tables.UTC_TIME))
-            .join(found.lazy().select("url"), on="url", how="anti")
-            .collect()
+        # A page whose current spell began in the window is gone whatever fetch_log still
+        # holds: --retention-days prunes the answers that said so, and without them the page's
+        # last version was handed out as live.
+        pruned = spells.filter(self._between("gone_at", since, until)).join(
+            gone, on="url", how="anti"
         )
+        return pl.concat([gone.select("url", "gone_at"), pruned])
 
     @staticmethod
     def _between(column: str, since: datetime, until: datetime | None) -> pl.Expr:
