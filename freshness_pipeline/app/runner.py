@@ -282,11 +282,10 @@ def _run_cycle_locked(
         )
         outcome.runs += 1
         if not result.success:
-            message = failure_message(result.all_events, "the cycle run failed")
-            if _INTERRUPTED in message:
-                step = message.split(" failed:", 1)[0].removeprefix("step ")
+            step = interrupted_step(result.all_events)
+            if step is not None:
                 raise CycleInterrupted(f"stopped by Ctrl-C or SIGTERM in {step}")
-            raise CycleFailed(message)
+            raise CycleFailed(failure_message(result.all_events, "the cycle run failed"))
         # The run's own metadata has the counts: re-reading a file per host would cost
         # seconds at ten thousand hosts.
         for asset in ("url_candidates", *(() if dry_run else ("fetch_results",))):
@@ -394,8 +393,15 @@ def _run_metadata(result: dg.JobExecutionResult, asset: str) -> dict[str, int]:
     return {}
 
 
-#: How a step Dagster interrupted (SIGINT, SIGTERM) ends, in :func:`failure_message`'s words.
-_INTERRUPTED = "DagsterExecutionInterruptedError"
+def interrupted_step(events: Iterable[dg.DagsterEvent]) -> str | None:
+    """The step Dagster stopped on SIGINT or SIGTERM (it raises its interruption in the step
+    that was running), if that is how the run failed."""
+    for event in events:
+        data = event.step_failure_data if event.is_step_failure else None
+        error = data.error if data is not None else None
+        if error is not None and error.cls_name == "DagsterExecutionInterruptedError":
+            return event.step_key
+    return None
 
 
 def failure_message(events: Iterable[dg.DagsterEvent], fallback: str) -> str:
