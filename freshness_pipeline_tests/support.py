@@ -13,15 +13,18 @@ from pathlib import Path
 from typing import Any
 
 
-def run_freshness(
-    *args: str, home: Path, env: dict[str, str] | None = None, timeout: float = 240
-) -> subprocess.CompletedProcess[str]:
-    """Run `freshness ARGS` with FRESHNESS_HOME=home, loopback allowed and no inherited
-    DAGSTER_HOME (the command keeps its Dagster instance under the home); ``env`` last."""
+def freshness_command() -> list[str]:
+    """The `freshness` console script of this interpreter's environment (or its module)."""
     script = Path(sys.executable).with_name("freshness")
-    command = (
+    return (
         [str(script)] if script.exists() else [sys.executable, "-m", "freshness_pipeline.app.cli"]
     )
+
+
+def freshness_env(home: Path, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a test runs `freshness` in: FRESHNESS_HOME=home, loopback allowed, no
+    inherited DAGSTER_HOME (the command keeps its Dagster instance under the home); ``env``
+    last."""
     full_env = {
         **os.environ,
         "FRESHNESS_HOME": str(home),
@@ -29,9 +32,16 @@ def run_freshness(
     }
     full_env.pop("DAGSTER_HOME", None)
     full_env.update(env or {})
+    return full_env
+
+
+def run_freshness(
+    *args: str, home: Path, env: dict[str, str] | None = None, timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    """Run `freshness ARGS` in :func:`freshness_env`."""
     return subprocess.run(
-        [*command, *args],
-        env=full_env,
+        [*freshness_command(), *args],
+        env=freshness_env(home, env),
         capture_output=True,
         text=True,
         timeout=timeout,

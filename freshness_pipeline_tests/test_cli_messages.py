@@ -7,11 +7,9 @@ home; the pages come from a server on loopback."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -20,7 +18,12 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from freshness_pipeline_tests.support import run_freshness, serve_on_loopback
+from freshness_pipeline_tests.support import (
+    freshness_command,
+    freshness_env,
+    run_freshness,
+    serve_on_loopback,
+)
 
 PAGES = 10  # /p/0 .. /p/9, of which the first cycle fetches BUDGET
 BUDGET = 2
@@ -234,11 +237,9 @@ def test_a_cycle_stopped_by_a_signal_says_so_and_exits_130(tmp_path: Path, sig: 
         seeds = tmp_path / "seeds.txt"
         seeds.write_text(f"{base}/p/1\n")
         assert run_freshness("seed", str(seeds), home=home).returncode == 0
-        env = {**os.environ, "FRESHNESS_HOME": str(home), "FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8"}
-        env.pop("DAGSTER_HOME", None)
         cycle = subprocess.Popen(
-            [sys.executable, "-m", "freshness_pipeline.app.cli", "cycle"],
-            env=env,
+            [*freshness_command(), "cycle"],
+            env=freshness_env(home),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
