@@ -72,6 +72,10 @@ async def hostile(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
             )
         elif path == b"/latin1-reason":
             writer.write(b"HTTP/1.1 403 Acc\xe8s interdit\r\nContent-Length: 0\r\n" + _CLOSE)
+        elif path == b"/silent":
+            # takes the request and never answers (the client's read timeout ends it)
+            await asyncio.sleep(30)
+            return
         elif path == b"/garbage":
             writer.write(b"\x00\xffNOT HTTP AT ALL\r\n\r\n")
         elif path.startswith((b"/cookies", b"/headers-")):
@@ -270,6 +274,62 @@ def test_a_body_the_network_cut_is_archived_as_cut_and_the_fetch_still_fails(ser
         assert result.archived is None
     for path in tmp_path.glob("*.warc.gz"):
         warcio_check(path)
+
+
+def test_a_request_sent_without_an_answer_has_its_request_record_and_one_never_sent_none(
+    server, tmp_path
+):
+    """Every request that left has its record, also when nothing readable came back (a
+    silent server, a head the client refuses): the request record alone, which the fetch's
+    row points at; a connection refused sent nothing and archives nothing. Before, such
+    requests had a fetch_log row and no record at all (found by an outside audit)."""
+    import socket
+    from datetime import UTC, datetime
+
+    from freshness_pipeline.warehouse.archive import ArchiveWriter, read_record
+    from freshness_pipeline.warehouse.archive.index import index_warc
+    from freshness_pipeline_tests.pywb_server import warcio_check
+
+    host, _ = server
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}/refused"
+    settings = FetchSettings(
+        read_timeout=1.0,
+        total_timeout=4.0,
+        host_concurrency=4,
+        throttle=ThrottlePolicy(autothrottle=False),
+    )
+    now = datetime(2026, 3, 1, tzinfo=UTC)
+    urls = [host + "/silent", host + "/garbage", host + "/huge-headers", closed]
+    with ArchiveWriter(tmp_path, now) as writer:
+        results = fetch_all_sync(
+            [FetchRequest(url=u, etag='"v7"') for u in urls],
+            settings,
+            allow=allowed_networks({"FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8"}),
+            archive=writer,
+        )
+    assert [r.outcome for r in results] == ["error"] * 4, results
+    *answered_not, refused = results
+    for url, result in zip(urls, answered_not, strict=False):
+        assert result.warc_filename is not None, result
+        assert result.warc_offset is not None
+        record = read_record(tmp_path, result.warc_filename, result.warc_offset)
+        assert record.record_type == "request", (url, record.record_type)
+        assert record.target_uri == url
+        assert record.header("WARC-Concurrent-To") is None
+        assert result.warc_length == record.length
+        sent = dict(record.http_headers or [])
+        assert sent.get("If-None-Match") == '"v7"', sent
+        assert sent.get("User-Agent", "").startswith("freshness-pipeline/"), sent
+        assert result.payload_digest is None and result.archived is None
+    assert refused.warc_filename is None, refused
+    files = list(tmp_path.glob("*.warc.gz"))
+    for path in files:
+        warcio_check(path)
+    # nothing to replay: the index holds no line for them
+    indexed = [e for path in files for e in index_warc(tmp_path, path.name)]
+    assert not [e for e in indexed if e.fields.get("url") in urls], indexed
 
 
 def test_a_304_refers_to_the_pages_copy_not_to_an_error_archived_since(server, tmp_path):

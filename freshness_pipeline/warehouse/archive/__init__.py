@@ -34,6 +34,11 @@ What is recorded, per HTTP request that went on the wire (:meth:`ArchiveWriter.w
   original's record id) and the original's ``WARC-Payload-Digest``, so an unchanged page
   costs its headers, not its body (a 304 with no known original, e.g. to validators from
   before archiving began, names only its own URI);
+- for a request that got no answer to store (a timeout or a reset before the response's
+  head, a head the client refused as unreadable), the ``request`` record alone
+  (:meth:`ArchiveWriter.write_unanswered_request`): what was asked and when, not indexed, as
+  nothing can be replayed from it; a connection that was never made sent nothing and has no
+  record;
 - robots.txt, sitemap and feed fetches the same way, every record of a fetch marked in the
   WARC field ``WARC-Freshness-Fetch-Kind`` (``page``, ``robots``, ``sitemap``, ``feed``;
   non-page CDXJ lines say ``"kind"``), so they can be counted apart.

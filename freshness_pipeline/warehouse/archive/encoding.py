@@ -397,14 +397,12 @@ class RecordEncoder:
                 main = self._block_record(fields, _RESPONSE_TYPE, head, body)
 
         request_line = f"{exchange.method} {request_target(url)} HTTP/{exchange.http_version}"
-        request = self._block_record(
-            f"{WARC_VERSION}\r\nWARC-Type: request\r\nWARC-Record-ID: {new_record_id()}\r\n"
+        request = self._request_record(
+            f"WARC-Record-ID: {new_record_id()}\r\n"
             f"WARC-Date: {date}\r\nWARC-Target-URI: {url}\r\n"
             f"WARC-Concurrent-To: {record_id}\r\nWARC-Warcinfo-ID: {warcinfo_id}\r\n"
             f"{ip}{FETCH_KIND_FIELD}: {kind}\r\n",
-            _REQUEST_TYPE,
             http_head(request_line, exchange.request_pairs),
-            b"",
         )
         return EncodedExchange(
             main,
@@ -415,6 +413,35 @@ class RecordEncoder:
             digest,
             date,
             warcinfo_id,
+        )
+
+    def unanswered_request(
+        self,
+        url: str,
+        request_pairs: Iterable[tuple[str, str]],
+        *,
+        date: str,
+        kind: FetchKind,
+        warcinfo_id: str,
+        method: str = "GET",
+        http_version: str = "1.1",
+    ) -> tuple[bytes, str]:
+        """The request record of a request that went on the wire and got no answer this client
+        could read (a timeout, a reset before the headers, a head it refuses): what was asked
+        and when, with no response beside it to be concurrent to. Returns the member and its
+        record id."""
+        record_id = new_record_id()
+        request_line = f"{method} {request_target(url)} HTTP/{http_version}"
+        member = self._request_record(
+            f"WARC-Record-ID: {record_id}\r\nWARC-Date: {date}\r\nWARC-Target-URI: {url}\r\n"
+            f"WARC-Warcinfo-ID: {warcinfo_id}\r\n{FETCH_KIND_FIELD}: {kind}\r\n",
+            http_head(request_line, request_pairs),
+        )
+        return member, record_id
+
+    def _request_record(self, fields: str, head: bytes) -> bytes:
+        return self._block_record(
+            f"{WARC_VERSION}\r\nWARC-Type: request\r\n{fields}", _REQUEST_TYPE, head, b""
         )
 
     def _revisit(

@@ -377,7 +377,7 @@ class ArchivedOriginal:
         )
 
 
-RecordType = Literal["response", "revisit"]
+RecordType = Literal["response", "revisit", "request"]
 
 
 @dataclass(frozen=True)
@@ -385,7 +385,9 @@ class ArchivedRecord:
     """What the writer made of one exchange, and where it went.
 
     ``warc_filename``/``warc_offset``/``warc_length`` locate the response or revisit record;
-    ``request_offset``/``request_length`` the request record beside it in the same file.
+    ``request_offset``/``request_length`` the request record beside it in the same file. A
+    request that got no answer has its request record alone (``record_type`` "request", both
+    locations that record's).
     ``payload_digest`` is the WARC-Payload-Digest (for a revisit, the original's: the payload
     it stands for; None for a 304 with no known original). ``original`` is what to keep for the
     URL and pass as ``previous`` next time (the record itself for a response, the referred

@@ -31,7 +31,7 @@ import logging
 import os
 import platform
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from json.encoder import encode_basestring_ascii as _json_str
 from pathlib import Path
@@ -361,6 +361,88 @@ class ArchiveWriter:
                 profile=encoded.profile,
                 truncated=exchange.truncated is not None and is_response,
                 original=original,
+            )
+            current.records.append(record)
+            return record
+
+    def write_unanswered_request(
+        self,
+        url: str,
+        request_headers: Iterable[tuple[str | bytes, str | bytes]],
+        *,
+        kind: FetchKind = "page",
+        fetched_at: datetime | None = None,
+        http_version: str = "1.1",
+    ) -> ArchivedRecord:
+        """Archive a request that went on the wire and got no answer to archive (a timeout or a
+        reset before the headers, a head the client refused): its request record alone, so
+        that every request sent has its record. It is not indexed (a replay has nothing to
+        show for it) and is no URL's original.
+
+        Raises as ``write_exchange`` does.
+        """
+        if kind not in FETCH_KINDS:
+            raise ValueError(f"kind must be one of {FETCH_KINDS}, got {kind!r}")
+        # the exchange's own checks of the URL, the headers and the version
+        checked = HttpExchange(
+            url=url, status=200, request_headers=tuple(request_headers), http_version=http_version
+        )
+        if fetched_at is not None and fetched_at.utcoffset() is None:
+            raise ValueError("fetched_at must be timezone-aware (UTC)")
+        date = warc_date(fetched_at) if fetched_at is not None else self._cycle_date
+        with self._lock:
+            self._check_open()
+            if self._file is None:
+                self._open_file()
+            assert self._file is not None
+            member, record_id = self._encoder.unanswered_request(
+                url,
+                checked.request_pairs,
+                date=date,
+                kind=kind,
+                warcinfo_id=self._file.warcinfo_id,
+                http_version=http_version,
+            )
+            if (
+                self.max_file_bytes is not None
+                and self._file.records
+                and self._file.size + len(member) > self.max_file_bytes
+            ):
+                self._complete_current()
+                self._open_file()
+                assert self._file is not None
+                member, record_id = self._encoder.unanswered_request(
+                    url,
+                    checked.request_pairs,
+                    date=date,
+                    kind=kind,
+                    warcinfo_id=self._file.warcinfo_id,
+                    http_version=http_version,
+                )
+            current = self._file
+            offset = current.size
+            try:
+                write_all(current.fd, member)
+            except OSError as exc:
+                raise self._fail(exc, url) from exc
+            current.size += len(member)
+            current.end = current.size
+            record = unchecked(
+                ArchivedRecord,
+                warc_filename=current.name,
+                warc_offset=offset,
+                warc_length=len(member),
+                payload_digest=None,
+                record_type="request",
+                record_id=record_id,
+                warc_date=parse_warc_date(date),
+                target_uri=url,
+                kind=kind,
+                request_offset=offset,
+                request_length=len(member),
+                profile=None,
+                truncated=False,
+                original=None,
             )
             current.records.append(record)
             return record

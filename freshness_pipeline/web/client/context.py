@@ -11,7 +11,7 @@ import contextvars
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import aiohttp
 
@@ -42,7 +42,7 @@ class AttemptHost(Protocol):
 class Attempt:
     """One request on the wire: its host, when it left, and what it taught the throttle."""
 
-    __slots__ = ("gap_s", "host", "latency_s", "sent_at", "signal", "started_at")
+    __slots__ = ("gap_s", "host", "latency_s", "request", "sent_at", "signal", "started_at")
 
     def __init__(self, host: AttemptHost) -> None:
         self.host = host
@@ -51,6 +51,9 @@ class Attempt:
         self.gap_s: float | None = None  # since the host's previous request left
         self.latency_s: float | None = None
         self.signal: Signal | None = None
+        # the request that got its connection (aiohttp's ClientRequest): what went on the
+        # wire, for the archive when no answer comes back
+        self.request: Any = None
 
     def since_sent(self) -> float:
         return time.monotonic() - (self.sent_at if self.sent_at is not None else self.started_at)

@@ -19,7 +19,12 @@ from aiohttp.http_exceptions import HttpProcessingError
 from freshness_pipeline.science.fingerprint import ContentRecord, class_record
 from freshness_pipeline.science.fingerprint.error_pages import ErrorPageKind, error_page_kind
 from freshness_pipeline.science.normalize import InvalidURL
-from freshness_pipeline.warehouse.archive import ArchiveWriteError, TruncatedReason, payload_digest
+from freshness_pipeline.warehouse.archive import (
+    ArchiveClosedError,
+    ArchiveWriteError,
+    TruncatedReason,
+    payload_digest,
+)
 from freshness_pipeline.web.archiving import archive_answer
 from freshness_pipeline.web.client.body import (
     BodyDecodeError,
@@ -93,8 +98,8 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
     t0 = time.perf_counter()
     followed: list[FetchResult] = []
     token = CURRENT_ATTEMPT.set(attempt)
+    sent_as = replace(req, url=req.request_url) if req.request_url else req
     try:
-        sent_as = replace(req, url=req.request_url) if req.request_url else req
         for hop in range(_SAME_PAGE_HOPS + 1):
             if hop:
                 # each request its own row and duration (the gap between them is no one's)
@@ -103,6 +108,7 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
                 await attempt.host.wait_for_gap()
                 t0 = time.perf_counter()
                 result = fresh_result()
+            attempt.request = None
             async with ctx.session.get(
                 sent_as.url, headers=headers, allow_redirects=False, timeout=_timeouts(ctx)
             ) as resp:
@@ -159,11 +165,13 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
             result.error = f"unreadable response: {_head_problem(exc)}"
             attempt.signal = "other"
             attempt.latency_s = attempt.since_sent()
+            _archive_unanswered(ctx, attempt, sent_as.url, result)
         elif isinstance(exc, asyncio.TimeoutError) and _past_deadline(ctx):
             # The cycle's time limit ran out under the request: the host is none the worse.
             result.outcome = "error"
             result.error = f"{TIME_LIMIT_REASON} during the request"
             attempt.signal = None
+            _archive_unanswered(ctx, attempt, sent_as.url, result)
         else:
             # Transport errors and timeouts, also mid-body: the host is failing or too slow,
             # and the time it took counts as its latency.
@@ -171,6 +179,7 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
             result.error = _describe(exc, settings)
             attempt.signal = "failure"
             attempt.latency_s = attempt.since_sent()
+            _archive_unanswered(ctx, attempt, sent_as.url, result)
     finally:
         CURRENT_ATTEMPT.reset(token)
     result.duration_ms = (time.perf_counter() - t0) * 1000.0
@@ -499,6 +508,30 @@ def _archive(
         result.archived = req.archived_json  # the plan's own text of it (a 304, most often)
     else:
         result.archived = original.to_json() if original is not None else None
+
+
+def _archive_unanswered(ctx: CycleContext, attempt: Attempt, url: str, result: FetchResult) -> None:
+    """Archive the request record of a request that left and got no answer the archive holds
+    (a timeout or a reset before the headers, a head refused as unreadable): every request
+    sent has its record, and fetch_log's row points at it. Nothing when the connection was
+    never made (nothing went out) or the answer was archived already (a body cut mid-way)."""
+    sent = attempt.request
+    if ctx.archive is None or sent is None or result.warc_filename is not None:
+        return
+    version = sent.version
+    try:
+        record = ctx.archive.write_unanswered_request(
+            url,
+            tuple(sent.headers.items()),
+            fetched_at=ctx.settings.cycle_now,
+            http_version=f"{version.major}.{version.minor}",
+        )
+    except (ValueError, ArchiveClosedError) as exc:  # cannot store it, or the cycle is ending
+        result.error = f"{result.error}; not archived: {exc}"
+        return
+    result.warc_filename = record.warc_filename
+    result.warc_offset = record.warc_offset
+    result.warc_length = record.warc_length
 
 
 _CONTENT_RANGE = re.compile(r"\s*bytes\s+0-(\d+)/(\d+)\s*", re.IGNORECASE)

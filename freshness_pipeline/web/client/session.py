@@ -36,6 +36,7 @@ class _StampingConnector(GuardedConnector):
         attempt = CURRENT_ATTEMPT.get()
         if attempt is not None:
             attempt.sent_at = time.monotonic()
+            attempt.request = req
             attempt.host.mark_sent(attempt)
         return conn
 
