@@ -100,3 +100,28 @@ def test_json_is_compared_as_data_not_as_its_printing() -> None:
     # undeclared bytes that are no text stay bytes
     assert content_kind(b"\x00\x01\x02binary", None) == "binary"
     assert content_kind("caf\u00e9 au lait".encode("latin-1"), None) == "binary"
+
+
+def test_bytes_declared_as_text_are_bytes_and_a_page_with_stray_control_bytes_a_page() -> None:
+    """50 KB of random bytes served as text/html became a version of 37,000 control
+    characters, handed on by the export (found by an outside audit): control bytes and no
+    markup in the first KB are bytes of no known format, hashed with no text. Markup says a
+    page is one, stray control bytes and all, and UTF-16 is text."""
+    import random
+
+    noise = random.Random(7).randbytes(50_000)
+    for declared in ("text/html", "text/html; charset=utf-8", "text/plain", "application/json"):
+        assert content_kind(noise, declared) == "binary", declared
+        record = content_record(noise, content_type=declared)
+        assert record.text is None and record.title is None and record.fields == {}
+    zstd = b"\x28\xb5\x2f\xfd" + b"a" * 100
+    assert content_kind(zstd, "text/html") == "binary"
+    stray = PAGE.replace(b"Warm", b"Warm\x00\x01")
+    assert content_kind(stray, "text/html") == "html"
+    assert content_record(stray, content_type="text/html").title == "Lamp"
+    wide = PAGE.decode().encode("utf-16-le")
+    assert content_kind(b"\xff\xfe" + wide, "text/html") == "html"
+    assert content_kind(wide, "text/html; charset=utf-16le") == "html"
+    assert content_kind(wide, "text/html") == "html"  # markup once its NULs are out
+    assert content_kind(b"tab\tand\r\nescape \x1b[0m words", "text/plain") == "text"
+    assert content_kind(b"plain words \x01\x02 then more", "text/plain") == "binary"
