@@ -642,6 +642,40 @@ def test_redirect_is_recorded_not_followed() -> None:
     asyncio.run(scenario())
 
 
+def test_a_redirect_to_an_address_the_allow_list_refuses_is_an_error_not_a_move() -> None:
+    """A 301 to a refused address, in any spelling, was handed over as a seed of a new host,
+    held back at every cycle after (found by an outside audit): the guard kept the traffic
+    out, but any seeded page could add hosts to the crawl. The refusal is now the redirecting
+    URL's error; a redirect to an allowed address is still a move."""
+    only = [ipaddress.ip_network("127.0.0.1/32")]
+
+    async def scenario() -> None:
+        async with serve(
+            {
+                "/a": status(301, Location="http://127.0.0.3/x"),
+                "/b": status(301, Location="http://2130706434/x"),
+                "/c": status(302, Location="http://[::ffff:127.0.0.3]/x"),
+                "/d": status(301, Location="http://169.254.169.254/latest/meta-data/"),
+                "/fine": status(301, Location="/moved"),
+            }
+        ) as srv:
+            *refused, fine = await fetch_all(
+                [req(srv, p) for p in ("/a", "/b", "/c", "/d", "/fine")],
+                settings(),
+                allow=only,
+                fingerprint=fp,
+            )
+        for result in refused:
+            assert result.outcome == "error", result
+            assert (result.error or "").startswith("redirect refused: "), result
+            assert result.location is not None
+        assert "127.0.0.3 is a loopback" in (refused[0].error or "")
+        assert "127.0.0.2 is a loopback" in (refused[1].error or "")
+        assert (fine.outcome, fine.location) == ("redirect", srv.url("/moved"))
+
+    asyncio.run(scenario())
+
+
 def test_gzip_and_deflate_bodies_are_decoded() -> None:
     raw = b"<html>" + b"compressible " * 5000 + b"</html>"
 

@@ -252,3 +252,20 @@ def test_connector_allows_loopback_when_listed() -> None:
             await runner.cleanup()
 
     asyncio.run(scenario())
+
+
+def test_a_host_written_as_an_address_or_named_localhost_is_judged_without_resolving() -> None:
+    """What a plan and a redirect's target can be told without connecting: IP literals in any
+    spelling the normalizer writes, and localhost, which RFC 6761 keeps for loopback; any
+    other name waits for its resolution."""
+    from freshness_pipeline.web.netguard import literal_refusal
+
+    none = allowed_networks({})
+    loopback = allowed_networks({"FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8"})
+    assert "loopback" in (literal_refusal("127.0.0.1:8080", none) or "")
+    assert "embeds 127.0.0.1" in (literal_refusal("[::ffff:7f00:1]", none) or "")
+    for name in ("localhost", "localhost:3000", "api.localhost"):
+        assert "is loopback" in (literal_refusal(name, none) or ""), name
+        assert literal_refusal(name, loopback) is None, name
+    assert literal_refusal("example.com", none) is None
+    assert literal_refusal("localhost.example.com", none) is None

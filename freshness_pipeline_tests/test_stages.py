@@ -123,7 +123,8 @@ def test_a_dry_run_before_any_robots_record_refuses_the_addresses_the_allow_list
     """No robots.txt has been asked for yet, so nothing says what the real cycle will do but
     the allow-list: an address it refuses is held back as that cycle would hold it (a plan of
     loopback or metadata URLs made without FRESHNESS_ALLOW_NETWORKS planned them); a name
-    cannot be judged without resolving it and stays allowed, as does an allowed address."""
+    cannot be judged without resolving it and stays allowed, as does an allowed address;
+    localhost is loopback."""
     import ipaddress
 
     import polars as pl
@@ -164,5 +165,5 @@ def test_a_dry_run_before_any_robots_record_refuses_the_addresses_the_allow_list
         False,
         True,
         True,
-        True,
+        False,  # localhost is loopback (RFC 6761), refused as its address would be
     ]

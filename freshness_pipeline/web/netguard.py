@@ -50,6 +50,7 @@ _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
 _IPV4_COMPAT = ipaddress.ip_network("::/96")
+_LOCALHOST = "127.0.0.1"
 _METADATA = {
     ipaddress.ip_address("169.254.169.254"),  # AWS, GCP, Azure, OpenStack, ...
     ipaddress.ip_address("169.254.170.2"),  # AWS ECS task metadata
@@ -220,10 +221,18 @@ def refusal_lifted(message: str, allow: Iterable[IPNetwork]) -> bool:
 
 def literal_refusal(host_key: str, allow: Iterable[IPNetwork]) -> str | None:
     """Why the allow-list refuses a host written as an IP address (``host[:port]``, an IPv6
-    one bracketed), or None: allowed, or a name, which only resolving could judge. What a plan
-    made without connecting (a dry run before any robots.txt request) can know of a host."""
+    one bracketed) or named ``localhost`` (which RFC 6761 reserves for loopback), or None:
+    allowed, or another name, which only resolving could judge. What a plan made without
+    connecting (a dry run before any robots.txt request) can know of a host, and a redirect's
+    target before it becomes a URL of the crawl."""
     try:
         address = urlsplit(f"http://{host_key.strip()}").hostname or ""
+    except ValueError:
+        return None
+    if address == "localhost" or address.endswith(".localhost"):
+        why = blocked_reason(_LOCALHOST, allow)
+        return None if why is None else f"{address} is loopback ({why})"
+    try:
         _parse_ip(address)
     except ValueError:
         return None

@@ -20,6 +20,7 @@ from freshness_pipeline.science.normalize import normalize_url
 from freshness_pipeline.warehouse.archive import ArchiveWriter
 from freshness_pipeline.web.client.fetches import FetchRequest, Fingerprinter
 from freshness_pipeline.web.client.settings import FetchSettings
+from freshness_pipeline.web.netguard import IPNetwork
 from freshness_pipeline.web.throttle import Signal, Throttles
 
 __all__ = ["CURRENT_ATTEMPT", "Attempt", "AttemptHost", "CycleContext"]
@@ -77,6 +78,9 @@ class CycleContext:
     # a URL's key as the candidates make it (the host's own strip_params included), to tell a
     # redirect to another spelling of the page from a move
     url_key: Callable[[str], str] = normalize_url
+    # the networks the allow-list admits (the session's own), to refuse a redirect to an
+    # address no request may go to before it becomes a URL of the crawl
+    allow: tuple[IPNetwork, ...] = ()
 
 
 # The attempt a page fetch is making, set by fetch_one in its own task, so the connector can

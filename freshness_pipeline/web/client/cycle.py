@@ -87,6 +87,7 @@ async def fetch_all(
                 default_fp=None if fingerprint is not None else default_fingerprinter(),
                 archive=archive,
                 robots_allow=robots_allow,
+                allow=nets,
                 **({} if url_key is None else {"url_key": url_key}),
             )
             runs = [HostRun(key, idx, requests, results, ctx) for key, idx in groups.items()]

@@ -47,7 +47,12 @@ from freshness_pipeline.web.client.headers import (
     usable_last_modified,
 )
 from freshness_pipeline.web.client.settings import FetchSettings
-from freshness_pipeline.web.netguard import BLOCKED_PREFIX, check_url_scheme, find_blocked_error
+from freshness_pipeline.web.netguard import (
+    BLOCKED_PREFIX,
+    check_url_scheme,
+    find_blocked_error,
+    literal_refusal,
+)
 from freshness_pipeline.web.sitemaps.read import is_feed
 from freshness_pipeline.web.throttle import Signal, classify_status
 
@@ -412,6 +417,14 @@ async def _classify(
             moved_key = ctx.url_key(target)
         except ValueError as exc:
             result.outcome, result.error = "error", f"redirect refused: {exc}"
+            result.location = target
+            return None
+        refusal = literal_refusal(host_key(moved_key), ctx.allow)
+        if refusal is not None:
+            # An address no request may go to (an IP literal in any spelling, localhost):
+            # taken as a move, the target became a host of the crawl, held back every cycle
+            # (found by an outside audit). A name that resolves there is judged when fetched.
+            result.outcome, result.error = "error", f"redirect refused: {refusal}"
             result.location = target
             return None
         if urldefrag(target).url == urldefrag(req.url).url:
