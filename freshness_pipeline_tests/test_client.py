@@ -676,6 +676,39 @@ def test_a_redirect_to_an_address_the_allow_list_refuses_is_an_error_not_a_move(
     asyncio.run(scenario())
 
 
+def test_big_bodies_are_fingerprinted_two_at_a_time() -> None:
+    """A page read into a tree and its text takes about eleven times its size: eight 10 MB
+    pages in flight at once peaked near a gigabyte (found by an outside audit). The work
+    holds the GIL, so two at a time are as fast; the others wait with only their bodies."""
+    import threading
+
+    big = "<html><body><p>" + "word " * 130_000 + "</p></body></html>"  # ~650 KB
+    lock = threading.Lock()
+    running, most = [0], [0]
+
+    def slow_fp(body: bytes, content_type: str | None) -> str:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.3)
+        with lock:
+            running[0] -= 1
+        return fp(body, content_type)
+
+    async def scenario() -> list[FetchResult]:
+        async with serve({f"/p{i}": text(big) for i in range(6)}) as srv:
+            return await fetch_all(
+                [req(srv, f"/p{i}") for i in range(6)],
+                settings(host_concurrency=6, throttle=ThrottlePolicy(autothrottle=False)),
+                allow=LOOPBACK,
+                fingerprint=slow_fp,
+            )
+
+    results = asyncio.run(scenario())
+    assert [r.outcome for r in results] == ["new"] * 6, results
+    assert most[0] == 2, most
+
+
 def test_gzip_and_deflate_bodies_are_decoded() -> None:
     raw = b"<html>" + b"compressible " * 5000 + b"</html>"
 

@@ -10,7 +10,7 @@ import asyncio
 import contextvars
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import aiohttp
@@ -81,6 +81,10 @@ class CycleContext:
     # the networks the allow-list admits (the session's own), to refuse a redirect to an
     # address no request may go to before it becomes a URL of the crawl
     allow: tuple[IPNetwork, ...] = ()
+    # Big bodies fingerprinted at once. Reading a page into a tree and its text takes about
+    # eleven times its size, so sixteen 10 MB pages in flight took gigabytes; the work holds
+    # the GIL, so more than two at a time are no faster, only bigger.
+    big_fingerprints: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(2))
 
 
 # The attempt a page fetch is making, set by fetch_one in its own task, so the connector can

@@ -88,8 +88,9 @@ async def fetch_all(
                 archive=archive,
                 robots_allow=robots_allow,
                 allow=nets,
-                **({} if url_key is None else {"url_key": url_key}),
             )
+            if url_key is not None:
+                ctx.url_key = url_key
             runs = [HostRun(key, idx, requests, results, ctx) for key, idx in groups.items()]
             await asyncio.gather(*(run.run() for run in runs))
 

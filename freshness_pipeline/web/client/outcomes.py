@@ -468,8 +468,10 @@ async def _fingerprint(
         return default(body, content_type, req)
 
     if len(body) > _THREAD_FINGERPRINT_BYTES:
-        # Parsing megabytes of HTML would stall every other host's I/O on the event loop.
-        return await asyncio.to_thread(compute)
+        # Parsing megabytes of HTML would stall every other host's I/O on the event loop; a
+        # few at a time, as their memory, not the cores, is what more of them would take.
+        async with ctx.big_fingerprints:
+            return await asyncio.to_thread(compute)
     return compute()
 
 
