@@ -1,7 +1,8 @@
 """The one Definitions of the code location: `dagster dev -m freshness_pipeline.definitions`.
 
 Its partitions follow the home's partitioning (``partitions.home_partitioning``: the home is
-``$FRESHNESS_HOME``, else ``./data``), resolved when the location loads: one per host, or hash
+``$FRESHNESS_HOME``, else the home whose instance ``$DAGSTER_HOME`` is, ``<home>/dagster``, else
+``./data``), resolved when the location loads: one per host, or hash
 buckets of hosts (no new-host sensor then: buckets need no registration). The choice and why
 are shown on every asset's definition and on the code location. When the home resolves to
 another partitioning later (a seed load past the "auto" limit, an edited freshness.toml), the
@@ -13,6 +14,7 @@ from __future__ import annotations
 import dagster as dg
 
 from freshness_pipeline.defs.graph import build_resources, cycle_graph
+from freshness_pipeline.defs.instance import adopt_instance_home
 from freshness_pipeline.defs.jobs import freshness_cycle_job
 from freshness_pipeline.defs.partitions import (
     Partitioning,
@@ -43,4 +45,5 @@ def build_definitions(partitioning: Partitioning | int = 0) -> dg.Definitions:
     )
 
 
+adopt_instance_home()
 defs = build_definitions(location_partitioning())

@@ -129,3 +129,47 @@ def test_cycle_runs_are_serialized_by_the_instance_config(tmp_path, monkeypatch)
         retention.append(loaded["retention"])
     assert retention[0] == retention[1] and retention[0]["sensor"]["purge_after_days"]["skipped"]
     assert instance.get_settings("retention")  # the instance read it
+
+
+def test_the_code_location_takes_its_home_from_the_homes_dagster_home(tmp_path):
+    """Loaded with only `DAGSTER_HOME=<home>/dagster`, as the README's notification daemon
+    runs, the location read ./data beside wherever it started, and the sensor skipped every
+    tick for want of the home's [notify] (found by a newcomer). FRESHNESS_HOME still wins,
+    and an instance folder that is no home's says nothing of one."""
+    import os
+
+    from freshness_pipeline_tests.support import run_freshness
+
+    home = tmp_path / "crawl"
+    seeds = tmp_path / "seeds.csv"
+    seeds.write_text("url\nhttp://127.0.0.1:9/a\n")
+    done = run_freshness("seed", str(seeds), home=home)
+    assert done.returncode == 0, done.stderr
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "dagster").mkdir(parents=True)
+    show = (
+        "import freshness_pipeline.definitions as d; "
+        "from freshness_pipeline.warehouse.storage import Warehouse; "
+        "print(Warehouse().home)"
+    )
+
+    def home_seen(**env: str) -> str:
+        full = {k: v for k, v in os.environ.items() if k not in ("FRESHNESS_HOME", "DAGSTER_HOME")}
+        done = subprocess.run(
+            [sys.executable, "-c", show],
+            env={**full, **env},
+            cwd=elsewhere,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert home_seen(DAGSTER_HOME=str(home / "dagster")) == str(home.resolve())
+    other = tmp_path / "other"
+    assert home_seen(DAGSTER_HOME=str(home / "dagster"), FRESHNESS_HOME=str(other)) == str(
+        other.resolve()
+    )
+    assert home_seen(DAGSTER_HOME=str(elsewhere / "dagster")) == str((elsewhere / "data").resolve())

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import dagster as dg
 
 from freshness_pipeline.defs.instance_storage import KeptOpenSqliteStorage
+from freshness_pipeline.warehouse.storage import HOME_ENV
 
 INSTANCE_STORAGE_YAML = """\
 storage:
@@ -32,8 +34,10 @@ run_coordinator:
   class: QueuedRunCoordinator
 """
 
+_MARKER = "# Written by freshness-pipeline for this home folder; edit freely.\n"
+
 DAGSTER_YAML = (
-    "# Written by freshness-pipeline for this home folder; edit freely.\n"
+    _MARKER
     + INSTANCE_STORAGE_YAML
     + """\
 concurrency:
@@ -80,6 +84,38 @@ def dagster_home(home: Path) -> Path:
             tmp.write_text(moved)
             os.replace(tmp, config)
     return folder
+
+
+def instance_home(env: Mapping[str, str] | None = None) -> Path | None:
+    """The home whose instance ``$DAGSTER_HOME`` is: ``<home>/dagster`` holding the file this
+    module writes, beside that home's warehouse; None for any other instance folder."""
+    env = os.environ if env is None else env
+    folder_text = env.get("DAGSTER_HOME")
+    if not folder_text:
+        return None
+    folder = Path(folder_text).expanduser().resolve()
+    try:
+        written = (folder / "dagster.yaml").read_text()[: len(_MARKER)]
+    except (OSError, UnicodeDecodeError):
+        return None
+    home = folder.parent
+    if folder.name != "dagster" or written != _MARKER or not (home / "warehouse").is_dir():
+        return None
+    return home
+
+
+def adopt_instance_home() -> Path | None:
+    """For a code location loaded with ``$DAGSTER_HOME`` of a home and no ``$FRESHNESS_HOME``:
+    take that home as this process's (and its run and sensor processes'). Loaded so, the
+    location read ``./data`` beside wherever the daemon was started, and the notification
+    sensor skipped every tick for want of the home's ``[notify]`` (found by a newcomer).
+    Returns the home adopted, or None."""
+    if os.environ.get(HOME_ENV):
+        return None
+    home = instance_home()
+    if home is not None:
+        os.environ[HOME_ENV] = str(home)
+    return home
 
 
 def shared_instance_note(home: Path) -> str | None:
