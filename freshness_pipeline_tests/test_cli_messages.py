@@ -118,6 +118,20 @@ def test_a_cycle_run_without_now_does_not_name_the_flag(first_cycle) -> None:
     )
 
 
+def test_a_cycle_at_the_time_of_the_last_says_so(first_cycle) -> None:
+    """A cycle run again at the same --now planned nothing, exited 0 without a word, and its
+    held-back line read as the reason (found by a newcomer)."""
+    done = run_freshness(
+        "cycle", "--dry-run", "--now", first_cycle["now"], home=first_cycle["home"]
+    )
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    at = datetime.fromisoformat(first_cycle["now"]).isoformat()
+    assert f"a cycle as of {at} already ran for 1 of the 1 hosts" in said, said
+    assert "nothing planned, held back" not in said
+    assert "is before the newest cycle" not in said
+
+
 def test_seed_says_its_duplicates_are_spellings_of_one_url(tmp_path: Path) -> None:
     """A file of six distinct lines, five of them other spellings of the first, was reported
     as "5 duplicates": the user looked for repeated lines and found none."""

@@ -67,7 +67,7 @@ def held_back_line(outcome: CycleOutcome, *, dry_run: bool) -> str | None:
     held = "; ".join(
         f"{reason}: {counted(n, 'URL')}" for reason, n in sorted(outcome.held_back.items())
     )
-    if outcome.planned == 0:
+    if outcome.planned == 0 and not outcome.repeated:
         label = "[red]nothing planned, held back:[/]"
     elif not dry_run and outcome.fetched == 0:
         label = "[red]nothing fetched, held back:[/]"

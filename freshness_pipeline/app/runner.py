@@ -67,6 +67,8 @@ class CycleOutcome:
     #: what discovery read and found (url_inventory's run totals: sitemap files, feeds, URLs
     #: listed, new URLs, problems); empty on a dry run, which reads nothing
     discovery: dict[str, int] = field(default_factory=dict)
+    #: hosts whose newest cycle was at this very ``now`` before this one
+    repeated: int = 0
 
 
 class CycleFailed(RuntimeError):
@@ -253,9 +255,13 @@ def _run_cycle_locked(
     if not wanted:
         outcome.notes.append("no hosts: seed some URLs first (`freshness seed PATH`)")
         return outcome
-    behind = backwards_note(warehouse.newest_cycles(), wanted, now, now_given=now_given)
+    newest = warehouse.newest_cycles()
+    behind = backwards_note(newest, wanted, now, now_given=now_given)
     if behind:
         outcome.notes.append(behind)
+    outcome.repeated = sum(1 for h in wanted if newest.get(h) == now)
+    if outcome.repeated:
+        outcome.notes.append(repeat_note(outcome.repeated, len(wanted), now))
     # A bucket is Dagster's unit of work; --host narrows its run to the hosts asked for.
     narrowed = hosts_tag(wanted) if hosts and n_buckets else {}
     remaining = budget
@@ -320,6 +326,17 @@ def _run_cycle_locked(
     if note:
         outcome.notes.append(note)
     return outcome
+
+
+def repeat_note(repeated: int, hosts: int, now: datetime) -> str:
+    """A cycle at the very time of the last one finds nothing due that the last did not
+    fetch: without a word it planned nothing and its held-back line read as the reason
+    (found by a newcomer)."""
+    return (
+        f"a cycle as of {now.isoformat()} already ran for {repeated} of the {hosts} hosts: what "
+        "was due then was planned then, so this one plans only what that one left; a later "
+        "--now plans what has come due since"
+    )
 
 
 def backwards_note(
