@@ -167,3 +167,31 @@ def test_a_dry_run_before_any_robots_record_refuses_the_addresses_the_allow_list
         True,
         False,  # localhost is loopback (RFC 6761), refused as its address would be
     ]
+
+
+def test_a_dry_run_refuses_an_address_the_allow_list_refuses_though_its_robots_were_read() -> None:
+    """A home that had fetched, dry-run without FRESHNESS_ALLOW_NETWORKS, planned 7 URLs; the
+    real cycle right after planned none, its robots.txt request refused (found by a
+    newcomer). An address is judged by the allow-list the plan runs with, whatever the last
+    cycle's robots.txt said; a name waits for the real cycle to resolve it."""
+    import ipaddress
+    from datetime import UTC, datetime
+
+    import polars as pl
+
+    from freshness_pipeline.stages.candidates import apply_robots
+    from freshness_pipeline.web.discovery import robots_row
+    from freshness_pipeline.web.netguard import ALLOW_ENV
+    from freshness_pipeline.web.robots import RobotsRecord
+
+    at = datetime(2026, 3, 2, tzinfo=UTC)
+    hosts = ["127.0.0.9:8765", "site.test"]
+    robots = pl.DataFrame(
+        [robots_row(RobotsRecord(h, f"http://{h}/robots.txt", 404, "", None, at), h) for h in hosts]
+    )
+    candidates = pl.DataFrame({"url": [f"http://{h}/a" for h in hosts], "host": hosts})
+    refused = apply_robots(candidates, robots, ())
+    got = dict(zip(refused["host"], refused["blocked_reason"], strict=True))
+    assert got == {"127.0.0.9:8765": f"address not allowed ({ALLOW_ENV})", "site.test": None}
+    opened = apply_robots(candidates, robots, (ipaddress.ip_network("127.0.0.0/8"),))
+    assert opened["allowed"].to_list() == [True, True]

@@ -281,8 +281,11 @@ def apply_robots(
     config: PipelineConfig | None = None,
 ) -> pl.DataFrame:
     """Mark what robots.txt disallows. Without a robots record (a dry run before the first
-    fetch) a URL is allowed for planning, unless its host is an address ``allow`` refuses (the
-    real cycle would refuse its robots.txt request); the fetch stage never runs without one.
+    fetch) a URL is allowed for planning; the fetch stage never runs without one. A host
+    written as an address ``allow`` refuses is refused whatever its record says, as the real
+    cycle would refuse its robots.txt request: a dry run of a home that had fetched, run
+    without the allow-list, planned 7 URLs that the real cycle then held back (found by a
+    newcomer).
 
     A record of a robots.txt request the network allow-list refused counts as no record once
     ``allow`` (the allow-list now) admits an address it named: a dry run after the allow-list
@@ -294,16 +297,17 @@ def apply_robots(
     spelling they were found under, :func:`_allowed_as_written`)."""
     allow = tuple(allow)
     config = config or PipelineConfig()
+    refused = {
+        host: f"{ALLOW_LIST_REASON} ({ALLOW_ENV})"
+        for host in candidates["host"].drop_nulls().unique().to_list()
+        if literal_refusal(host, allow) is not None
+    }
     records = (record_from_row(row) for row in robots.iter_rows(named=True))
     policies = {
         record.host: robots_policy(record)
         for record in records
-        if not (refused_by_allow_list(record) and refusal_lifted(record.error or "", allow))
-    }
-    refused = {
-        host: f"{ALLOW_LIST_REASON} ({ALLOW_ENV})"
-        for host in candidates["host"].drop_nulls().unique().to_list()
-        if host not in policies and literal_refusal(host, allow) is not None
+        if record.host not in refused
+        and not (refused_by_allow_list(record) and refusal_lifted(record.error or "", allow))
     }
     whole = pl.DataFrame(
         {
