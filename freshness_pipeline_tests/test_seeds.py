@@ -104,6 +104,26 @@ def test_unknown_columns_and_extra_cells_are_said_once():
     assert parse_seeds(b"https://a.example/1\n").notes == []
 
 
+def test_a_row_separated_otherwise_than_its_header_is_reported_not_seeded_as_one_url():
+    """A ``url;value;url_class`` header over ``http://x/index.html,1,`` seeded the URL
+    ``http://x/index.html,1,`` and said 0 rows skipped (found by a newcomer). A URL's own
+    commas and semicolons, and a row of the URL alone, stay as they are."""
+    parsed = parse_seeds(
+        b"url;value;url_class\nhttps://a.example/index.html,1,\nhttps://a.example/b;2;news\n"
+        b"https://a.example/c\nhttps://a.example/d,2,news\n"
+    )
+    assert parsed.rows["url"].to_list() == ["https://a.example/b", "https://a.example/c"]
+    assert [n for n, _ in parsed.errors] == [2, 5], parsed.errors
+    assert "ends in ',1,'" in parsed.errors[0][1] and "header uses ';'" in parsed.errors[0][1]
+    reverse = parse_seeds(
+        b"url,value\nhttps://a.example/x.html;2\nhttps://a.example/wiki/Paris,_Texas\n"
+        b"https://a.example/p;jsessionid=AB12\n"
+    )
+    assert [n for n, _ in reverse.errors] == [2, 3], reverse.errors
+    assert "a row separated by ';'" in reverse.errors[0][1]
+    assert reverse.rows["url"].to_list() == ["https://a.example/p"]  # the session id stripped
+
+
 def test_merge_is_idempotent_and_keeps_first_added():
     rows = parse_seeds(b"url,value\nhttps://a.example/1,1\nhttps://a.example/2,2\n").rows
     first = merge_seeds(tables.empty("seeds"), rows, added_at=T0)

@@ -17,6 +17,7 @@ by a pattern over the whole column instead, and every other URL still goes throu
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -252,7 +253,18 @@ def parse_seeds(data: bytes) -> SeedParse:
                 raw_url=cell("url").str.strip_chars(),
                 value_text=cell("value"),
                 url_class=cell("url_class").str.strip_chars(),
+                _cells=pl.col("cells").list.len(),
             )
+            mixed = _other_separator(table, delimiter, len(names))
+            errors += [
+                (
+                    n,
+                    f"one cell where the header has {len(names)}, and the URL ends in {tail!r}: "
+                    f"a row separated by {sep!r} in a file whose header uses {delimiter!r}?",
+                )
+                for n, tail, sep in mixed.iter_rows()
+            ]
+            table = table.join(mixed.select("line"), on="line", how="anti").drop("_cells")
         no_url = table.filter(pl.col("raw_url").is_null() | (pl.col("raw_url") == ""))
         errors += [(n, "no url in this row") for n in no_url["line"].to_list()]
         table = table.filter(pl.col("raw_url").is_not_null() & (pl.col("raw_url") != ""))
@@ -314,6 +326,28 @@ def parse_seeds(data: bytes) -> SeedParse:
 
 
 KNOWN_COLUMNS = ("url", "value", "url_class")
+
+
+def _other_separator(table: pl.DataFrame, delimiter: str, columns: int) -> pl.DataFrame:
+    """``line``, the URL's ``tail`` and the ``separator`` of the rows of one cell whose URL
+    ends in another separator and cells that read as the rest of the row (a number or
+    nothing, then words or nothing): a ``url;value`` header over ``http://x/a,1,`` rows
+    seeded the URL ``http://x/a,1,`` without a word (found by a newcomer). A URL with a comma
+    or a semicolon of its own (``/wiki/Paris,_Texas``, ``;jsessionid=...``) is left alone."""
+    found = []
+    for other in DELIMITERS:
+        if other == delimiter:
+            continue
+        sep = re.escape(other)
+        rest = rf"(?:{sep}[\w .-]*){{0,{max(columns - 2, 0)}}}"
+        tail = rf"({sep}\s*(?:\d+(?:\.\d*)?)?\s*{rest})$"
+        found.append(
+            table.filter(pl.col("_cells") == 1)
+            .select("line", tail=pl.col("raw_url").str.extract(tail, 1))
+            .filter(pl.col("tail").is_not_null())
+            .with_columns(separator=pl.lit(other))
+        )
+    return pl.concat(found).unique(subset="line", keep="first", maintain_order=True).sort("line")
 
 
 def _unused_cells(header_number: int, names: list[str], cells: pl.DataFrame) -> list[str]:
