@@ -193,3 +193,21 @@ def test_a_run_dated_far_past_its_hosts_newest_cycle_keeps_a_snapshot_too(crawl)
     web.set_now(T2)
     run_cycle(home, T2, budget=12)  # a step later, no leap: nothing kept
     assert read_undo_point(Warehouse(home)) is None
+
+
+def test_with_nothing_left_to_undo_a_cycle_still_ahead_of_the_clock_is_named(crawl) -> None:
+    """Two cycles mistyped a year ahead: undo takes back the last (only it kept a snapshot),
+    and the next undo said "none is left", hiding the first, still in the home (found by a
+    newcomer). The refusal now names it."""
+    _, home = crawl
+    first = datetime.now(UTC).replace(microsecond=0) + timedelta(days=365)
+    for moment in (first, first + timedelta(hours=6)):
+        done = run_freshness("cycle", "--now", _iso(moment), "--budget", "4", home=home)
+        assert done.returncode == 0, done.stderr
+    assert run_freshness("undo", home=home).returncode == 0
+    again = run_freshness("undo", home=home)
+    said = " ".join(again.stderr.split())
+    assert again.returncode == 2 and "nothing to undo" in said, said
+    assert (
+        f"the home still holds cycles dated up to {first.isoformat()}, ahead of the clock" in said
+    )

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from freshness_pipeline.warehouse.storage import Warehouse
-from freshness_pipeline.warehouse.undo import UndoSummary, undo_to_point
+from freshness_pipeline.warehouse.undo import NothingToUndo, UndoSummary, undo_to_point
 
 __all__ = ["FUTURE_NOW_SLACK", "SNAPSHOT_NOTE", "future_note", "undo_cycle"]
 
@@ -49,6 +49,29 @@ def undo_cycle(home: str | Path | None, *, since_ok: bool = False) -> UndoSummar
     warehouse = Warehouse(home)
     with warehouse.exclusive("undo"):
         warehouse.sweep_temp_files()
-        summary = undo_to_point(warehouse, since_ok=since_ok)
+        try:
+            summary = undo_to_point(warehouse, since_ok=since_ok)
+        except NothingToUndo as exc:
+            ahead = still_ahead_note(warehouse)
+            if ahead is None:
+                raise
+            raise NothingToUndo(f"{exc}; {ahead}") from None
         warehouse.ensure_views()
     return summary
+
+
+def still_ahead_note(warehouse: Warehouse, clock: datetime | None = None) -> str | None:
+    """With nothing left to undo, a home may still hold a cycle dated ahead of the clock (two
+    mistyped in a row: only the last kept a snapshot), and the refusal alone hid it (found by
+    a newcomer). None when the home's newest cycle is not ahead."""
+    newest = warehouse.newest_cycles()
+    if not newest:
+        return None
+    latest = max(newest.values())
+    if latest - (clock or datetime.now(UTC)) <= FUTURE_NOW_SLACK:
+        return None
+    return (
+        f"the home still holds cycles dated up to {latest.isoformat()}, ahead of the clock, "
+        "which no snapshot can take back: their pages wait for checks after that time, and "
+        "cycles dated after it plan as usual"
+    )
