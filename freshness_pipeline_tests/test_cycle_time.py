@@ -20,6 +20,9 @@ def test_iso_times_become_aware_utc_and_bad_ones_name_the_option() -> None:
     assert parse_now("2026-03-02T14:00:00+02:00") == noon
     with pytest.raises(ValueError, match="--since 'noon' is not an ISO 8601 time"):
         parse_now("noon", "--since")
+    # with one that is, and how a time without an offset is read (asked for by a newcomer)
+    with pytest.raises(ValueError, match=r"such as 2026-03-02T06:00:00Z; one without an offset"):
+        parse_now("yesterday")
 
 
 def test_a_bad_now_in_a_runs_config_names_the_config_field() -> None:

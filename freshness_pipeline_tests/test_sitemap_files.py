@@ -189,7 +189,8 @@ def test_a_page_leaving_one_file_is_checked_early_while_another_file_fails(
         site.taken()
         third = run_cycle(home, at(2))
         assert discovery_line(third.discovery) == (
-            "discovery: 2 sitemap files read (2 unchanged, 304), 0 URLs listed, 0 new URLs, "
+            "discovery: 2 sitemap files read (2 unchanged, 304: their URLs stay listed), "
+            "0 new URLs, "
             "1 sitemap problems (warnings in the log)"
         )
         asked = [(p, s) for p, s in site.taken() if p.endswith(".xml")]

@@ -80,7 +80,8 @@ HomeOption = Annotated[
     typer.Option("--home", help="Home folder (default: $FRESHNESS_HOME, else ./data)."),
 ]
 NowOption = Annotated[
-    str | None, typer.Option("--now", help="The cycle's time, ISO 8601 (default: now, UTC).")
+    str | None,
+    typer.Option("--now", help="The cycle's time, ISO 8601, UTC unless it says (default: now)."),
 ]
 
 
@@ -355,7 +356,7 @@ def hosts(
                 raise _unwritable(exc, "retire") from exc
             console.print(f"retired {host.lower()}: {len(removed)} tables' files removed")
         return
-    table = Table(title=f"{summary.height} hosts")
+    table = Table(title=f"{summary.height} host{'s' * (summary.height != 1)}")
     for name in summary.columns:
         table.add_column(name, justify="left" if name in ("host", "partition") else "right")
     for row in summary.iter_rows():
@@ -688,11 +689,7 @@ def reextract(
             "every host not yet re-extracted are as they were"
         )
         raise typer.Exit(1) from exc
-    why = ", ".join(f"{reason} {n}" for reason, n in sorted(done.left.items()))
-    console.print(
-        f"re-extracted {done.pages} pages on {done.hosts} hosts; {done.without_body} without an "
-        "archived body, left for their next fetch" + (f" ({why})" if why else "")
-    )
+    console.print(done.line(), soft_wrap=True)  # one line, also when piped
 
 
 if __name__ == "__main__":  # pragma: no cover

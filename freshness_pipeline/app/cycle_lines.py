@@ -48,11 +48,17 @@ def discovery_line(counts: dict[str, int]) -> str | None:
     if not read and not feeds and not problems:
         return None
     parts = [
-        f"{read:,} sitemap files read" + (f" ({unchanged:,} unchanged, 304)" if unchanged else "")
+        f"{read:,} sitemap files read"
+        + (f" ({unchanged:,} unchanged, 304: their URLs stay listed)" if unchanged else "")
     ]
     if feeds:
         parts.append(f"{feeds:,} announced feeds")
-    parts.append(f"{counts.get('sitemap_entries', 0):,} URLs listed")
+    # after a 304 "0 URLs listed" read as a sitemap emptied (found by a newcomer)
+    listed = counts.get("sitemap_entries", 0)
+    if unchanged == 0:
+        parts.append(f"{listed:,} URLs listed")
+    elif listed or read > unchanged:
+        parts.append(f"{listed:,} URLs listed in the files that changed")
     parts.append(f"{counts.get('urls_found_new', 0):,} new URLs")
     if problems:
         parts.append(f"{problems:,} sitemap problems (warnings in the log)")

@@ -36,6 +36,7 @@ from typing import Any
 
 import polars as pl
 
+from freshness_pipeline.app.cycle_lines import counted
 from freshness_pipeline.config import ConfigError, Extraction, PipelineConfig, load_config
 from freshness_pipeline.stages.rereading import reread
 from freshness_pipeline.stages.versions import drop_excluded_fields
@@ -71,6 +72,21 @@ class Reextracted:
     @property
     def without_body(self) -> int:
         return sum(self.left.values())
+
+    def line(self) -> str:
+        """What the command says: "re-extracted 0 pages on 0 hosts" alone did not tell that
+        every page was current already (found by a newcomer)."""
+        if not self.pages and not self.left:
+            return (
+                "nothing to re-extract: every page's version is of its class's current "
+                "extraction (--force re-extracts them anyway)"
+            )
+        why = ", ".join(f"{reason} {n}" for reason, n in sorted(self.left.items()))
+        return (
+            f"re-extracted {counted(self.pages, 'page')} on {counted(self.hosts, 'host')}; "
+            f"{self.without_body} without an archived body, left for their next fetch"
+            + (f" ({why})" if why else "")
+        )
 
 
 def reextract(

@@ -14,7 +14,10 @@ def parse_now(text: str, option: str = "--now") -> datetime:
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError as exc:
-        raise ValueError(f"{option} {text!r} is not an ISO 8601 time") from exc
+        raise ValueError(
+            f"{option} {text!r} is not an ISO 8601 time (such as 2026-03-02T06:00:00Z; "
+            "one without an offset is UTC)"
+        ) from exc
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC)
