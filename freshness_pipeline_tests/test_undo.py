@@ -211,3 +211,22 @@ def test_with_nothing_left_to_undo_a_cycle_still_ahead_of_the_clock_is_named(cra
     assert (
         f"the home still holds cycles dated up to {first.isoformat()}, ahead of the clock" in said
     )
+
+
+def test_a_cycle_that_wrote_no_history_since_the_snapshot_still_needs_yes(crawl) -> None:
+    """A cycle dated ahead, then one that fetched nothing (a dry run here, a backfill of
+    nothing in the audit that found it): undo without --yes took back both, the second
+    unmentioned, as only dated history files told it of cycles run since."""
+    _, home = crawl
+    mistyped = datetime.now(UTC).replace(microsecond=0) + timedelta(days=365)
+    done = run_freshness("cycle", "--now", _iso(mistyped), "--budget", "4", home=home)
+    assert done.returncode == 0, done.stderr
+    dry = run_freshness("cycle", "--dry-run", "--now", _iso(T2), home=home)
+    assert dry.returncode == 0, dry.stderr
+    refused = run_freshness("undo", home=home)
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 2, said
+    assert f"1 cycle(s) ran after the cycle of {mistyped.isoformat()} ({T2.isoformat()})" in said
+    done = run_freshness("undo", "--yes", home=home)
+    assert done.returncode == 0, done.stderr
+    assert "and 1 cycle(s) after it" in done.stdout

@@ -53,6 +53,9 @@ __all__ = [
 #: ``<home>/undo``: the snapshot (hard links mirroring ``warehouse/`` and ``archive/``)
 UNDO_DIRNAME = "undo"
 _POINT_FILE = "point.json"
+#: the cycles run since the snapshot, whatever their time (one that wrote no dated history
+#: file, a backfill of nothing, is known by this alone)
+_LATER_FILE = "later.json"
 #: what a restore leaves as it is now (see the module's docstring)
 _KEPT_AS_IS = ("seeds",)
 #: the home's record of restores (warehouse root): what the notification cursor must step back
@@ -176,6 +179,32 @@ def keep_undo_point(wh: Warehouse, moment: datetime) -> UndoPoint:
     return UndoPoint(moment.astimezone(UTC), files)
 
 
+def note_cycle_run(wh: Warehouse, moment: datetime) -> None:
+    """Remember that a cycle dated ``moment`` ran since the snapshot (nothing when there is none,
+    or when it is the snapshot's own cycle): a backfill that fetched nothing wrote no dated
+    history file, so undo took it back too without --yes (found by an outside audit). Call
+    where the snapshot is kept, under the same locks."""
+    point = read_undo_point(wh)
+    when = moment.astimezone(UTC)
+    if point is None or point.moment == when:
+        return
+    path = _undo_dir(wh) / _LATER_FILE
+    later = _later_cycles(wh)
+    if when in later:
+        return
+    temp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    temp.write_text(json.dumps(sorted(at.isoformat() for at in {*later, when})), encoding="utf-8")
+    os.replace(temp, path)
+
+
+def _later_cycles(wh: Warehouse) -> set[datetime]:
+    try:
+        text = (_undo_dir(wh) / _LATER_FILE).read_text(encoding="utf-8")
+        return {datetime.fromisoformat(at) for at in json.loads(text)}
+    except (FileNotFoundError, ValueError, TypeError):
+        return set()
+
+
 def read_undo_point(wh: Warehouse) -> UndoPoint | None:
     """The snapshot there is to go back to, if any."""
     try:
@@ -231,7 +260,7 @@ def undo_to_point(wh: Warehouse, *, since_ok: bool = False) -> UndoSummary:
             at = _cycle_of(relative)
             if at is not None and not _kept_as_is(relative, seeded):
                 cycles.add(at)
-    summary.cycles = sorted(cycles)
+    summary.cycles = sorted(cycles | _later_cycles(wh))
     later = summary.later
     if later and not since_ok:
         shown = ", ".join(at.isoformat() for at in later[:3]) + (" ..." if len(later) > 3 else "")

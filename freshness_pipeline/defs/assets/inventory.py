@@ -15,7 +15,7 @@ from freshness_pipeline.defs.resources import CycleResource, HttpClientResource,
 from freshness_pipeline.stages.inventory import (
     cycle_inventory,
 )
-from freshness_pipeline.warehouse.undo import keep_undo_point, leaped_from
+from freshness_pipeline.warehouse.undo import keep_undo_point, leaped_from, note_cycle_run
 
 
 @cycle_asset
@@ -50,6 +50,8 @@ def url_inventory(
                 f"{said}: a snapshot of the home is kept, and `freshness undo` takes the cycle "
                 "back if the date was a mistake"
             )
+    else:
+        note_cycle_run(wh, now)
     made = cycle_inventory(
         wh,
         hosts,
