@@ -485,6 +485,43 @@ def test_a_short_retry_after_pauses_the_host_and_resumes_it() -> None:
     assert snap["n_pauses"] == 1 and snap["n_throttled"] == 1
 
 
+def test_no_request_goes_inside_a_retry_after_whatever_answers_arrive_meanwhile() -> None:
+    """A host that serves one request at a time and answers an overlapping one 429 with
+    Retry-After: 1. The request in flight beside the refused one came back served, the gap
+    moved halfway down to its latency, and the next request left 0.75-0.86 s after the 429,
+    inside the pause (found by an outside held-out web, four times in forty cycles). The pause
+    now holds from the answer that asked for it, whatever is learned meanwhile."""
+
+    async def scenario() -> tuple[list[FetchResult], list[tuple[float, int]]]:
+        busy = {"n": 0}
+        seen: list[tuple[float, int]] = []
+
+        async def one_at_a_time(request: web.Request) -> web.Response:
+            if busy["n"]:
+                seen.append((time.monotonic(), 429))
+                return web.Response(status=429, headers={"Retry-After": "1"})
+            busy["n"] += 1
+            seen.append((time.monotonic(), 200))
+            try:
+                await asyncio.sleep(0.3)
+            finally:
+                busy["n"] -= 1
+            return web.Response(text=f"page {request.path_qs}", content_type="text/html")
+
+        async with serve({"/p": one_at_a_time}) as srv:
+            cfg = FetchSettings(host_concurrency=2, throttle=ThrottlePolicy(backoff_jitter=0))
+            results = await run([req(srv, f"/p?i={i}") for i in range(6)], cfg)
+            return results, seen
+
+    results, seen = asyncio.run(scenario())
+    refused = [t for t, status in seen if status == 429]
+    assert refused, seen  # the two first requests overlapped
+    for at in refused:
+        inside = [t - at for t, _ in seen if at < t < at + 1.0]
+        assert not inside, (inside, seen)
+    assert not [r for r in results if r.outcome == "deferred"]
+
+
 def test_a_host_that_throttles_bursts_is_paced_below_its_limit() -> None:
     """A server that answers 429 to two requests closer than 0.3 s: the fetcher learns a gap
     above that from one or two answers, waits out each pause, and fetches every other page

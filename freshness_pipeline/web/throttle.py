@@ -153,6 +153,13 @@ class HostThrottle:
     served_gap: float | None = None
     n_pauses: int = 0  # Retry-After pauses waited out within the cycle (the client counts them)
     max_delay_seen: float = 0.0
+    # No request before this moment (monotonic seconds): the end of the latest Retry-After,
+    # counted from the answer that asked for it. A hard limit beside the gap, which learning
+    # may lower meanwhile.
+    not_before: float = 0.0
+    # when the latest throttling answer came in: a request that left before it says nothing
+    # of the pace the host asked for since
+    throttled_at: float | None = None
 
     def __post_init__(self) -> None:
         self.floor = max(0.0, self.floor)
@@ -246,6 +253,7 @@ class HostThrottle:
         retry_after_s: float | None = None,
         gap_s: float | None = None,
         http_status: int | None = None,
+        sent_at: float | None = None,
     ) -> Signal:
         """Learn from one finished request, and say what it was taken for.
 
@@ -261,6 +269,12 @@ class HostThrottle:
         between requests, and was starved for good (found by an outside held-out web: 15 %
         random 503s, 0.43 fetches a page against the oracle's 3.5). It still backs off, as
         any failure does, and still trips the breaker.
+
+        ``sent_at``: when the request left. An answer served to a request that left before
+        the latest throttling answer came in does not bring the gap down: the request in
+        flight beside one refused with Retry-After: 1 came back served, halved the gap, and the
+        next request left inside the pause (found by an outside held-out web). A Retry-After
+        holds the host until it ends (``not_before``) whatever else is learned.
         """
         if signal == "ok" and gap_s is not None:
             self.served_gap = gap_s if self.served_gap is None else min(self.served_gap, gap_s)
@@ -275,10 +289,18 @@ class HostThrottle:
             self.n_unpaced_503 += 1
             signal = "failure"
         if signal in ("ok", "other"):
-            self._served(signal, latency_s)
+            before = (
+                sent_at is not None
+                and self.throttled_at is not None
+                and sent_at < self.throttled_at
+            )
+            self._served(signal, latency_s, lower=not before)
         else:
+            if retry_after_s is not None:
+                self.not_before = max(self.not_before, now + retry_after_s)
             if signal == "throttled":
                 self.n_throttled += 1
+                self.throttled_at = now
                 # What the host says of our pace, when we kept to it. A probe through an open
                 # breaker says the host is still down, not how fast to go, and a request that
                 # came after this throttle's own back-off came after a wait we imposed: taken
@@ -289,7 +311,7 @@ class HostThrottle:
             self._failed(now, latency_s, detail, retry_after_s)
         return signal
 
-    def _served(self, signal: Signal, latency_s: float | None) -> None:
+    def _served(self, signal: Signal, latency_s: float | None, *, lower: bool = True) -> None:
         if signal == "ok":
             self.n_ok += 1
         else:
@@ -308,8 +330,8 @@ class HostThrottle:
             target = self._clamp(self.policy.start_delay_s)  # the static gap
         # Scrapy's rule: move halfway to the target, but jump straight up to a larger one.
         new = max(target, (self.delay + target) / 2.0)
-        if signal == "other" and new <= self.delay:
-            return  # cheap non-page answers never speed us up
+        if (signal == "other" or not lower) and new <= self.delay:
+            return  # cheap non-page answers never speed us up, nor stale ones
         self._set(new)
 
     def _failed(

@@ -141,8 +141,8 @@ class HostRun:
         gap = throttle.delay
         if gap > 0 and self.last_start is not None:
             slack = _GAP_SLACK_S if throttle.floor > 0 else 0.0
-            return max(now, self.last_start + gap + slack)
-        return now
+            return max(now, self.last_start + gap + slack, throttle.not_before)
+        return max(now, throttle.not_before)
 
     def _still_clear(self, now: float) -> bool:
         return (
@@ -200,6 +200,7 @@ class HostRun:
                 retry_after_s=result.retry_after_s,
                 gap_s=attempt.gap_s,
                 http_status=result.http_status,
+                sent_at=attempt.sent_at,
             )
         if result.http_status in THROTTLE_STATUSES and taken_for == "throttled":
             self.concurrency = 1
