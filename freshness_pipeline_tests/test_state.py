@@ -310,9 +310,10 @@ def test_pages_whose_paths_carry_other_numbers_are_not_copies_of_each_other():
         "http://a.example/event/2026-12-24?print=1",
         "http://a.example/part/4006381333",
         "http://a.example/part/4006381334",
+        "http://a.example/part/4006381334/",  # the same part, its path's slash aside
     ]
     cands = candidates(*urls)
-    fps = ["concert", "concert", "concert", "seal", "seal"]
+    fps = ["concert", "concert", "concert", "seal", "seal", "seal"]
     res = results(
         [
             {"url": u, "fetched_at": T0, "outcome": "new", "http_status": 200, "fingerprint": f}
@@ -327,6 +328,7 @@ def test_pages_whose_paths_carry_other_numbers_are_not_copies_of_each_other():
         "http://a.example/event/2026-12-24?print=1": "http://a.example/event/2026-12-24",
         "http://a.example/part/4006381333": None,
         "http://a.example/part/4006381334": None,
+        "http://a.example/part/4006381334/": "http://a.example/part/4006381334",
     }
 
 
@@ -345,6 +347,10 @@ def test_a_query_variant_whose_canonical_is_its_path_is_a_copy_of_that_page():
         "/story?page=2": "/story-all",  # another path
         "/a?x=1": "/a?x=2",  # two pages naming each other
         "/a?x=2": "/a?x=1",
+        # a trailing slash's spelling naming the page without it (fetched as a page of its
+        # own before, found by a second held-out web)
+        "/c/chairs": None,
+        "/c/chairs/": "/c/chairs",
     }
     urls = [base + u for u in rows]
     cands = candidates(*urls)
@@ -372,6 +378,8 @@ def test_a_query_variant_whose_canonical_is_its_path_is_a_copy_of_that_page():
         "/story?page=2": None,
         "/a?x=1": None,
         "/a?x=2": None,
+        "/c/chairs": None,
+        "/c/chairs/": f"{base}/c/chairs",
     }
 
 

@@ -513,12 +513,14 @@ def content_duplicates() -> pl.Expr:
     session's spelling of a page keeps its path's numbers.
 
     A live page whose canonical link names another live page of its host at the same path (the
-    two differ in their query alone: a view mode, a page size, a variant, a sort order) is that
-    page's copy too, whatever its fingerprint: a listing's view modes read differently when
+    two differ in their query alone, or in a trailing slash: a view mode, a page size, a
+    variant, a sort order, ``/a/`` served as ``/a``) is that page's copy too, whatever its
+    fingerprint: a listing's view modes read differently when
     fetched at different times, and a shop's sitemap listing every category's
     ``?product_list_mode=list`` and ``?product_list_limit=36`` took an eighth of a cold
     start's fetches, each kept fresh as a page of its own (found by an exploratory run)."""
-    path_numbers = url_path(pl.col("url")).str.replace_all(r"\D+", "-")
+    # the numbers alone: "/item/12/" and "/item/12" are one item's spellings
+    path_numbers = url_path(pl.col("url")).str.replace_all(r"\D+", "-").str.strip_chars("-")
     group = ["host", "fingerprint", "fingerprint_version", path_numbers.alias("_path_numbers")]
     same = (
         (pl.col("status") == "active")
@@ -537,7 +539,9 @@ def content_duplicates() -> pl.Expr:
         & pl.col("canonical").is_in(
             pl.col("url").filter(live & pl.col("canonical").is_null()).implode()
         )
-        # the same scheme, host and path: all that is before the query
+        # the same scheme, host and path: all that is before the query, a path's trailing
+        # slash aside (a site serving "/a/" as "/a", naming "/a" canonical: each was fetched
+        # as a page of its own, found by a second held-out web)
         & (_before_query(pl.col("canonical")) == _before_query(pl.col("url")))
     )
     return (
@@ -549,7 +553,7 @@ def content_duplicates() -> pl.Expr:
 
 
 def _before_query(url: pl.Expr) -> pl.Expr:
-    return url.str.replace(r"[?#].*$", "")
+    return url.str.replace(r"[?#].*$", "").str.strip_suffix("/")
 
 
 def lastmod_grades(merged: pl.DataFrame) -> pl.DataFrame:
