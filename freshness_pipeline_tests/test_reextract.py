@@ -244,7 +244,7 @@ def test_a_second_reextract_is_a_no_op(home):
     assert again.returncode == 0, again.stderr
     # said as such, on one line (it was "re-extracted 0 pages on 0 hosts", wrapped when piped)
     assert again.stdout.strip() == (
-        "nothing to re-extract: every page's version is of its class's current extraction "
+        "nothing to re-extract: no page's version is of an older extraction than its class's "
         "(--force re-extracts them anyway)"
     )
     assert {p: p.stat().st_mtime_ns for p in (home / "warehouse").rglob("*.parquet")} == files

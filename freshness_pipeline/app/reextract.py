@@ -78,8 +78,8 @@ class Reextracted:
         every page was current already (found by a newcomer)."""
         if not self.pages and not self.left:
             return (
-                "nothing to re-extract: every page's version is of its class's current "
-                "extraction (--force re-extracts them anyway)"
+                "nothing to re-extract: no page's version is of an older extraction than its "
+                "class's (--force re-extracts them anyway)"
             )
         why = ", ".join(f"{reason} {n}" for reason, n in sorted(self.left.items()))
         return (
