@@ -474,6 +474,28 @@ def test_rotation_completes_files_as_it_goes(tmp_path: Path) -> None:
             assert stored.header("WARC-Warcinfo-ID") == warcinfo_id
 
 
+def test_an_unanswered_request_rotates_like_an_exchange_and_names_its_own_files_warcinfo(
+    tmp_path: Path,
+) -> None:
+    """A request that got no answer is a record of its own: past the size limit it opens the
+    next file, and it names that file's warcinfo."""
+    headers = [("Host", "example.test"), ("User-Agent", "freshness-pipeline/0")]
+    with ArchiveWriter(tmp_path, T1, writer="p1", max_file_bytes=2_000) as writer:
+        writer.write_exchange(ok("http://example.test/big", html(0, 30_000)))
+        alone = writer.write_unanswered_request("http://example.test/silent", headers)
+        with pytest.raises(ValueError, match="url"):
+            writer.write_unanswered_request("not a url", headers)
+    assert len(writer.completed) == 2
+    assert alone.record_type == "request" and alone.warc_offset > 0
+    assert alone.warc_filename == writer.completed[1].warc_filename
+    by_file = check_all(tmp_path)
+    warcinfo_id = by_file[alone.warc_filename][0]["warc-record-id"]
+    stored = read_record(tmp_path, alone.warc_filename, alone.warc_offset, alone.warc_length)
+    assert stored.record_type == "request" and stored.target_uri == "http://example.test/silent"
+    assert stored.header("WARC-Warcinfo-ID") == warcinfo_id
+    assert dict(stored.http_headers)["User-Agent"] == "freshness-pipeline/0"
+
+
 def test_reader_follows_revisits_and_says_when_the_original_is_gone(tmp_path: Path) -> None:
     url = "http://example.test/page"
     with ArchiveWriter(tmp_path, T1) as writer:

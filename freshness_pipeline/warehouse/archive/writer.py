@@ -390,19 +390,23 @@ class ArchiveWriter:
         if fetched_at is not None and fetched_at.utcoffset() is None:
             raise ValueError("fetched_at must be timezone-aware (UTC)")
         date = warc_date(fetched_at) if fetched_at is not None else self._cycle_date
+
+        def encoded(warcinfo_id: str) -> tuple[bytes, str]:
+            return self._encoder.unanswered_request(
+                url,
+                checked.request_pairs,
+                date=date,
+                kind=kind,
+                warcinfo_id=warcinfo_id,
+                http_version=http_version,
+            )
+
         with self._lock:
             self._check_open()
             if self._file is None:
                 self._open_file()
             assert self._file is not None
-            member, record_id = self._encoder.unanswered_request(
-                url,
-                checked.request_pairs,
-                date=date,
-                kind=kind,
-                warcinfo_id=self._file.warcinfo_id,
-                http_version=http_version,
-            )
+            member, record_id = encoded(self._file.warcinfo_id)
             if (
                 self.max_file_bytes is not None
                 and self._file.records
@@ -411,14 +415,7 @@ class ArchiveWriter:
                 self._complete_current()
                 self._open_file()
                 assert self._file is not None
-                member, record_id = self._encoder.unanswered_request(
-                    url,
-                    checked.request_pairs,
-                    date=date,
-                    kind=kind,
-                    warcinfo_id=self._file.warcinfo_id,
-                    http_version=http_version,
-                )
+                member, record_id = encoded(self._file.warcinfo_id)  # the new file's warcinfo
             current = self._file
             offset = current.size
             try:
