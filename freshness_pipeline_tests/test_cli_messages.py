@@ -147,9 +147,12 @@ def test_seed_says_its_duplicates_are_spellings_of_one_url(tmp_path: Path) -> No
     seeds.write_text("\n".join(spellings) + "\n")
     done = run_freshness("seed", str(seeds), home=tmp_path / "home")
     assert done.returncode == 0, done.stderr
+    # and which lines they are, in one example ("5 duplicates" alone left a newcomer unable
+    # to tell what the five were)
     assert (
         "seeded 1 URL on 1 host (1 new partition, 0 rows skipped, 5 duplicates after "
-        "normalization)" in done.stdout
+        "normalization, such as line 2's 'HTTP://A.example/p', line 1's 'http://a.example/p')"
+        in " ".join(done.stdout.split())
     )
 
 

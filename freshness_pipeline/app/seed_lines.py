@@ -20,9 +20,15 @@ def seed_summary(load: SeedLoad) -> str:
     parse = load.parse
     bucketed = "host buckets" in load.partitioning
     new = counted(len(load.new_hosts), "new host" if bucketed else "new partition")
+    example = ""
+    if parse.duplicate_example is not None:
+        # which lines they are, in one example: "5 duplicates" alone left a newcomer unable to
+        # tell what the five were
+        line, written, first_line, first = parse.duplicate_example
+        example = f", such as line {line}'s {written[:120]!r}, line {first_line}'s {first[:120]!r}"
     return (
         f"seeded {counted(parse.rows.height, 'URL')} on {counted(load.hosts, 'host')} "
         f"({new}, {counted(len(parse.errors), 'row')} skipped, "
-        f"{counted(parse.duplicates, 'duplicate')} after normalization)"
+        f"{counted(parse.duplicates, 'duplicate')} after normalization{example})"
         + (f"; Dagster partitions: {load.partitioning}" if bucketed else "")
     )

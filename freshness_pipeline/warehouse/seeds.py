@@ -56,6 +56,9 @@ class SeedParse:
     fatal: str | None = None
     #: what was read but not used, said once per file (unknown columns, extra cells)
     notes: list[str] = field(default_factory=list)
+    #: one duplicate, to show what "after normalization" means: (its line, its URL as written,
+    #: the line of the same URL's first spelling, that spelling)
+    duplicate_example: tuple[int, str, int, str] | None = None
 
 
 def _lines(data: bytes) -> tuple[pl.DataFrame, list[tuple[int, str]]]:
@@ -298,7 +301,12 @@ def parse_seeds(data: bytes) -> SeedParse:
         written=pl.when(pl.col("raw_url") != pl.col("url")).then("raw_url")
     )
     unique = good.unique(subset="url", keep="last", maintain_order=True)
+    example = None
     if unique.height < good.height:
+        repeated = good.filter(pl.col("url").is_duplicated()).sort("line")
+        first = repeated.row(0, named=True)
+        again = repeated.filter(pl.col("url") == first["url"]).row(1, named=True)
+        example = (again["line"], again["raw_url"], first["line"], first["raw_url"])
         # a URL given twice keeps the last value and class given for it: an empty cell is none
         unique = (
             good.group_by("url", maintain_order=True)
@@ -316,6 +324,7 @@ def parse_seeds(data: bytes) -> SeedParse:
         rows=unique.select("url", "host", "value", "url_class", "line", "written"),
         errors=errors,
         duplicates=good.height - unique.height,
+        duplicate_example=example,
         fatal=None
         if unique.height
         else "no valid URL in the seed file"
