@@ -11,7 +11,7 @@ import contextvars
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import aiohttp
 
@@ -54,7 +54,7 @@ class Attempt:
         self.signal: Signal | None = None
         # the request that got its connection (aiohttp's ClientRequest): what went on the
         # wire, for the archive when no answer comes back
-        self.request: Any = None
+        self.request: aiohttp.ClientRequest | None = None
 
     def since_sent(self) -> float:
         return time.monotonic() - (self.sent_at if self.sent_at is not None else self.started_at)

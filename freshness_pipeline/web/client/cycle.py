@@ -13,6 +13,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from aiohttp.abc import AbstractResolver
 
+from freshness_pipeline.science.normalize import normalize_url
 from freshness_pipeline.warehouse.archive import ArchiveWriter
 from freshness_pipeline.web.client.context import CycleContext
 from freshness_pipeline.web.client.fetches import (
@@ -87,10 +88,9 @@ async def fetch_all(
                 default_fp=None if fingerprint is not None else default_fingerprinter(),
                 archive=archive,
                 robots_allow=robots_allow,
+                url_key=normalize_url if url_key is None else url_key,
                 allow=nets,
             )
-            if url_key is not None:
-                ctx.url_key = url_key
             runs = [HostRun(key, idx, requests, results, ctx) for key, idx in groups.items()]
             await asyncio.gather(*(run.run() for run in runs))
 

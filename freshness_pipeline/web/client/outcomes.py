@@ -170,13 +170,11 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
             result.error = f"unreadable response: {_head_problem(exc)}"
             attempt.signal = "other"
             attempt.latency_s = attempt.since_sent()
-            _archive_unanswered(ctx, attempt, sent_as.url, result)
         elif isinstance(exc, asyncio.TimeoutError) and _past_deadline(ctx):
             # The cycle's time limit ran out under the request: the host is none the worse.
             result.outcome = "error"
             result.error = f"{TIME_LIMIT_REASON} during the request"
             attempt.signal = None
-            _archive_unanswered(ctx, attempt, sent_as.url, result)
         else:
             # Transport errors and timeouts, also mid-body: the host is failing or too slow,
             # and the time it took counts as its latency.
@@ -184,9 +182,10 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
             result.error = _describe(exc, settings)
             attempt.signal = "failure"
             attempt.latency_s = attempt.since_sent()
-            _archive_unanswered(ctx, attempt, sent_as.url, result)
     finally:
         CURRENT_ATTEMPT.reset(token)
+    if result.sent:
+        _archive_unanswered(ctx, attempt, sent_as.url, result)
     result.duration_ms = (time.perf_counter() - t0) * 1000.0
     if not result.sent:
         result.conditional, result.validator = False, None
@@ -527,12 +526,13 @@ def _archive(
 
 def _archive_unanswered(ctx: CycleContext, attempt: Attempt, url: str, result: FetchResult) -> None:
     """Archive the request record of a request that left and got no answer the archive holds
-    (a timeout or a reset before the headers, a head refused as unreadable): every request
-    sent has its record, and fetch_log's row points at it. Nothing when the connection was
+    (a timeout or a reset before the headers, a head refused as unreadable, an answer the
+    archive could not store as given): every request sent has its record, and fetch_log's row
+    points at it. Nothing when the connection was
     never made (nothing went out) or the answer was archived already (a body cut mid-way)."""
     sent = attempt.request
     if ctx.archive is None or sent is None or result.warc_filename is not None:
-        return
+        return  # no archive, nothing went out, or the answer is archived already
     version = sent.version
     try:
         record = ctx.archive.write_unanswered_request(
