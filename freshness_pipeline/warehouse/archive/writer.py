@@ -383,12 +383,14 @@ class ArchiveWriter:
         """
         if kind not in FETCH_KINDS:
             raise ValueError(f"kind must be one of {FETCH_KINDS}, got {kind!r}")
-        # the exchange's own checks of the URL, the headers and the version
+        # the exchange's own checks of the URL, the headers, the version and the time
         checked = HttpExchange(
-            url=url, status=200, request_headers=tuple(request_headers), http_version=http_version
+            url=url,
+            status=200,
+            request_headers=tuple(request_headers),
+            http_version=http_version,
+            fetched_at=fetched_at,
         )
-        if fetched_at is not None and fetched_at.utcoffset() is None:
-            raise ValueError("fetched_at must be timezone-aware (UTC)")
         date = warc_date(fetched_at) if fetched_at is not None else self._cycle_date
 
         def encoded(warcinfo_id: str) -> tuple[bytes, str]:

@@ -207,8 +207,8 @@ class HostRun:
             pause = result.retry_after_s
             if pause is not None and self.stop_outcome is None:
                 if time.monotonic() + pause <= self.ctx.pause_deadline:
-                    # The pause fits the cycle: the throttle's gap already holds the host
-                    # until it ends (a Retry-After raises the gap to it); then carry on.
+                    # The pause fits the cycle: the throttle holds the host until it ends
+                    # (its not_before), then carry on.
                     self.throttle.n_pauses += 1
                     return
                 # The server asked for longer than the cycle has: the rest waits for a later
