@@ -101,6 +101,16 @@ async def hostile(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
         writer.close()
 
 
+def impatient(host_concurrency: int, *, read_timeout: float, total_timeout: float) -> FetchSettings:
+    """Settings that give up on a hostile server soon, with no latency-driven pacing."""
+    return FetchSettings(
+        read_timeout=read_timeout,
+        total_timeout=total_timeout,
+        host_concurrency=host_concurrency,
+        throttle=ThrottlePolicy(autothrottle=False),
+    )
+
+
 @pytest.fixture(scope="module")
 def server():
     async def start() -> list[asyncio.Server]:
@@ -118,12 +128,7 @@ def server():
 def test_each_hostile_answer_costs_one_error_and_the_good_page_still_arrives(server):
     hostile_host, other_host = server
     paths = ["/huge-headers", "/reset", "/trickle", "/garbage", "/fine"]
-    settings = FetchSettings(
-        read_timeout=1.0,
-        total_timeout=4.0,
-        host_concurrency=4,
-        throttle=ThrottlePolicy(autothrottle=False),
-    )
+    settings = impatient(4, read_timeout=1.0, total_timeout=4.0)
     started = time.monotonic()
     results = fetch_all_sync(
         [FetchRequest(url=(other_host if p == "/fine" else hostile_host) + p) for p in paths],
@@ -223,12 +228,7 @@ def test_pages_that_failed_before_go_after_their_hosts_healthy_pages(server):
     )
     requests = fetch_requests(plan, PipelineConfig())
     assert [r.url for r in requests] == [host + p for p in good + bad]
-    settings = FetchSettings(
-        read_timeout=0.5,
-        total_timeout=2.0,
-        host_concurrency=1,
-        throttle=ThrottlePolicy(autothrottle=False),
-    )
+    settings = impatient(1, read_timeout=0.5, total_timeout=2.0)
     results = fetch_all_sync(
         requests, settings, allow=allowed_networks({"FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8"})
     )
@@ -245,12 +245,7 @@ def test_a_body_the_network_cut_is_archived_as_cut_and_the_fetch_still_fails(ser
     from freshness_pipeline_tests.pywb_server import warcio_check
 
     host, _ = server
-    settings = FetchSettings(
-        read_timeout=1.0,
-        total_timeout=4.0,
-        host_concurrency=2,
-        throttle=ThrottlePolicy(autothrottle=False),
-    )
+    settings = impatient(2, read_timeout=1.0, total_timeout=4.0)
     now = datetime(2026, 3, 1, tzinfo=UTC)
     with ArchiveWriter(tmp_path, now) as writer:
         reset, trickle = fetch_all_sync(
@@ -294,12 +289,7 @@ def test_a_request_sent_without_an_answer_has_its_request_record_and_one_never_s
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{probe.getsockname()[1]}/refused"
-    settings = FetchSettings(
-        read_timeout=1.0,
-        total_timeout=4.0,
-        host_concurrency=4,
-        throttle=ThrottlePolicy(autothrottle=False),
-    )
+    settings = impatient(4, read_timeout=1.0, total_timeout=4.0)
     now = datetime(2026, 3, 1, tzinfo=UTC)
     urls = [host + "/silent", host + "/garbage", host + "/huge-headers", closed]
     with ArchiveWriter(tmp_path, now) as writer:

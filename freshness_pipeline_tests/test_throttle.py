@@ -106,6 +106,21 @@ def test_failures_back_off_exponentially_capped_and_never_lower_the_delay() -> N
     assert asked.delay == pytest.approx(30.0) and asked.failures == 1
 
 
+def test_an_answer_to_a_request_sent_before_a_throttle_does_not_bring_the_gap_down() -> None:
+    """A request in flight when its host said "slower" says nothing of the pace asked for
+    since: its served answer halved the gap the throttle had just raised. One sent after the
+    throttling answer speeds up as any served answer does. A Retry-After holds the host until
+    its end whatever comes in meanwhile."""
+    t = throttle(backoff_base_s=0.5, failure_limit=None, backoff_jitter=0)
+    t.observe("throttled", now=10.0, latency_s=0.05, retry_after_s=1.0)
+    raised = t.delay
+    assert t.not_before == pytest.approx(11.0) and t.throttled_at == 10.0
+    t.observe("ok", now=10.2, latency_s=0.05, sent_at=9.9)  # left before the 429 came in
+    assert t.delay == raised and t.not_before == pytest.approx(11.0)
+    t.observe("ok", now=11.5, latency_s=0.05, sent_at=11.1)  # left after it
+    assert t.delay < raised
+
+
 def test_jitter_only_adds_and_stays_within_its_fraction() -> None:
     seen = []
     for seed in range(50):
