@@ -105,6 +105,47 @@ def test_a_host_with_a_crawl_delay_is_one_request_in_flight_whatever_it_answered
     assert shares.to_list() == [150, 300]
 
 
+def test_a_host_that_refused_a_second_request_in_flight_gets_one_until_a_week_has_passed() -> None:
+    """A host that takes one request at a time answered 429 every ten cycles or so, each time
+    the concurrency had grown back to two (found by an exploratory run). Once refused, two in
+    flight wait a week; a throttle at one in flight, or a host that was down, sets no ceiling."""
+    clean = {"gap_s": 0.0, "sent": 10, "planned": 10}
+    refused = {**clean, "throttled": 1, "rate_limited": 1}
+    outage = {**clean, "throttled": 10, "failures": 10}
+    rows = cycle_rows(one_at_a_time=clean, pacing=clean, was_down=clean)
+    state = next_host_capacity(tables.empty("host_capacity"), rows, NOW, max_concurrency=4)
+    assert set(state["concurrency"]) == {2}
+    at = NOW + timedelta(hours=6)
+    state = next_host_capacity(
+        tables.conform("host_capacity", state),
+        cycle_rows(one_at_a_time=refused, pacing=clean, was_down=outage),
+        at,
+        max_concurrency=4,
+    )
+    # pacing: throttled while it had one request in flight
+    state = next_host_capacity(
+        tables.conform("host_capacity", state.with_columns(concurrency=pl.lit(1, pl.Int64))),
+        cycle_rows(one_at_a_time=clean, pacing=refused, was_down=clean),
+        at,
+        max_concurrency=4,
+    )
+    seen: dict[str, list[int]] = {"one_at_a_time": [], "pacing": [], "was_down": []}
+    for hours in range(6, 8 * 24, 6):
+        state = next_host_capacity(
+            tables.conform("host_capacity", state),
+            cycle_rows(one_at_a_time=clean, pacing=clean, was_down=clean),
+            at + timedelta(hours=hours),
+            max_concurrency=4,
+        )
+        for host, concurrency in state.select("host", "concurrency").iter_rows():
+            seen[host].append(concurrency)
+    week = 7 * 4  # cycles of six hours
+    assert seen["one_at_a_time"][: week - 1] == [1] * (week - 1)
+    assert seen["one_at_a_time"][week - 1 : week + 1] == [2, 3]  # a week on: asked again
+    assert seen["pacing"][:3] == [2, 3, 4]
+    assert seen["was_down"][:2] == [3, 4]
+
+
 def test_a_recovered_gap_below_the_threshold_is_forgotten() -> None:
     prev = tables.conform(
         "host_capacity", pl.DataFrame({"host": ["h"], "gap_s": [FORGET_GAP_S * 1.05]})

@@ -401,6 +401,8 @@ HOST_CAPACITY: Schema = {
     "refilled": pl.Int64,
     "clean_cycles": pl.Int64,
     "last_throttled_at": UTC_TIME,
+    # the requests in flight when the host last throttled: kept below for a while
+    "throttled_concurrency": pl.Int64,
 }
 
 # The crawled copy. One row per observed version of a page (a fetch whose content was new or
