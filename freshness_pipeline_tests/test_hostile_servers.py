@@ -369,9 +369,11 @@ def test_a_304_refers_to_the_pages_copy_not_to_an_error_archived_since(server, t
 def test_a_kept_alive_connection_the_server_drops_on_reuse_costs_no_fetch(how: str) -> None:
     """Servers close idle keep-alive connections on their own clock (nginx after 75 s, many
     after 5), and one closing as our next request arrives on it loses that request: the
-    session sends it again on a new connection (RFC 9112 9.3.1, aiohttp's retry of an
-    idempotent request on a reused connection) instead of counting the host as failing."""
+    fetcher sends it again on a new connection (RFC 9112 9.3.1) instead of counting the host
+    as failing, and the lost request has its own row, as every request sent has (aiohttp's
+    own retry sent it again unrecorded: a contract audit)."""
     connections: list[int] = []
+    received: list[bytes] = []
 
     async def one_answer_then_drop(
         reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -379,13 +381,15 @@ def test_a_kept_alive_connection_the_server_drops_on_reuse_costs_no_fetch(how: s
         connections.append(1)
         try:
             request = await reader.readuntil(b"\r\n\r\n")
+            received.append(request.split(b" ")[1])
             body = b"<html><body><article>page " + request.split(b" ")[1] + b"</article></body>"
             writer.write(
                 b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s"
                 % (len(body), body)
             )
             await writer.drain()
-            await reader.readuntil(b"\r\n\r\n")  # the next request: not answered
+            lost = await reader.readuntil(b"\r\n\r\n")  # the next request: not answered
+            received.append(lost.split(b" ")[1])
             if how == "reset":
                 writer.transport.abort()
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -407,3 +411,58 @@ def test_a_kept_alive_connection_the_server_drops_on_reuse_costs_no_fetch(how: s
         loop.close()
     assert [(r.outcome, r.error) for r in results] == [("new", None)] * 5
     assert len(connections) == 5  # each page on a connection of its own, after a refusal
+    lost = [hop for r in results for hop in r.hops or ()]
+    assert [(h.outcome, h.http_status) for h in lost] == [("error", None)] * 4
+    assert all("kept-alive connection: sent again" in (h.error or "") for h in lost)
+    # every request the server read is one of the fetches' rows, and none is sent twice
+    assert len(received) == len(results) + len(lost) == 9
+    pages = [b"/p%d" % i for i in range(5)]
+    assert sorted(received) == sorted(pages + pages[1:])  # each page lost once, then served
+
+
+def test_a_server_that_drops_every_request_gets_each_once_at_its_crawl_delay() -> None:
+    """A request lost with its connection is sent again at most once, and only when it went
+    out on a kept-alive connection, through the host's Crawl-delay like any other request:
+    aiohttp's own retry sent it again within a millisecond (a contract audit)."""
+    arrivals: list[tuple[bytes, float]] = []
+
+    async def answer_once_then_drop_all(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        try:
+            while True:
+                request = await reader.readuntil(b"\r\n\r\n")
+                path = request.split(b" ")[1]
+                arrivals.append((path, time.monotonic()))
+                if path != b"/first":
+                    writer.transport.abort()
+                    return
+                body = b"<html><body><article>first</article></body></html>"
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    loop = LoopThread()
+    try:
+        srv = loop.run(asyncio.start_server(answer_once_then_drop_all, "127.0.0.1", 0))
+        host = f"http://127.0.0.1:{srv.sockets[0].getsockname()[1]}"
+        results = fetch_all_sync(
+            [FetchRequest(url=f"{host}/{p}", crawl_delay=0.3) for p in ("first", "a", "b")],
+            impatient(1, read_timeout=5, total_timeout=10),
+            allow=allowed_networks({"FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8"}),
+        )
+        loop.loop.call_soon_threadsafe(srv.close)
+    finally:
+        loop.close()
+    by_url = {r.url.rsplit("/", 1)[1]: r for r in results}
+    assert by_url["first"].outcome == "new"
+    # /a went out on first's kept-alive connection: lost, recorded, sent again and lost on
+    # the new one; /b went out on a new connection: lost once, no second try
+    assert [p for p, _ in arrivals] == [b"/first", b"/a", b"/a", b"/b"]
+    assert len(by_url["a"].hops or ()) == 1 and not by_url["b"].hops
+    assert by_url["a"].outcome == by_url["b"].outcome == "error"
+    gaps = [b - a for (_, a), (_, b) in zip(arrivals, arrivals[1:], strict=False)]
+    assert min(gaps) >= 0.3, gaps

@@ -237,8 +237,9 @@ FETCH_LOG: Schema = {
     "warc_length": pl.Int64,
     "payload_digest": pl.String,
     # a redirect the fetch followed to another spelling of the page (a session or tracking
-    # parameter added): its place among the fetch's requests, 1 for the first; null for the
-    # fetch's last answer, the one fetch_results and url_state keep
+    # parameter added), or a request lost with the kept-alive connection it went out on and
+    # sent again: its place among the fetch's requests, 1 for the first; null for the fetch's
+    # last answer, the one fetch_results and url_state keep
     "hop": pl.Int64,
 }
 

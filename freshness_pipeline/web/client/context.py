@@ -43,7 +43,16 @@ class AttemptHost(Protocol):
 class Attempt:
     """One request on the wire: its host, when it left, and what it taught the throttle."""
 
-    __slots__ = ("gap_s", "host", "latency_s", "request", "sent_at", "signal", "started_at")
+    __slots__ = (
+        "gap_s",
+        "host",
+        "latency_s",
+        "request",
+        "reused",
+        "sent_at",
+        "signal",
+        "started_at",
+    )
 
     def __init__(self, host: AttemptHost) -> None:
         self.host = host
@@ -55,6 +64,9 @@ class Attempt:
         # the request that got its connection (aiohttp's ClientRequest): what went on the
         # wire, for the archive when no answer comes back
         self.request: aiohttp.ClientRequest | None = None
+        # whether that request went out on a kept-alive connection, which the server may have
+        # closed on its own clock as the request arrived
+        self.reused = False
 
     def since_sent(self) -> float:
         return time.monotonic() - (self.sent_at if self.sent_at is not None else self.started_at)

@@ -104,6 +104,7 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
     followed: list[FetchResult] = []
     token = CURRENT_ATTEMPT.set(attempt)
     sent_as = replace(req, url=req.request_url) if req.request_url else req
+    asked_again = False
     try:
         for hop in range(_SAME_PAGE_HOPS + 1):
             if hop:
@@ -113,18 +114,30 @@ async def fetch_one(ctx: CycleContext, attempt: Attempt, req: FetchRequest) -> F
                 await attempt.host.wait_for_gap()
                 t0 = time.perf_counter()
                 result = fresh_result()
-            attempt.request = None
-            async with ctx.session.get(
-                sent_as.url, headers=headers, allow_redirects=False, timeout=_timeouts(ctx)
-            ) as resp:
-                # Latency as AutoThrottle measures it, request out to response headers in;
-                # a body read extends it (_classify).
-                attempt.latency_s = attempt.since_sent()
-                # The crawl-delay also counts from the answer: the server saw the request
-                # before this moment, so its own processing time can never shorten the gap.
+            attempt.request, attempt.reused = None, False
+            try:
+                async with ctx.session.get(
+                    sent_as.url, headers=headers, allow_redirects=False, timeout=_timeouts(ctx)
+                ) as resp:
+                    # Latency as AutoThrottle measures it, request out to response headers in;
+                    # a body read extends it (_classify).
+                    attempt.latency_s = attempt.since_sent()
+                    # The crawl-delay also counts from the answer: the server saw the request
+                    # before this moment, so its own processing time can never shorten the gap.
+                    attempt.host.mark_started(time.monotonic())
+                    attempt.signal = classify_status(resp.status)
+                    moved_to = await _classify(ctx, attempt, sent_as, resp, result)
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                if asked_again or hop == _SAME_PAGE_HOPS or not _closed_under(attempt, result, exc):
+                    raise
+                # A server closes an idle kept-alive connection on its own clock (many after
+                # 5 s), and a request that arrives as it does is lost unread: asked again on a
+                # new connection, once, after the host's gap, each request with its own row.
+                asked_again = True
                 attempt.host.mark_started(time.monotonic())
-                attempt.signal = classify_status(resp.status)
-                moved_to = await _classify(ctx, attempt, sent_as, resp, result)
+                result.error = f"{_describe(exc, settings)} on a kept-alive connection: sent again"
+                _archive_unanswered(ctx, attempt, sent_as.url, result)
+                continue
             spelling = result.location
             if (
                 not _the_page_itself(req.url, moved_to)
@@ -613,6 +626,16 @@ def _not_a_revalidation(result: FetchResult, req: FetchRequest) -> str | None:
     if answered and sent and answered.strip().removeprefix("W/") != sent.strip().removeprefix("W/"):
         return f"HTTP 304 with ETag {answered} to If-None-Match {sent}"
     return None
+
+
+def _closed_under(attempt: Attempt, result: FetchResult, exc: BaseException) -> bool:
+    """The kept-alive connection a request went out on closed before any answer came back."""
+    return (
+        attempt.reused
+        and attempt.request is not None
+        and result.http_status is None
+        and not isinstance(exc, aiohttp.ClientConnectorError)
+    )
 
 
 def _unreadable_head(exc: BaseException) -> bool:
