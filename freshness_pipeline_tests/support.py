@@ -49,19 +49,23 @@ def run_freshness(
     )
 
 
-def run_into_closed_pipe(*args: str) -> subprocess.CompletedProcess[str]:
+def run_into_closed_pipe(
+    *args: str, stderr_too: bool = False, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run `freshness ARGS` with a stdout whose reader has gone (``| head`` once it has its
-    line; here before the first byte), stderr captured."""
+    line; here before the first byte), stderr captured, or with ``stderr_too`` into the same
+    pipe (``2>&1 | head``)."""
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
         return subprocess.run(
             [sys.executable, "-m", "freshness_pipeline.app.cli", *args],
             stdout=write_end,
-            stderr=subprocess.PIPE,
+            stderr=write_end if stderr_too else subprocess.PIPE,
             text=True,
             timeout=120,
             check=False,
+            env=env,
         )
     finally:
         os.close(write_end)

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from freshness_pipeline_tests.support import run_freshness
+import pytest
+
+from freshness_pipeline.app.terminal import failed
+from freshness_pipeline_tests.support import freshness_env, run_freshness, run_into_closed_pipe
 
 
 def test_a_cycle_on_a_home_that_does_not_exist_exits_2_and_makes_nothing(tmp_path: Path) -> None:
@@ -81,3 +84,51 @@ def test_a_seeded_home_before_its_first_cycle_is_told_as_it_is(tmp_path: Path) -
     assert "it is seeded, and no cycle has fetched it yet" in " ".join(done.stderr.split())
     done = run_freshness("reextract", home=tmp_path / "nowhere")
     assert done.returncode == 2 and "no warehouse in" in done.stderr
+
+
+def test_an_empty_now_is_bad_input_not_the_clock(tmp_path: Path) -> None:
+    """``--now "$T"`` with T unset ran a cycle as of the machine's clock (a contract audit)."""
+    home, seeds = _seeded(tmp_path, "http://127.0.0.1:9/a")
+    assert run_freshness("seed", str(seeds), home=home).returncode == 0
+    for command in (["cycle", "--dry-run"], ["report"]):
+        done = run_freshness(*command, "--now", "", home=home)
+        assert done.returncode == 2, (command, done.stderr)
+        assert "--now" in done.stderr and "Traceback" not in done.stderr
+    assert not list((home / "warehouse" / "revisit_plan").glob("host=1*"))
+
+
+def test_hosts_after_one_host_option_are_hosts_too(tmp_path: Path) -> None:
+    """The contract's ``[--host HOST ...]``: ``--host a b`` was refused as extra arguments (a
+    contract audit); it names the same hosts as ``--host a --host b``."""
+    hosts = ["127.0.0.1:9", "127.0.0.2:9", "127.0.0.3:9"]
+    home, seeds = _seeded(tmp_path, *(f"http://{h}/a" for h in hosts))
+    assert run_freshness("seed", str(seeds), home=home).returncode == 0
+    planned = home / "warehouse" / "revisit_plan"
+    done = run_freshness("cycle", "--dry-run", "--host", hosts[0], hosts[1], home=home)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in planned.glob("host=1*")) == [f"host={h}" for h in hosts[:2]]
+    stray = run_freshness("cycle", "--dry-run", hosts[2], home=home)
+    assert stray.returncode == 2 and "hosts follow --host" in stray.stderr, stray.stderr
+
+
+def test_a_reader_of_both_streams_that_stops_early_leaves_the_cycle_a_success(
+    tmp_path: Path,
+) -> None:
+    """``freshness cycle ... 2>&1 | head -1``: the cycle completed and wrote its tables, then
+    exited 1 on a note it could no longer print to stderr (a contract audit)."""
+    home, seeds = _seeded(tmp_path, "http://127.0.0.1:9/a", "http://127.0.0.1:9/b")
+    assert run_freshness("seed", str(seeds), home=home).returncode == 0
+    done = run_into_closed_pipe(
+        "cycle", "--now", "2026-12-01T00:00:00Z", stderr_too=True, env=freshness_env(home)
+    )
+    assert done.returncode == 0
+    assert list((home / "warehouse" / "fetch_results").glob("host=*/*.parquet"))
+
+
+def test_a_failure_is_one_line_on_stderr_with_what_was_given_shown_as_written(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    exit_ = failed("error", "no host [b] in this home", 2)
+    assert exit_.exit_code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == "error: no host [b] in this home\n"

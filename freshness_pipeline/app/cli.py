@@ -17,14 +17,16 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from freshness_pipeline.app.cycle_lines import discovery_line, held_back_line, summary_line
 from freshness_pipeline.app.seed_lines import seed_summary
+from freshness_pipeline.app.terminal import BUSY_EXIT, Output, console, errors, wide
+from freshness_pipeline.app.terminal import failed as _failed
+from freshness_pipeline.app.terminal import unwritable as _unwritable
 from freshness_pipeline.defs.cycle_time import parse_now
 
 if TYPE_CHECKING:
@@ -46,34 +48,21 @@ app = typer.Typer(
 )
 
 
-def _command(fn: Callable[..., None]) -> Callable[..., None]:
+def _command(fn: Callable[..., None], **options: Any) -> Callable[..., None]:
     """``app.command`` with the docstring's lines joined into its paragraphs: rich prints a
     docstring's line breaks where they fall, mid-sentence in ``freshness --help``."""
     text = inspect.cleandoc(fn.__doc__ or "")
     help_text = "\n\n".join(" ".join(p.split()) for p in text.split("\n\n"))
-    command: Callable[..., None] = app.command(help=help_text)(fn)
+    command: Callable[..., None] = app.command(help=help_text, **options)(fn)
     return command
 
 
-class _Output(Console):
-    """stdout that a reader may stop reading (``freshness report | head``): rich's default
-    exits 1 there, which a command's caller reads as a failure, and a cycle piped into
-    ``head`` stopped mid-run. What is left to print goes nowhere and the command carries on
-    to its own exit status."""
+def _command_taking_more_values(fn: Callable[..., None]) -> Callable[..., None]:
+    """A command whose arguments left over (it has no positional ones) are more values of its
+    repeatable option: ``--host a b`` as well as ``--host a --host b``, both of which the
+    usage line ``[--host HOST ...]`` reads as."""
+    return _command(fn, context_settings={"allow_extra_args": True})
 
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-
-
-console = _Output()
-errors = Console(stderr=True, soft_wrap=True)  # one message, one line: easy to grep
-# Reports are wide tables; piped output (CI logs, files) should not squeeze their headers.
-wide = _Output(width=None if console.is_terminal else 220)
-
-# EX_TEMPFAIL: the home is busy with another cycle; trying again later will work.
-BUSY_EXIT = 75
 
 HomeOption = Annotated[
     Path | None,
@@ -83,13 +72,6 @@ NowOption = Annotated[
     str | None,
     typer.Option("--now", help="The cycle's time, ISO 8601, UTC unless it says (default: now)."),
 ]
-
-
-def _failed(label: str, message: object, code: int) -> typer.Exit:
-    """Say on stderr what went wrong, in red after ``label``; the caller raises the Exit
-    (2: bad input, 1: the command failed, BUSY_EXIT: another command holds the home)."""
-    errors.print(f"[red]{label}:[/] {escape(str(message))}")
-    return typer.Exit(code)
 
 
 def _existing_warehouse(home: Path | None, hint: str) -> Warehouse:
@@ -103,21 +85,10 @@ def _existing_warehouse(home: Path | None, hint: str) -> Warehouse:
     return warehouse
 
 
-def _unwritable(exc: OSError, what: str) -> typer.Exit:
-    """One line for a home that cannot be written (read-only, full, a missing parent), as every
-    command says it, instead of a traceback; the caller raises the returned Exit (1)."""
-    where = f" ({escape(str(exc.filename))})" if exc.filename else ""
-    errors.print(
-        f"[red]{what} failed:[/] cannot write the home folder{where}: "
-        f"{escape(str(exc.strerror or exc))}; nothing already written was lost"
-    )
-    return typer.Exit(1)
-
-
 def _now(text: str | None) -> datetime:
-    if not text:
+    if text is None:
         return datetime.now(UTC)
-    return _moment(text, "--now")
+    return _moment(text, "--now")  # an empty --now (an unset shell variable) is bad input
 
 
 def _moment(text: str, option: str) -> datetime:
@@ -179,8 +150,9 @@ def seed(
         errors.print(f"[yellow]note:[/] {escape(note)}")
 
 
-@_command
+@_command_taking_more_values
 def cycle(
+    ctx: typer.Context,
     home: HomeOption = None,
     now: NowOption = None,
     budget: Annotated[
@@ -198,8 +170,8 @@ def cycle(
         list[str] | None,
         typer.Option(
             "--host",
-            help="Only these hosts (repeatable): host[:port] as `freshness hosts` lists them, "
-            "or a URL.",
+            help="Only these hosts (--host a b, or repeated): host[:port] as `freshness hosts` "
+            "lists them, or a URL.",
         ),
     ] = None,
     dry_run: Annotated[
@@ -229,6 +201,10 @@ def cycle(
     ] = 1,
 ) -> None:
     """Run one cycle of the whole graph as of --now."""
+    if ctx.args:
+        if not host:
+            raise _failed("error", f"unexpected argument {ctx.args[0]!r} (hosts follow --host)", 2)
+        host = [*host, *ctx.args]
     moment = _now(now)  # a bad --now is said before the pipeline is loaded
     from freshness_pipeline.app.runner import CycleFailed, UnknownHosts, UnreadableConfig, run_cycle
     from freshness_pipeline.warehouse.storage import HomeBusy, Warehouse
@@ -399,7 +375,7 @@ def report(
         print_report,
     )
 
-    chosen = _now(now) if now else None  # validated like `cycle --now`, before any work
+    chosen = _now(now) if now is not None else None  # validated like `cycle --now`, first
     warehouse = _existing_warehouse(home, "run `freshness seed` and `freshness cycle`")
     stale = warehouse.ensure_views()
     with open_views(warehouse) as (views, note):
@@ -515,7 +491,7 @@ def diff(
             f"[yellow]note:[/] no difference in fields or text between the versions observed "
             f"at {iso_utc(result.old.observed_at)} and {observed}"
         )
-    print_diff(result, Console(soft_wrap=True, highlight=False))
+    print_diff(result, Output(soft_wrap=True, highlight=False))
 
 
 class ExportFormat(StrEnum):
