@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 import pytest
 
-from freshness_pipeline.web.client import FetchRequest, FetchSettings, fetch_all_sync
+from freshness_pipeline.web.client import FetchRequest, FetchResult, FetchSettings, fetch_all_sync
 from freshness_pipeline.web.netguard import allowed_networks
 from freshness_pipeline.web.throttle import ThrottlePolicy
 from freshness_pipeline_tests.support import LoopThread
@@ -109,6 +110,27 @@ def impatient(host_concurrency: int, *, read_timeout: float, total_timeout: floa
         host_concurrency=host_concurrency,
         throttle=ThrottlePolicy(autothrottle=False),
     )
+
+
+def fetch_from(
+    handler: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+    requests: Callable[[str], list[FetchRequest]],
+    settings: FetchSettings,
+) -> list[FetchResult]:
+    """Serve ``handler`` on a loopback port of its own, fetch ``requests(origin)`` from it."""
+    loop = LoopThread()
+    try:
+        srv = loop.run(asyncio.start_server(handler, "127.0.0.1", 0))
+        origin = f"http://127.0.0.1:{srv.sockets[0].getsockname()[1]}"
+        results = fetch_all_sync(
+            requests(origin),
+            settings,
+            allow=allowed_networks({"FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8"}),
+        )
+        loop.loop.call_soon_threadsafe(srv.close)
+    finally:
+        loop.close()
+    return results
 
 
 @pytest.fixture(scope="module")
@@ -397,18 +419,11 @@ def test_a_kept_alive_connection_the_server_drops_on_reuse_costs_no_fetch(how: s
         finally:
             writer.close()
 
-    loop = LoopThread()
-    try:
-        srv = loop.run(asyncio.start_server(one_answer_then_drop, "127.0.0.1", 0))
-        host = f"http://127.0.0.1:{srv.sockets[0].getsockname()[1]}"
-        results = fetch_all_sync(
-            [FetchRequest(url=f"{host}/p{i}") for i in range(5)],
-            FetchSettings(host_concurrency=1, throttle=ThrottlePolicy(autothrottle=False)),
-            allow=allowed_networks({"FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8"}),
-        )
-        loop.loop.call_soon_threadsafe(srv.close)
-    finally:
-        loop.close()
+    results = fetch_from(
+        one_answer_then_drop,
+        lambda host: [FetchRequest(url=f"{host}/p{i}") for i in range(5)],
+        FetchSettings(host_concurrency=1, throttle=ThrottlePolicy(autothrottle=False)),
+    )
     assert [(r.outcome, r.error) for r in results] == [("new", None)] * 5
     assert len(connections) == 5  # each page on a connection of its own, after a refusal
     lost = [hop for r in results for hop in r.hops or ()]
@@ -445,18 +460,13 @@ def test_a_server_that_drops_every_request_gets_each_once_at_its_crawl_delay() -
         finally:
             writer.close()
 
-    loop = LoopThread()
-    try:
-        srv = loop.run(asyncio.start_server(answer_once_then_drop_all, "127.0.0.1", 0))
-        host = f"http://127.0.0.1:{srv.sockets[0].getsockname()[1]}"
-        results = fetch_all_sync(
-            [FetchRequest(url=f"{host}/{p}", crawl_delay=0.3) for p in ("first", "a", "b")],
-            impatient(1, read_timeout=5, total_timeout=10),
-            allow=allowed_networks({"FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8"}),
-        )
-        loop.loop.call_soon_threadsafe(srv.close)
-    finally:
-        loop.close()
+    results = fetch_from(
+        answer_once_then_drop_all,
+        lambda host: [
+            FetchRequest(url=f"{host}/{p}", crawl_delay=0.3) for p in ("first", "a", "b")
+        ],
+        impatient(1, read_timeout=5, total_timeout=10),
+    )
     by_url = {r.url.rsplit("/", 1)[1]: r for r in results}
     assert by_url["first"].outcome == "new"
     # /a went out on first's kept-alive connection: lost, recorded, sent again and lost on
