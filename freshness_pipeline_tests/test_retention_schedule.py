@@ -142,7 +142,7 @@ def test_scheduled_runs_expire_old_warc_files_and_version_rows(scheduled):
         versions = after[now]["versions"]
         older = versions.filter(pl.col("observed_at") < now - timedelta(days=0.4))
         assert older["url"].n_unique() == older.height == 2, now
-        assert versions.filter(pl.col("url").is_in(older["url"])).height == 2, now
+        assert versions.filter(pl.col("url").is_in(older["url"].to_list())).height == 2, now
     # the partition's own figure, on its materialization
     (host,) = Warehouse(scheduled["home"]).hosts_in("seeds")
     instance = open_instance(scheduled["home"])
