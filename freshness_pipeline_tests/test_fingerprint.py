@@ -80,7 +80,8 @@ def test_version_is_an_int() -> None:
     # 11: elements nested deeper than 512 flattened into the 512th (science/fingerprint/nesting)
     # 12: a body declared HTML or text that holds control bytes and no markup in its first KB
     #    is bytes (hashed, no text), as are zstd, xz, ELF, WebAssembly, SQLite, OLE and TIFF
-    assert FINGERPRINT_VERSION == 12
+    # 13: a span of clock times ("09:00–17:00", "9am-5pm", "10h00 à 18h00") is content
+    assert FINGERPRINT_VERSION == 13
     assert isinstance(FINGERPRINT_VERSION, int)
 
 
@@ -242,6 +243,33 @@ def test_normalize_keeps_content() -> None:
     )
     assert normalize_content("deadbeef") == "deadbeef"  # plain word of hex letters stays
     assert normalize_content("price 19 -> 29") != normalize_content("price 19 -> 19")
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("Opening hours 09:00–17:00 daily", "Opening hours 09:00–18:00 daily"),
+        ("Open Mon-Fri 9am-5pm", "Open Mon-Fri 9am-6pm"),
+        ("Doors 19:30 to 23:00", "Doors 20:00 to 23:00"),
+        ("Ouvert de 10h00 à 18h00", "Ouvert de 10h00 à 19h00"),
+        ("Sprechstunde 8:00 - 12:30 Uhr", "Sprechstunde 8:00 - 13:00 Uhr"),
+    ],
+)
+def test_a_span_of_clock_times_is_content(before: str, after: str) -> None:
+    """A time alone is when the page was served; two joined by a dash or "to" are hours the
+    page states, and a shop that changed its opening hours changed its page (missed at every
+    fetch on a held-out web's directory)."""
+    assert normalize_content(before) != normalize_content(after)
+    # and the span itself stays as written
+    assert normalize_content(before).split()[-2:] == before.casefold().split()[-2:]
+
+
+def test_a_time_beside_a_dash_that_is_no_span_still_goes() -> None:
+    assert normalize_content("Updated 14:03 - Dec 7") == normalize_content("Updated 9:12 - Dec 7")
+    assert normalize_content("Room 5 - 10:30 start") == normalize_content("Room 5 - 11:45 start")
+    assert normalize_content("posted 14:03 a new post") == normalize_content(
+        "posted 9:05 a new post"
+    )
 
 
 # ------------------------------------------------------------------------ content_fingerprint

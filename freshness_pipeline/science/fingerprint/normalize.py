@@ -303,6 +303,14 @@ _LEAD_BEFORE = re.compile(
     re.I,
 )
 _LOOK_BACK = 32  # characters: a weekday and a month name with their separators
+# A clock time joined to another by a dash or "to" is a span the page states (opening hours
+# "09:00–17:00", "9am-5pm", "de 9h00 à 18h00"): content, where a time alone is when the page
+# was served. Both ends need minutes or am/pm, so "Room 5 - 10:30" is not one.
+_SPAN_END = r"\d{1,2}(?:[:.h]\s?\d{2}(?:\s*[ap]\.?\s*m\.?)?|\s*[ap]\.?\s*m\.?)"
+_SPAN_JOIN = r"\s*(?:[-–—~〜～]|to|until|till|bis|à|a|al|tot|até)\s*"
+_SPAN_AFTER = re.compile(rf"{_SPAN_JOIN}{_SPAN_END}(?![\d:])", re.I)
+_SPAN_BEFORE = re.compile(rf"(?<!\d){_SPAN_END}{_SPAN_JOIN}\Z", re.I)
+_SPAN_LOOK_BACK = 24  # characters: "12.30 p.m. until "
 _NUMBER = re.compile(r"\d+")
 # Which machine answered, which some pages print: "served by node web5", "rendered on
 # app-03.example.com". Word-led, so looked for only when its verb is in the text.
@@ -483,6 +491,14 @@ def _plausible_date(text: str) -> bool:
     return len(third) == 4 or len(third) == len(first) == len(second) == 2
 
 
+def _in_a_span(text: str, match: re.Match[str]) -> bool:
+    """The clock time ``match`` found is one end of a span of times (:data:`_SPAN_AFTER`)."""
+    if _SPAN_AFTER.match(text, match.end()) is not None:
+        return True
+    start = match.start()
+    return _SPAN_BEFORE.search(text, max(0, start - _SPAN_LOOK_BACK), start) is not None
+
+
 def _drop_volatile(text: str) -> str:
     """Identifiers, dates, times and counters: one pass over the digits, one over the
     upper-case letters that follow a lower-case one."""
@@ -500,7 +516,7 @@ def _drop_volatile(text: str) -> str:
                 continue  # "number 30", "must 5": not a date
             start = lead.start()
         elif kind in ("date", "time"):
-            if kind == "time" and not _plausible_time(match[0]):
+            if kind == "time" and (not _plausible_time(match[0]) or _in_a_span(text, match)):
                 continue
             if match["numeric"] is not None and not _plausible_date(match[0]):
                 continue
