@@ -170,6 +170,25 @@ def test_a_host_that_deferred_for_its_own_reasons_takes_at_most_twice_what_it_to
     assert caps == {"stuck": 6, "slow_cycle": None}
 
 
+def test_a_host_that_was_down_is_not_capped_at_what_it_took() -> None:
+    """A daily hour of maintenance (every request 503, no Retry-After, the breaker deferring
+    the rest) cost the next, healthy cycle too: it was planned twice the three requests the
+    outage took (found by an exploratory run). A host that said 429 did refuse us."""
+    deferred = {"sent": 3, "planned": 30, "deferred": 27, "deferred_by_host": 27}
+    out = next_host_capacity(
+        tables.empty("host_capacity"),
+        cycle_rows(
+            maintenance={**deferred, "throttled": 3, "failures": 3},
+            refusing={**deferred, "throttled": 3, "failures": 3, "rate_limited": 3},
+            half_down={**deferred, "throttled": 2, "failures": 2},
+        ),
+        NOW,
+        max_concurrency=2,
+    )
+    caps = dict(out.select("host", "accepted_cap").iter_rows())
+    assert caps == {"maintenance": None, "refusing": 6, "half_down": 6}
+
+
 def test_capacity_is_what_fits_the_window_at_the_hosts_pace() -> None:
     frame = pl.DataFrame(
         {
