@@ -724,6 +724,34 @@ def test_a_sitemap_speaks_only_for_its_own_host(sites: list[Site], tmp_path: Pat
     assert made.discovery["sitemap_entries_of_other_hosts"] == 1
 
 
+def test_a_session_id_minted_into_every_sitemap_url_adds_no_row(
+    sites: list[Site], tmp_path: Path
+) -> None:
+    """A servlet sitemap writes a new ``;jsessionid=`` into every URL at every read: each read
+    added a row per URL to url_inventory, 150 a cycle for 150 pages, each counted as a new URL
+    (found by an exploratory run). The inventory keeps the URL as written less the session;
+    the spelling it keeps is still the site's (its query order)."""
+    site = sites[0]
+    hosts = [site.host]
+    wh = Warehouse(tmp_path)
+    seeds = pl.DataFrame({"url": [f"{site.base}/"], "host": [site.host], "added_at": [T0]})
+    wh.write_partition("seeds", site.host, seeds)
+    site.serve("/robots.txt", f"Sitemap: {site.base}/sitemap.xml\n".encode())
+    http = HttpClientResource(allow_networks="127.0.0.0/8")
+    rows = []
+    for cycle, session in enumerate(("0BD0727DCB25", "130D396220BB")):
+        urlset = "".join(
+            f"<url><loc>{site.base}/item/{i};jsessionid={session}?b=2&amp;a=1</loc></url>"
+            for i in range(3)
+        )
+        body = f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urlset}</urlset>'
+        site.serve("/sitemap.xml", body.encode(), **{"Content-Type": "application/xml"})
+        made = cycle_inventory(wh, hosts, T0 + timedelta(hours=6 * cycle), http=http)
+        wh.write_partition("url_inventory", site.host, made.frame)
+        rows.append(sorted(made.frame.filter(pl.col("source") == "sitemap")["url"].to_list()))
+    assert rows[0] == rows[1] == [f"{site.base}/item/{i}?b=2&a=1" for i in range(3)]
+
+
 def test_discovery_lines_are_capped_per_cycle_and_the_rest_counted():
     """Ten thousand hosts without a sitemap must not write ten thousand log events (each is a
     Dagster event): MAX_HOST_LINES per severity, then one line that counts the rest by kind."""

@@ -31,6 +31,7 @@ from w3lib.url import canonicalize_url, safe_url_string
 __all__ = [
     "MAX_URL_LENGTH",
     "as_discovered",
+    "as_discovered_column",
     "RULES_VERSION",
     "TRACKING_PARAMS",
     "InvalidURL",
@@ -428,6 +429,30 @@ def as_discovered(
     return urlunsplit(
         (parts.scheme, parts.netloc, path or "/", _strip_query(parts.query, matcher), "")
     )
+
+
+def as_discovered_column(urls: pl.Series) -> pl.Series:
+    """:func:`as_discovered` of each URL of a column (the default tracking and session
+    parameters). Only a URL with a query, a path parameter or a fragment can differ, so only
+    those are rewritten, one call each; one that does not split stays as it is."""
+
+    def written(url: str) -> str:
+        try:
+            return as_discovered(url)
+        except ValueError:
+            return url
+
+    values = urls.cast(pl.String)
+    marked = values.str.contains(r"[;?#]").fill_null(False)
+    if not marked.any():
+        return values
+    frame = pl.DataFrame({"url": values, "_marked": marked})
+    return frame.select(
+        pl.when(pl.col("_marked"))
+        .then(pl.col("url").map_elements(written, return_dtype=pl.String, skip_nulls=True))
+        .otherwise(pl.col("url"))
+        .alias(urls.name)
+    ).to_series()
 
 
 def request_spelling(

@@ -20,7 +20,7 @@ from typing import Protocol
 
 import polars as pl
 
-from freshness_pipeline.science.normalize import normalize_url_column
+from freshness_pipeline.science.normalize import as_discovered_column, normalize_url_column
 from freshness_pipeline.science.retry_after import retry_holds
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.archive import ArchiveWriter, archive_dir_for, recover_archive
@@ -366,6 +366,10 @@ def refresh_robots_and_sitemaps(
             "listed_in": pl.String,
         },
     )
+    # As the site wrote them less their session and tracking parameters: a sitemap that
+    # writes a new ;jsessionid= into every URL at every read added a row per URL per cycle,
+    # each counted as a new URL (found by an exploratory run)
+    frame = frame.with_columns(url=as_discovered_column(frame["url"]))
     norm = normalize_url_column(frame["url"])
     # A host's sitemaps speak for that host alone (the sitemaps protocol: a sitemap found
     # through a host's robots.txt, wherever it is stored, lists that host's URLs): an entry
