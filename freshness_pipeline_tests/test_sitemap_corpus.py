@@ -31,13 +31,14 @@ from freshness_pipeline.defs.resources import CycleResource, HttpClientResource,
 from freshness_pipeline.stages.inventory import cycle_inventory
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.storage import Warehouse
-from freshness_pipeline.web.client import FetchSettings
+from freshness_pipeline.web.client import FetchRequest, FetchSettings, fetch_all_sync
 from freshness_pipeline.web.discovery import (
     COUNT_KEYS,
     DiscoveryTarget,
     HostDiscovery,
     discover_hosts,
 )
+from freshness_pipeline.web.netguard import allowed_networks
 from freshness_pipeline.web.sitemaps.entries import PROBLEM_LABELS, ParsedSitemap
 from freshness_pipeline.web.sitemaps.read import read_sitemap
 from freshness_pipeline_tests.support import LoopThread
@@ -370,9 +371,12 @@ class Site:
     routes: dict[str, tuple[int, bytes, dict[str, str]]] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)
     base: str = ""
+    #: (path, monotonic time) of every request
+    arrivals: list[tuple[str, float]] = field(default_factory=list)
 
     async def handle(self, request: web.Request) -> web.Response:
         self.requests.append(request.path)
+        self.arrivals.append((request.path, time.monotonic()))
         status, body, headers = self.routes.get(request.path, (404, b"", {}))
         return web.Response(status=status, body=body, headers=headers)
 
@@ -750,6 +754,30 @@ def test_a_session_id_minted_into_every_sitemap_url_adds_no_row(
         wh.write_partition("url_inventory", site.host, made.frame)
         rows.append(sorted(made.frame.filter(pl.col("source") == "sitemap")["url"].to_list()))
     assert rows[0] == rows[1] == [f"{site.base}/item/{i}?b=2&a=1" for i in range(3)]
+
+
+def test_a_retry_after_given_to_a_sitemap_request_holds_the_pages_of_the_run(
+    sites: list[Site], tmp_path: Path
+) -> None:
+    """A 503 with Retry-After: 2 answered the sitemap request of discovery, and the first page
+    request of the same run left 1.79 s later (found by an exploratory web): the pause is the
+    host's, not the stage's."""
+    site = sites[0]
+    site.serve("/robots.txt", f"Sitemap: {site.base}/sitemap.xml\n".encode())
+    site.serve("/sitemap.xml", b"busy", status=503, **{"Retry-After": "2"})
+    site.serve("/page", b"<html><body><article>a page</article></body></html>")
+    wh = Warehouse(tmp_path)
+    seeds = pl.DataFrame({"url": [f"{site.base}/page"], "host": [site.host], "added_at": [T0]})
+    wh.write_partition("seeds", site.host, seeds)
+    cycle_inventory(wh, [site.host], T0, http=HttpClientResource(allow_networks="127.0.0.0/8"))
+    results = fetch_all_sync(
+        [FetchRequest(url=f"{site.base}/page")],
+        FetchSettings(),
+        allow=allowed_networks({"FRESHNESS_ALLOW_NETWORKS": "127.0.0.0/8"}),
+    )
+    assert results[0].outcome == "new"
+    times = dict(site.arrivals)
+    assert times["/page"] - times["/sitemap.xml"] >= 2.0
 
 
 def test_discovery_lines_are_capped_per_cycle_and_the_rest_counted():

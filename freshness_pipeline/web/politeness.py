@@ -1,10 +1,13 @@
-"""The process-wide politeness ledger: when each host last saw a request start from us.
+"""The process-wide politeness ledger: when each host last saw a request start from us, and
+until when a host asked us (429 or 503 with Retry-After) to stay away.
 
 Robots, sitemap and page fetches run in different stages of one in-process run, each with its
-own session; Crawl-delay is about the host, not the stage, so the gap is kept across them.
-Real (monotonic) time only: this is politeness, never a scheduling decision. Callers note a
-request both when it leaves and when its answer arrives, so the gap the server sees between two
-requests is at least the delay whatever the server's own processing time.
+own session; Crawl-delay and Retry-After are about the host, not the stage, so both are kept
+across them (a 503 with Retry-After: 2 to a sitemap probe was followed 1.79 s later by the
+first page request: found by an exploratory web). Real (monotonic) time only: this is
+politeness, never a scheduling decision. Callers note a request both when it leaves and when
+its answer arrives, so the gap the server sees between two requests is at least the delay
+whatever the server's own processing time.
 """
 
 from __future__ import annotations
@@ -17,7 +20,20 @@ import time
 class HostLedger:
     def __init__(self) -> None:
         self._last: dict[str, float] = {}
+        self._held: dict[str, float] = {}
         self._lock = threading.Lock()
+
+    def hold(self, host: str, until: float) -> None:
+        """No request to ``host`` before ``until`` (monotonic seconds): its Retry-After."""
+        with self._lock:
+            if until > self._held.get(host, float("-inf")):
+                self._held[host] = until
+
+    def held_until(self, host: str) -> float | None:
+        """When the host's latest Retry-After ends, if it has not ended yet."""
+        with self._lock:
+            until = self._held.get(host)
+        return until if until is not None and until > time.monotonic() else None
 
     def last_start(self, host: str) -> float | None:
         with self._lock:
@@ -29,14 +45,22 @@ class HostLedger:
             if at > self._last.get(host, float("-inf")):
                 self._last[host] = at
 
-    async def wait_turn(self, host: str, delay: float | None) -> None:
-        """Sleep until ``delay`` seconds after the host's last request start, then claim it."""
+    def ready_at(self, host: str, delay: float | None) -> float:
+        """The earliest moment (monotonic) a request to ``host`` may start: ``delay`` after its
+        last request start, and not inside a Retry-After."""
+        now = time.monotonic()
+        ready = now
         if delay and delay > 0:
             last = self.last_start(host)
             if last is not None:
-                wait = last + delay - time.monotonic()
-                if wait > 0:
-                    await asyncio.sleep(wait)
+                ready = max(ready, last + delay)
+        return max(ready, self.held_until(host) or now)
+
+    async def wait_turn(self, host: str, delay: float | None) -> None:
+        """Sleep until the host's turn (:meth:`ready_at`), then claim it."""
+        wait = self.ready_at(host, delay) - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
         self.note_start(host)
 
 

@@ -63,6 +63,13 @@ class HostRun:
         self.stop_outcome: Outcome | None = None
         self.stop_reason: str | None = None
         self.stop_retry_after: float | None = None
+        held = LEDGER.held_until(key)
+        if held is not None:
+            # a Retry-After the host gave a robots.txt or sitemap request of this run
+            self.throttle.not_before = max(self.throttle.not_before, held)
+            if held > ctx.pause_deadline:
+                self.stop_outcome, self.stop_reason = "deferred", "host throttled (Retry-After)"
+                self.stop_retry_after = held - time.monotonic()
 
     def mark_started(self, at: float) -> None:
         # The gap counts from when the request really left (after DNS and connect), which is

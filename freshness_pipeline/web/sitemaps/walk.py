@@ -14,10 +14,12 @@ from urllib.parse import urljoin
 
 import aiohttp
 
+from freshness_pipeline.science.retry_after import THROTTLE_STATUSES
 from freshness_pipeline.warehouse.archive import ArchiveWriteError, ArchiveWriter, TruncatedReason
 from freshness_pipeline.web.archiving import archive_answer
 from freshness_pipeline.web.client.body import BodyDecodeError, BodyInterrupted, read_limited
 from freshness_pipeline.web.client.fetches import host_key as url_host_key
+from freshness_pipeline.web.client.headers import parse_retry_after
 from freshness_pipeline.web.netguard import BLOCKED_PREFIX, check_url_scheme, find_blocked_error
 from freshness_pipeline.web.politeness import LEDGER
 from freshness_pipeline.web.sitemaps.entries import (
@@ -107,6 +109,15 @@ class _Fetched:
     last_modified: str | None = None
 
 
+def _hold(host: str, resp: aiohttp.ClientResponse, fetched_at: datetime | None) -> None:
+    """Keep the host's Retry-After for every later request of the run, pages included."""
+    pause = parse_retry_after(
+        resp.headers.get("Retry-After"), date=resp.headers.get("Date"), now=fetched_at
+    )
+    if pause:
+        LEDGER.hold(host, time.monotonic() + pause)
+
+
 def _archive(
     writer: ArchiveWriter | None,
     url: str,
@@ -171,6 +182,8 @@ async def _fetch_body(
                     return _Fetched(None, status, None, made, etag, modified)
                 if not 200 <= status < 300:
                     _archive(archive, url, resp, b"", fetched_at, truncated="length")
+                    if status in THROTTLE_STATUSES:
+                        _hold(host, resp, fetched_at)
                     return _Fetched(None, status, ("http", f"HTTP {status}"), made)
                 try:
                     read = await read_limited(
@@ -375,7 +388,11 @@ async def fetch_sitemap_entries(
         if (
             deadline is not None
             and requests_made
-            and time.monotonic() + delays.get(url_host_key(queue[0]), 0.0) > deadline
+            and max(
+                time.monotonic() + delays.get(host := url_host_key(queue[0]), 0.0),
+                LEDGER.ready_at(host, delays.get(host)),
+            )
+            > deadline
         ):
             timed_out = True
             break
