@@ -27,7 +27,7 @@ from freshness_pipeline.web.sitemaps.reads import (
     reads_from_row,
     reads_to_row,
 )
-from freshness_pipeline.web.sitemaps.walk import fetch_sitemap_entries
+from freshness_pipeline.web.sitemaps.walk import MAX_FEED_PAGES, fetch_sitemap_entries
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
 UA = FetchSettings().user_agent
@@ -343,6 +343,67 @@ def test_a_feed_announces_pages_but_does_not_list_them() -> None:
     asyncio.run(scenario())
     assert all(e.from_feed for e in parse_sitemap(RSS, "https://example.com/feed")[0])
     assert not any(e.from_feed for e in parse_sitemap(URLSET, SRC)[0])
+
+
+def test_a_paged_feed_read_for_the_first_time_is_read_page_by_page() -> None:
+    """A feed's older items sit on its next pages (RFC 5005 rel="next", JSON Feed next_url):
+    74 of a feed's 78 older items were never found (an exploratory web). Its first read
+    follows the pages (on the feed's host, at most MAX_FEED_PAGES); a later read takes the
+    first page only, which is where a new item appears."""
+
+    def atom(base: str, page: int, last: int) -> bytes:
+        following = (
+            f'<link rel="next" href="{base}/feed.atom?page={page + 1}"/>' if page < last else ""
+        )
+        items = "".join(
+            f'<entry><id>t:{page}-{i}</id><title>{page}-{i}</title><link href="{base}/p{page}-{i}"/>'
+            "<updated>2026-03-01T00:00:00Z</updated></entry>"
+            for i in range(2)
+        )
+        return (
+            f'<feed xmlns="http://www.w3.org/2005/Atom"><title>F</title>{following}{items}</feed>'
+        ).encode()
+
+    async def scenario() -> None:
+        routes: dict[str, Handler] = {}
+        async with serve(routes) as (base, seen):
+            kind = {"Content-Type": "application/atom+xml"}
+
+            async def paged(request: web.Request) -> web.Response:
+                page = int(request.query.get("page", "1"))
+                return web.Response(body=atom(base, page, 14), headers=kind)
+
+            routes["/feed.atom"] = paged
+            feed = f"{base}/feed.atom"
+            at = datetime(2026, 3, 2, tzinfo=UTC)
+            async with open_session(FetchSettings(), allow=LOOPBACK) as session:
+                first = await fetch_sitemap_entries(
+                    session, [feed], user_agent=UA, timeout=5, reads={}, fetched_at=at
+                )
+                pages = {e.loc.split("/p")[-1].split("-")[0] for e in first.entries}
+                assert pages == {str(n) for n in range(1, MAX_FEED_PAGES + 1)}
+                seen.clear()
+                later = await fetch_sitemap_entries(
+                    session, [feed], user_agent=UA, timeout=5, reads=first.reads, fetched_at=at
+                )
+            assert [e.loc for e in later.entries] == [f"{base}/p1-0", f"{base}/p1-1"]
+            assert len(seen) == 1, seen
+
+    asyncio.run(scenario())
+    json_feed = (
+        b'{"version": "https://jsonfeed.org/version/1.1", "next_url": "/feed.json?page=2",'
+        b' "items": [{"url": "https://example.com/a"}]}'
+    )
+    parsed = read_sitemap(json_feed, "https://example.com/feed.json")
+    assert parsed.next_page == "https://example.com/feed.json?page=2"
+    rss = (
+        b'<rss version="2.0" xmlns:atom="http://www.w3.org/2005/Atom"><channel><title>F</title>'
+        b'<atom:link rel="next" href="https://example.com/feed?paged=2"/>'
+        b"<item><link>https://example.com/b</link></item></channel></rss>"
+    )
+    assert read_sitemap(rss, "https://example.com/feed").next_page == (
+        "https://example.com/feed?paged=2"
+    )
 
 
 def test_a_sitemap_the_network_cuts_keeps_the_records_before_the_cut() -> None:

@@ -132,6 +132,9 @@ class ParsedSitemap:
     problems: list[SitemapProblem] = field(default_factory=list)
     recovered: bool = False
     complete: bool = False
+    #: a paged feed's next page (Atom's or RSS's ``<link rel="next">``, RFC 5005; JSON Feed's
+    #: ``next_url``), absolute
+    next_page: str | None = None
 
 
 #: Sitemap and feed dates before this are placeholders, not dates (the web had few pages and no

@@ -73,6 +73,11 @@ def parse_feed(data: bytes, records: RecordCollector) -> bool:
             records.entries.append(
                 SitemapEntry(url, _feed_lastmod(entry), records.source_url, from_feed=True)
             )
+    feed = result.get("feed") or {}
+    for link in feed.get("links", []) if isinstance(feed, dict) else []:
+        if isinstance(link, dict) and link.get("rel") == "next":
+            records.next_page = absolute_url(link.get("href"), records.source_url)
+            break
     exc = result.get("bozo_exception")
     # Encoding and content-type notes are feedparser's own fussiness, not a broken feed.
     return bool(result.get("bozo")) and not isinstance(
@@ -117,6 +122,9 @@ def parse_json_feed(data: bytes, source_url: str, max_urls: int) -> ParsedSitema
         )
         entries.append(SitemapEntry(url, when, source_url, from_feed=True))
     parsed = ParsedSitemap("jsonfeed", entries=entries, complete=not capped)
+    next_url = feed.get("next_url")
+    if isinstance(next_url, str):
+        parsed.next_page = absolute_url(next_url, source_url)
     if skipped:
         parsed.recovered = True
         parsed.problems.append(

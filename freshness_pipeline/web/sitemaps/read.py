@@ -353,6 +353,7 @@ def _parse_xml(
         problems=problems,
         recovered=recovered,
         complete=complete,
+        next_page=records.next_page,
     )
 
 

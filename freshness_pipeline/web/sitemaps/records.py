@@ -83,6 +83,7 @@ class RecordCollector:
         self.children: list[str] = []
         self.child_lastmods: dict[str, datetime] = {}
         self.capped = False
+        self.next_page: str | None = None  # a paged feed's (ParsedSitemap.next_page)
         # language versions taken (they do not count against the cap on records, which is the
         # protocol's on <url> elements, but are bounded by it in their own right)
         self.alternates = 0

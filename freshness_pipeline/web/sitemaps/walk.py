@@ -45,6 +45,8 @@ __all__ = [
 ]
 
 _MAX_REDIRECTS = 5
+#: Pages of a paged feed read when the feed is read for the first time, its first included.
+MAX_FEED_PAGES = 10
 
 
 @dataclass
@@ -379,6 +381,7 @@ async def fetch_sitemap_entries(
     walk.listed.update(top)
 
     index: dict[str, int] = {}
+    feed_pages: dict[str, int] = {}  # a paged feed's pages queued: which page each is
     requests_made = 0
     dropped = 0
     entries = walk.entries
@@ -510,6 +513,16 @@ async def fetch_sitemap_entries(
             )
         )
         _queue_children(walk, parsed.children, parsed.child_lastmods, seen, lastmods, queue)
+        following = parsed.next_page
+        if following is not None and remembered is None and following not in seen:
+            # A paged feed read for the first time: its older pages hold pages no sitemap may
+            # list (74 of a feed's 78 older items were never found, an exploratory web); later
+            # reads of its first page see what is new
+            depth = feed_pages.get(url, 1)
+            if depth < MAX_FEED_PAGES and url_host_key(following) == url_host_key(url):
+                seen.add(following)
+                feed_pages[following] = depth + 1
+                queue.append(following)
     if timed_out:
         walk.problems.append(
             SitemapProblem("time_cap", f"{len(queue)} sitemap(s) not read in the time allowed")
