@@ -39,6 +39,7 @@ from freshness_pipeline.web.discovery import (
     discover_hosts,
 )
 from freshness_pipeline.web.netguard import allowed_networks
+from freshness_pipeline.web.politeness import LEDGER
 from freshness_pipeline.web.sitemaps.entries import PROBLEM_LABELS, ParsedSitemap
 from freshness_pipeline.web.sitemaps.read import read_sitemap
 from freshness_pipeline_tests.support import LoopThread
@@ -778,6 +779,14 @@ def test_a_retry_after_given_to_a_sitemap_request_holds_the_pages_of_the_run(
     assert results[0].outcome == "new"
     times = dict(site.arrivals)
     assert times["/page"] - times["/sitemap.xml"] >= 2.0
+    # a robots.txt answered so is held the same way (its host is disallowed for the cycle)
+    busy = sites[1]
+    busy.serve("/robots.txt", b"", status=429, **{"Retry-After": "3"})
+    busy_seeds = seeds.with_columns(url=pl.lit(f"{busy.base}/page"), host=pl.lit(busy.host))
+    wh.write_partition("seeds", busy.host, busy_seeds)
+    cycle_inventory(wh, [busy.host], T0, http=HttpClientResource(allow_networks="127.0.0.0/8"))
+    held = LEDGER.held_until(busy.host)
+    assert held is not None and held - time.monotonic() > 1.5
 
 
 def test_discovery_lines_are_capped_per_cycle_and_the_rest_counted():

@@ -69,7 +69,8 @@ MAX_LEARNED_GAP_S = 60.0
 #: Requests in flight to a host we have no answers from yet.
 START_CONCURRENCY = 1
 #: How long a host that throttled at some concurrency is kept below it before it is tried
-#: again: a week, as long as robots.txt caching lets a host's own rules stand.
+#: again: one refused request a week is no burden to a host, and a host that now takes more
+#: is found within the week.
 PROBE_AGAIN_AFTER = timedelta(days=7)
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Mapping
+from datetime import datetime
 
 
 class HostLedger:
@@ -65,3 +67,13 @@ class HostLedger:
 
 
 LEDGER = HostLedger()
+
+
+def hold_for_answer(host: str, headers: Mapping[str, str], now: datetime | None) -> None:
+    """Keep a throttling answer's Retry-After (``headers``, read against their Date, else the
+    cycle's ``now``) for every later request of the run to ``host``, pages included."""
+    from freshness_pipeline.web.client.headers import parse_retry_after  # its package imports us
+
+    pause = parse_retry_after(headers.get("Retry-After"), date=headers.get("Date"), now=now)
+    if pause:
+        LEDGER.hold(host, time.monotonic() + pause)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -25,14 +24,13 @@ from freshness_pipeline.warehouse.archive import ArchiveWriteError, ArchiveWrite
 from freshness_pipeline.web.archiving import archive_answer
 from freshness_pipeline.web.client.body import BodyDecodeError, BodyInterrupted, read_limited
 from freshness_pipeline.web.client.fetches import host_key as url_host_key
-from freshness_pipeline.web.client.headers import parse_retry_after
 from freshness_pipeline.web.netguard import (
     ALLOW_ENV,
     BLOCKED_PREFIX,
     check_url_scheme,
     find_blocked_error,
 )
-from freshness_pipeline.web.politeness import LEDGER
+from freshness_pipeline.web.politeness import hold_for_answer
 
 __all__ = [
     "ALLOW_LIST_REASON",
@@ -127,12 +125,8 @@ async def fetch_robots(
             ) as resp:
                 status = resp.status
                 if status in THROTTLE_STATUSES:
-                    # the pages' turn of this run waits for it too (web.politeness)
-                    pause = parse_retry_after(
-                        resp.headers.get("Retry-After"), date=resp.headers.get("Date"), now=now
-                    )
-                    if pause:
-                        LEDGER.hold(url_host_key(url), time.monotonic() + pause)
+                    # the pages' turn of this run waits for it too
+                    hold_for_answer(url_host_key(url), resp.headers, now)
                 if status in (301, 302, 303, 307, 308) and resp.headers.get("Location"):
                     _archive(archive, url, resp, b"", now, truncated="length")
                     url = urljoin(url, resp.headers["Location"].strip())

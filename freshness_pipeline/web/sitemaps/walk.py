@@ -19,9 +19,8 @@ from freshness_pipeline.warehouse.archive import ArchiveWriteError, ArchiveWrite
 from freshness_pipeline.web.archiving import archive_answer
 from freshness_pipeline.web.client.body import BodyDecodeError, BodyInterrupted, read_limited
 from freshness_pipeline.web.client.fetches import host_key as url_host_key
-from freshness_pipeline.web.client.headers import parse_retry_after
 from freshness_pipeline.web.netguard import BLOCKED_PREFIX, check_url_scheme, find_blocked_error
-from freshness_pipeline.web.politeness import LEDGER
+from freshness_pipeline.web.politeness import LEDGER, hold_for_answer
 from freshness_pipeline.web.sitemaps.entries import (
     MAX_SITEMAP_BYTES,
     ProblemKind,
@@ -111,15 +110,6 @@ class _Fetched:
     last_modified: str | None = None
 
 
-def _hold(host: str, resp: aiohttp.ClientResponse, fetched_at: datetime | None) -> None:
-    """Keep the host's Retry-After for every later request of the run, pages included."""
-    pause = parse_retry_after(
-        resp.headers.get("Retry-After"), date=resp.headers.get("Date"), now=fetched_at
-    )
-    if pause:
-        LEDGER.hold(host, time.monotonic() + pause)
-
-
 def _archive(
     writer: ArchiveWriter | None,
     url: str,
@@ -185,7 +175,7 @@ async def _fetch_body(
                 if not 200 <= status < 300:
                     _archive(archive, url, resp, b"", fetched_at, truncated="length")
                     if status in THROTTLE_STATUSES:
-                        _hold(host, resp, fetched_at)
+                        hold_for_answer(host, resp.headers, fetched_at)
                     return _Fetched(None, status, ("http", f"HTTP {status}"), made)
                 try:
                     read = await read_limited(
