@@ -32,10 +32,12 @@ NO_FEED_HOME = HOME.replace('type="application/rss+xml"', 'type="text/html"')
 pytestmark = pytest.mark.usefixtures("loopback_crawl")
 
 
-def _rss(base: str, posts: list[int]) -> str:
+def _rss(base: str, posts: list[int], following: str = "") -> str:
     items = "".join(f"<item><title>{n}</title><link>{base}/post/{n}</link></item>" for n in posts)
+    link = f'<atom:link rel="next" href="{following}"/>' if following else ""
     return (
-        f'<?xml version="1.0"?><rss version="2.0"><channel><title>t</title>{items}</channel></rss>'
+        '<?xml version="1.0"?><rss version="2.0" xmlns:atom="http://www.w3.org/2005/Atom">'
+        f"<channel><title>t</title>{link}{items}</channel></rss>"
     )
 
 
@@ -59,8 +61,10 @@ def test_feeds_a_page_announces_and_a_seeded_feed_bring_their_items(tmp_path: Pa
             return web.Response(status=404)
         if request.path == "/":
             return web.Response(text=HOME, content_type="text/html")
-        if request.path == "/feed.xml":
-            return web.Response(text=_rss(base, posts), content_type="text/xml")
+        if request.path == "/feed.xml" and request.query.get("page") == "2":
+            return web.Response(text=_rss(base, [10, 11]), content_type="text/xml")
+        if request.path == "/feed.xml":  # paged: its older items on page 2
+            return web.Response(text=_rss(base, posts, "/feed.xml?page=2"), content_type="text/xml")
         if request.path == "/notes.json":
             return web.Response(
                 text=_json_feed(posts), headers={"Content-Type": "application/feed+json"}
@@ -80,6 +84,9 @@ def test_feeds_a_page_announces_and_a_seeded_feed_bring_their_items(tmp_path: Pa
     inventory = wh.read("url_inventory")
     found = set(inventory.filter(pl.col("source") == "feed")["url"].to_list())
     assert {f"{base}/post/{n}" for n in (1, 2, 3)} <= found
+    # the older items of the paged feed, read page by page the first time (an exploratory
+    # web's 74 older items were never found: the announced feeds' walk took one request a feed)
+    assert {f"{base}/post/10", f"{base}/post/11"} <= found
     assert {f"{base}/note/{n}" for n in (1, 2, 3)} <= found
     fetched = set(wh.read("fetch_log")["url"].to_list())
     assert {

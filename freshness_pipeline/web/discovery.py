@@ -43,7 +43,7 @@ from freshness_pipeline.web.robots import (
 )
 from freshness_pipeline.web.sitemaps.entries import PROBLEM_KINDS, SitemapEntry, SitemapProblem
 from freshness_pipeline.web.sitemaps.reads import reads_from_row, reads_to_row
-from freshness_pipeline.web.sitemaps.walk import SitemapWalk, fetch_sitemap_entries
+from freshness_pipeline.web.sitemaps.walk import MAX_FEED_PAGES, SitemapWalk, fetch_sitemap_entries
 
 HOSTS_AT_ONCE = 8
 GUESSED_SITEMAP_PATH = "/sitemap.xml"
@@ -350,7 +350,8 @@ async def _read_feeds(
         feeds,
         user_agent=settings.user_agent,
         timeout=settings.total_timeout,
-        max_sitemaps=len(feeds),
+        # a paged feed's first read follows its pages (its later reads take the first)
+        max_sitemaps=len(feeds) * MAX_FEED_PAGES,
         crawl_delays={result.host: delay} if delay else None,
         archive=archive,
         fetched_at=now,
