@@ -68,8 +68,14 @@ class HostRun:
             # a Retry-After the host gave a robots.txt or sitemap request of this run
             self.throttle.not_before = max(self.throttle.not_before, held)
             if held > ctx.pause_deadline:
-                self.stop_outcome, self.stop_reason = "deferred", "host throttled (Retry-After)"
-                self.stop_retry_after = held - time.monotonic()
+                self._defer_rest("host throttled (Retry-After)", held - time.monotonic())
+
+    def _defer_rest(self, reason: str, retry_after_s: float) -> None:
+        """The host asked for a pause longer than the cycle has: its remaining fetches wait for
+        a later cycle, whatever the breaker says, carrying the server's Retry-After for the
+        planner."""
+        self.stop_outcome, self.stop_reason = "deferred", reason
+        self.stop_retry_after = retry_after_s
 
     def mark_started(self, at: float) -> None:
         # The gap counts from when the request really left (after DNS and connect), which is
@@ -218,9 +224,4 @@ class HostRun:
                     # (its not_before), then carry on.
                     self.throttle.n_pauses += 1
                     return
-                # The server asked for longer than the cycle has: the rest waits for a later
-                # cycle, whatever the breaker says, and carries the server's Retry-After for
-                # the planner.
-                self.stop_outcome = "deferred"
-                self.stop_reason = f"host throttled (HTTP {result.http_status})"
-                self.stop_retry_after = pause
+                self._defer_rest(f"host throttled (HTTP {result.http_status})", pause)

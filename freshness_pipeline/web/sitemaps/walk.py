@@ -383,7 +383,7 @@ async def fetch_sitemap_entries(
             and requests_made
             and max(
                 time.monotonic() + delays.get(host := url_host_key(queue[0]), 0.0),
-                LEDGER.ready_at(host, delays.get(host)),
+                LEDGER.held_until(host) or 0.0,  # a Retry-After the host gave this run
             )
             > deadline
         ):
