@@ -1,4 +1,4 @@
-"""Warehouse writes split a frame per host by gathering rows (storage.split_by), not by
+"""Warehouse writes split a frame per host by gathering rows (host_parts.split_by), not by
 polars' partition_by, whose slices of a sorted frame make each list-of-strings part cost the
 whole frame to write. The parts must still be exactly partition_by's."""
 
@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import polars as pl
 
-from freshness_pipeline.warehouse.storage import Warehouse, split_by
+from freshness_pipeline.warehouse.host_parts import split_by
+from freshness_pipeline.warehouse.storage import Warehouse
 
 
 def _frame() -> pl.DataFrame:

@@ -54,7 +54,8 @@ from freshness_pipeline.warehouse.archive import (
     archive_dir_for,
     recover_archive,
 )
-from freshness_pipeline.warehouse.storage import Warehouse, split_by
+from freshness_pipeline.warehouse.host_parts import split_by
+from freshness_pipeline.warehouse.storage import Warehouse
 from freshness_pipeline.web.client import (
     TIME_LIMIT_REASON,
     FetchRequest,

@@ -1,12 +1,14 @@
 """Paths, atomic Parquet writes and the DuckDB views: the only module that reads or writes the
-warehouse's tables (the WARC files are warehouse/archive/'s).
+warehouse's tables (the WARC files are warehouse/archive/'s; ``host_parts`` reads a host
+file's footer for this one).
 
 Layout: ``<home>/warehouse/<table>/host=<escaped key>/data.parquet`` (``fetch_log`` keeps one
 ``cycle-<stamp>.parquet`` per cycle instead). Every file is written under a temporary name that
 does not end in ``.parquet`` (DuckDB's ``**/*.parquet`` glob matches dot-files too) and moved into
 place with ``os.replace``, so a killed run leaves the previous good file and a reader never sees
-half a file. ``<home>/freshness.duckdb`` holds only views over those globs; no connection to it is
-kept open while a cycle runs, so a user can query during a cycle.
+half a file; a host file whose footer says it already holds the rows is left as it is
+(``host_parts``). ``<home>/freshness.duckdb`` holds only views over those globs; no connection
+to it is kept open while a cycle runs, so a user can query during a cycle.
 """
 
 from __future__ import annotations
@@ -23,13 +25,18 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import polars as pl
 
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.crashpoints import crash_point
+from freshness_pipeline.warehouse.host_parts import (
+    DIGEST_KEY,
+    content_digests,
+    split_by,
+    stored_digest,
+)
 from freshness_pipeline.warehouse.last_write import LAST_WRITE, Written
 from freshness_pipeline.warehouse.layout import (
     PARTITION_FILE,
@@ -169,23 +176,6 @@ def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC) if moment.tzinfo is not None else moment
 
 
-def split_by(df: pl.DataFrame, column: str) -> dict[Any, pl.DataFrame]:
-    """``df``'s rows per value of ``column``, each part gathered into arrays of its own.
-
-    Why not ``DataFrame.partition_by``: on a frame sorted by the column (the state and the
-    change prior are), polars hands out zero-copy slices, and writing a slice of a list of
-    strings converts the list's whole child array, every host's, for each part, so writing a
-    table's host files grows with hosts squared (docs/scaling.md). Gathered parts own their
-    rows, so writing one costs its own size.
-    """
-    if df.height == 0:
-        return {}
-    groups = (
-        df.select(column).with_row_index("_row").group_by(column, maintain_order=True).agg("_row")
-    )
-    return {key: df[rows] for key, rows in zip(groups[column], groups["_row"], strict=True)}
-
-
 class Warehouse:
     """The Parquet warehouse under one home folder."""
 
@@ -268,12 +258,14 @@ class Warehouse:
 
     # ---- writes ------------------------------------------------------------------------------
     @staticmethod
-    def _write_temp(df: pl.DataFrame, target: Path, *, fsync: bool) -> Path:
-        """``df`` written beside ``target`` under a name no reader globs; removed on failure."""
+    def _write_temp(df: pl.DataFrame, target: Path, *, fsync: bool, digest: str | None) -> Path:
+        """``df`` written beside ``target`` under a name no reader globs, its content digest
+        (host_parts) in the footer; removed on failure."""
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.parent / f"{target.name}.tmp-{uuid.uuid4().hex}"
         try:
-            df.write_parquet(tmp, compression="zstd", statistics=True)
+            footer = None if digest is None else {DIGEST_KEY: digest}
+            df.write_parquet(tmp, compression="zstd", statistics=True, metadata=footer)
             if fsync:
                 fd = os.open(tmp, os.O_RDONLY)
                 try:
@@ -289,7 +281,11 @@ class Warehouse:
     def _atomic_write(self, df: pl.DataFrame, target: Path) -> None:
         self._atomic_write_many([(df, target)])
 
-    def _atomic_write_many(self, jobs: Sequence[tuple[pl.DataFrame, Path]]) -> None:
+    def _atomic_write_many(
+        self,
+        jobs: Sequence[tuple[pl.DataFrame, Path]],
+        digests: Mapping[Path, str] | None = None,
+    ) -> None:
         """Replace every target with its frame, each whole or not at all: temp files first
         (over WRITERS threads when there are many, made durable by one file-system flush
         instead of one fsync each), then the renames, then one more flush for the renames. A
@@ -304,7 +300,8 @@ class Warehouse:
 
         def write(i: int) -> None:
             df, target = jobs[i]
-            temps[i] = self._write_temp(df, target, fsync=not many)
+            digest = None if digests is None else digests.get(target)
+            temps[i] = self._write_temp(df, target, fsync=not many, digest=digest)
 
         try:
             if many:
@@ -378,13 +375,14 @@ class Warehouse:
                 ]
             )
             return len(parts)
-        empty = df.clear()
-        targets = [self.partition_file(table, host) for host in hosts]
-        self._atomic_write_many(
-            [(parts.get(host, empty), target) for host, target in zip(hosts, targets, strict=True)]
-        )
+        empty, digests = df.clear(), content_digests(df, hosts)
+        targets = {self.partition_file(table, host): host for host in hosts}
+        # a file that already holds these rows is left as it is (host_parts)
+        stale = [(t, h) for t, h in targets.items() if stored_digest(t) != digests[h]]
+        jobs = [(parts.get(h, empty), t) for t, h in stale]
+        self._atomic_write_many(jobs, {t: digests[h] for t, h in stale})
         files: dict[str, tuple[int, int, int]] = {}
-        for host, target in zip(hosts, targets, strict=True):
+        for target, host in targets.items():
             identity = file_identity(str(target))
             if identity is None:  # gone already (another process): nothing to vouch for
                 return len(hosts)
