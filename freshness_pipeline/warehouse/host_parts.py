@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 import xxhash
 
-__all__ = ["DIGEST_KEY", "content_digests", "split_by", "stored_digest"]
+__all__ = ["DIGEST_KEY", "content_digests", "row_groups", "split_by", "stored_digest"]
 
 #: The footer key of a host file's content digest.
 DIGEST_KEY = "freshness:content"
@@ -30,11 +30,12 @@ DIGEST_KEY = "freshness:content"
 _SCHEME = f"polars-{pl.__version__}-rows2x64"
 
 
-def _row_groups(df: pl.DataFrame, column: str) -> dict[Any, np.ndarray]:
+def row_groups(df: pl.DataFrame, column: str) -> dict[Any, pl.Series]:
+    """The row numbers of ``df`` per value of ``column``, in order of first appearance."""
     groups = (
         df.select(column).with_row_index("_row").group_by(column, maintain_order=True).agg("_row")
     )
-    return {key: rows.to_numpy() for key, rows in zip(groups[column], groups["_row"], strict=True)}
+    return dict(zip(groups[column], groups["_row"], strict=True))
 
 
 def split_by(df: pl.DataFrame, column: str) -> dict[Any, pl.DataFrame]:
@@ -48,24 +49,28 @@ def split_by(df: pl.DataFrame, column: str) -> dict[Any, pl.DataFrame]:
     """
     if df.height == 0:
         return {}
-    return {key: df[rows] for key, rows in _row_groups(df, column).items()}
+    return {key: df[rows] for key, rows in row_groups(df, column).items()}
 
 
-def content_digests(df: pl.DataFrame, hosts: Iterable[str]) -> dict[str, str]:
+def content_digests(
+    df: pl.DataFrame, hosts: Iterable[str], groups: dict[Any, pl.Series] | None = None
+) -> dict[str, str]:
     """Per host of ``hosts``, a digest of the rows of ``df`` (with a ``host`` column) that
     its file would hold, in their order, and of the frame's schema; a host without rows gets
     the digest of an empty file. Each row is hashed twice, under two seeds, so that one unlucky
     64-bit collision is not enough to keep a stale file; the rows are hashed over the whole
-    frame at once, not one call per host."""
+    frame at once, not one call per host. ``groups``: ``row_groups(df, "host")`` if the caller
+    has it."""
     schema = repr(list(df.schema.items())).encode()
     empty = f"{_SCHEME}:{xxhash.xxh3_128_hexdigest(schema)}"
     digests = dict.fromkeys(hosts, empty)
     if df.height == 0:
         return digests
     rows = np.stack([df.hash_rows(seed=0).to_numpy(), df.hash_rows(seed=1).to_numpy()], axis=1)
-    for host, index in _row_groups(df, "host").items():
+    for host, index in (row_groups(df, "host") if groups is None else groups).items():
         if host in digests:
-            digests[host] = f"{_SCHEME}:{xxhash.xxh3_128_hexdigest(schema + rows[index].tobytes())}"
+            body = rows[index.to_numpy()].tobytes()
+            digests[host] = f"{_SCHEME}:{xxhash.xxh3_128_hexdigest(schema + body)}"
     return digests
 
 

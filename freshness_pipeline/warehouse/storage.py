@@ -34,6 +34,7 @@ from freshness_pipeline.warehouse.crashpoints import crash_point
 from freshness_pipeline.warehouse.host_parts import (
     DIGEST_KEY,
     content_digests,
+    row_groups,
     split_by,
     stored_digest,
 )
@@ -361,8 +362,8 @@ class Warehouse:
         re-extraction).
         """
         df = tables.conform(table, df)
-        parts = split_by(df, "host")
-        unknown = set(parts) - set(hosts)
+        groups = row_groups(df, "host") if df.height else {}
+        unknown = set(groups) - set(hosts)
         if unknown:
             raise ValueError(f"{table}: rows for hosts outside the run: {sorted(unknown)[:5]}")
         if table in tables.HISTORY_TABLES:
@@ -370,16 +371,17 @@ class Warehouse:
             self._atomic_write_many(
                 [
                     self._cycle_rows(table, host, moment, rows, replace_on)
-                    for host, part in parts.items()
-                    for moment, rows in split_by(part, at).items()
+                    for host, index in groups.items()
+                    for moment, rows in split_by(df[index], at).items()
                 ]
             )
-            return len(parts)
-        empty, digests = df.clear(), content_digests(df, hosts)
+            return len(groups)
+        empty, digests = df.clear(), content_digests(df, hosts, groups)
         targets = {self.partition_file(table, host): host for host in hosts}
-        # a file that already holds these rows is left as it is (host_parts)
+        # a file that already holds these rows is left as it is (host_parts); only the
+        # others' rows are gathered
         stale = [(t, h) for t, h in targets.items() if stored_digest(t) != digests[h]]
-        jobs = [(parts.get(h, empty), t) for t, h in stale]
+        jobs = [(df[groups[h]] if h in groups else empty, t) for t, h in stale]
         self._atomic_write_many(jobs, {t: digests[h] for t, h in stale})
         files: dict[str, tuple[int, int, int]] = {}
         for target, host in targets.items():
