@@ -15,6 +15,7 @@ from freshness_pipeline.science.schedule import PlanConfig, build_plan
 from freshness_pipeline.stages.plan import plan_inputs
 from freshness_pipeline.stages.state import (
     EMPTY_FINGERPRINT,
+    FIRST_LOOK_SPAN_DAYS,
     PLAN_COLUMNS,
     sitemap_dating,
     update_state,
@@ -453,21 +454,26 @@ def test_content_ages_are_kept_for_dating_hosts_only_and_dropped_when_trust_goes
 
     times = [T0 + timedelta(hours=6 * i) for i in range(5)]
     s = fetch(tables.empty("url_state"), times[0], "new", "f0", 30.0, [HOST])
-    assert s["obs_age_days"][0] is None or s["obs_age_days"][0].to_list() == []
+    # the first look: last changed 30 days before it, not since (first_looks)
+    first = s.row(0, named=True)
+    assert first["obs_changed"] == [True] and first["obs_age_days"] == [30.0]
+    assert first["obs_interval_days"] == [pytest.approx(30.0 + FIRST_LOOK_SPAN_DAYS)]
     s = fetch(s, times[1], "changed", "f1", 0.1, [HOST])
     s = fetch(s, times[2], "unchanged", "f1", 0.35, [HOST])  # no change: nothing to date
     s = fetch(s, times[3], "changed", "f2", 3.0, [HOST])  # dated before our last look: lags
     row = s.row(0, named=True)
-    assert row["obs_changed"] == [True, False, True]
-    assert row["obs_age_days"] == [0.1, None, None]
+    assert row["obs_changed"] == [True, True, False, True]
+    assert row["obs_age_days"] == [30.0, 0.1, None, None]
     dated_rate = row["change_rate"]
     # a cycle that does not fetch the host says nothing about its trust: the ages stay
     idle = update_state(s, cands, results([]), plan_for([url]), times[3] + timedelta(hours=1)).state
-    assert idle["obs_age_days"][0].to_list() == [0.1, None, None]
-    # the same history on a host not (or no longer) trusted to date changes
+    assert idle["obs_age_days"][0].to_list() == [30.0, 0.1, None, None]
+    # the same history on a host not (or no longer) trusted to date changes: the ages go, and
+    # the first look with them (it rests on the header alone)
     s = fetch(s, times[4], "unchanged", "f2", 1.25, [])
     row = s.row(0, named=True)
     assert row["obs_age_days"] is None and len(row["obs_interval_days"]) == 4
+    assert row["obs_changed"] == [True, False, True, False]
     undated = fetch(tables.empty("url_state"), times[0], "new", "f0", None, [])
     for i, (outcome, fp) in enumerate([("changed", "f1"), ("unchanged", "f1"), ("changed", "f2")]):
         undated = fetch(undated, times[i + 1], outcome, fp, None, [])
@@ -476,6 +482,39 @@ def test_content_ages_are_kept_for_dating_hosts_only_and_dropped_when_trust_goes
     assert dated_rate != pytest.approx(undated["change_rate"][0], rel=1e-3)
     undated = fetch(undated, times[4], "unchanged", "f2", None, [])
     assert row["change_rate"] == pytest.approx(undated["change_rate"][0])
+
+
+def test_a_first_look_at_a_dated_host_tells_a_page_long_unchanged_from_a_fresh_one():
+    """The first fetch of a page on a host whose Last-Modified dates changes is an
+    observation: unchanged for 400 days reads as a slow page at once, changed half a day ago
+    as a fast one; on a host not trusted, or a page seen before, it says nothing."""
+    url = "http://a.example/p"
+    cands = candidates(url)
+
+    def first(age, dating, previous=None):
+        res = one_fetch(url, T0, "new", "f0", age, dating)
+        state = previous if previous is not None else tables.empty("url_state")
+        return update_state(state, cands, res, plan_for([url]), T0).state.row(0, named=True)
+
+    old, fresh, untrusted = first(400.0, True), first(0.5, True), first(400.0, False)
+    assert old["obs_age_days"] == [400.0] and untrusted["obs_interval_days"] in (None, [])
+    assert old["change_rate"] * 10 < min(untrusted["change_rate"], fresh["change_rate"])
+    # a page seen before (a gone page back, its fingerprint lost) adds no first look
+    seen = update_state(
+        tables.empty("url_state"),
+        cands,
+        one_fetch(url, T0, "new", "f0", None, True),
+        plan_for([url]),
+        T0,
+    ).state
+    again = update_state(
+        seen,
+        cands,
+        one_fetch(url, T0 + timedelta(days=1), "new", "f1", 400.0, True),
+        plan_for([url]),
+        T0 + timedelta(days=1),
+    ).state.row(0, named=True)
+    assert 400.0 not in (again["obs_age_days"] or [])
 
 
 def test_a_trusted_sitemap_dates_the_changes_its_header_cannot():
