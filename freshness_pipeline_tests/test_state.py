@@ -487,34 +487,58 @@ def test_content_ages_are_kept_for_dating_hosts_only_and_dropped_when_trust_goes
 def test_a_first_look_at_a_dated_host_tells_a_page_long_unchanged_from_a_fresh_one():
     """The first fetch of a page on a host whose Last-Modified dates changes is an
     observation: unchanged for 400 days reads as a slow page at once, changed half a day ago
-    as a fast one; on a host not trusted, or a page seen before, it says nothing."""
-    url = "http://a.example/p"
-    cands = candidates(url)
+    as a fast one. On a host not trusted yet the age waits, and goes first in the page's
+    history in the cycle the host is trusted, fetched or not; a page seen before adds none."""
+    url, other = "http://a.example/p", "http://a.example/q"
+    cands = candidates(url, other)
 
-    def first(age, dating, previous=None):
+    def first(age, dating):
         res = one_fetch(url, T0, "new", "f0", age, dating)
-        state = previous if previous is not None else tables.empty("url_state")
-        return update_state(state, cands, res, plan_for([url]), T0).state.row(0, named=True)
+        made = update_state(tables.empty("url_state"), cands, res, plan_for([url]), T0).state
+        return made.filter(pl.col("url") == url).row(0, named=True)
 
     old, fresh, untrusted = first(400.0, True), first(0.5, True), first(400.0, False)
-    assert old["obs_age_days"] == [400.0] and untrusted["obs_interval_days"] in (None, [])
+    assert old["obs_age_days"] == [400.0] and old["obs_changed"] == [True]
+    assert old["first_look_age_days"] is None
+    assert not untrusted["obs_interval_days"] and untrusted["first_look_age_days"] == 400.0
     assert old["change_rate"] * 10 < min(untrusted["change_rate"], fresh["change_rate"])
-    # a page seen before (a gone page back, its fingerprint lost) adds no first look
-    seen = update_state(
+
+    # untrusted at the first fetch; a day later the page is fetched again, unchanged, still
+    # untrusted; then the host earns trust in a cycle that fetches only another of its pages
+    t1, t2 = T0 + timedelta(days=1), T0 + timedelta(days=2)
+    s = update_state(
         tables.empty("url_state"),
         cands,
-        one_fetch(url, T0, "new", "f0", None, True),
+        one_fetch(url, T0, "new", "f0", 400.0, False),
         plan_for([url]),
         T0,
     ).state
-    again = update_state(
-        seen,
-        cands,
-        one_fetch(url, T0 + timedelta(days=1), "new", "f1", 400.0, True),
-        plan_for([url]),
-        T0 + timedelta(days=1),
-    ).state.row(0, named=True)
-    assert 400.0 not in (again["obs_age_days"] or [])
+    s = update_state(
+        s, cands, one_fetch(url, t1, "unchanged", "f0", 401.0, False), plan_for([url]), t1
+    ).state
+    waiting = s.filter(pl.col("url") == url).row(0, named=True)
+    assert waiting["obs_changed"] == [False] and waiting["first_look_age_days"] == 400.0
+    s = update_state(
+        s, cands, one_fetch(other, t2, "new", "g0", None, True), plan_for([other]), t2
+    ).state
+    row = s.filter(pl.col("url") == url).row(0, named=True)
+    assert row["obs_changed"] == [True, False] and row["obs_age_days"] == [400.0, None]
+    assert row["obs_interval_days"] == [pytest.approx(400.0 + FIRST_LOOK_SPAN_DAYS), 1.0]
+    assert row["first_look_age_days"] is None
+    assert row["change_rate"] * 10 < waiting["change_rate"]
+    # a page seen before (a gone page back, its fingerprint lost) keeps no first-look age
+    again = (
+        update_state(
+            s,
+            cands,
+            one_fetch(url, t2 + timedelta(days=1), "new", "f1", 9.0, False),
+            plan_for([url]),
+            t2 + timedelta(days=1),
+        )
+        .state.filter(pl.col("url") == url)
+        .row(0, named=True)
+    )
+    assert again["first_look_age_days"] is None
 
 
 def test_a_trusted_sitemap_dates_the_changes_its_header_cannot():

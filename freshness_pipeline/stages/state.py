@@ -180,13 +180,15 @@ def merge_state(
         # Only a change can be dated, and only within the interval it was seen in: content
         # dated before our previous look, yet changed since, means the header lags.
         observed_age=pl.when(observed & changed & (pl.col("r_age") <= interval)).then("r_age"),
-        # the content's age at the page's first look ever (first_looks)
-        first_age=pl.when(
+        # the content's age at the page's first fetch ever, until it is used (with_first_looks)
+        first_look_age_days=pl.when(
             fresh_fetch
             & (outcome == "new")
             & pl.col("last_seen_at").is_null()
             & (pl.col("r_age") > 0)
-        ).then("r_age"),
+        )
+        .then("r_age")
+        .otherwise("first_look_age_days"),
         observed_since=pl.when(observed).then(pl.col("last_seen_at")),
         # A new class means a new prior: that row's estimate must be redone too.
         class_changed=candidate & pl.col("c_class").ne_missing(pl.col("url_class")),
@@ -334,7 +336,6 @@ def update_state(
         .alias("_quiet"),
     )
     quiet, observations = hinted_quiet(observed)
-    first = first_looks(merged.filter(dating))
     had_ages = pl.col(AGE_COLUMN).list.drop_nulls().list.len().fill_null(0) > 0
     merged = merged.with_columns(
         ages_dropped=had_ages & distrusted,
@@ -349,8 +350,8 @@ def update_state(
     # in url_state's order, so that the refit (and a re-run of this cycle) sums in one order
     with_history = (
         without_first_look(
-            append_observations(
-                append_observations(append_observations(merged, first), quiet), observations
+            with_first_looks(
+                append_observations(append_observations(merged, quiet), observations), dating
             ),
             distrusted,
         )
@@ -370,6 +371,7 @@ def update_state(
     )
     redo = (
         pl.col("observed_interval").is_not_null()
+        | pl.col("_first_look_now")
         | pl.col("class_changed")
         | pl.col("ages_dropped")
         | (pl.col("obs_interval_days").list.len().fill_null(0) == 0)
@@ -482,30 +484,48 @@ def sitemap_dating(plan: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-#: How long before its dated moment a first look's change is put (first_looks): a changed
-#: interval must hold its age, and its score does not depend on this once it does.
+#: How long before its dated moment a first look's change is put (with_first_looks): a
+#: changed interval must hold its age, and its score does not depend on this once it does.
 FIRST_LOOK_SPAN_DAYS = 1 / 1440
 
 
-def first_looks(merged: pl.DataFrame) -> pl.DataFrame:
-    """The observation a page's first fetch makes on a host whose Last-Modified dates content
-    changes: the content last changed ``first_age`` days before and not since. Without it a
-    page's first fetch said nothing of its rate, so a page unchanged for a year was fetched
-    again and again until its own fetches said so (found by a held-out web: the largest share
-    of the fetches its oracle did not make). It is the changed observation a dated fetch
-    makes later (scored as the density λ e^{−λa}, science.prior.likelihood), over an interval
-    just longer than the age; a page created then, not changed, reads as changed then, which
-    at the ages of pages that matter here (long unchanged) weighs as little as it should."""
-    return merged.filter(pl.col("first_age").is_not_null()).select(
-        "url",
-        (pl.col("first_age") + FIRST_LOOK_SPAN_DAYS).alias("interval_days"),
-        pl.lit(True).alias("changed"),
-        pl.col("first_age").alias("age_days"),
+def with_first_looks(state: pl.DataFrame, dating: pl.Expr, *, max_obs: int = 64) -> pl.DataFrame:
+    """``state`` with the observation a page's first fetch makes put first in its history, on
+    the rows of hosts whose Last-Modified dates content changes (``dating``): the content last
+    changed ``first_look_age_days`` before that fetch, and not since. Without it a page's first
+    fetch said nothing of its rate, so a page unchanged for a year was fetched again and again
+    until its own fetches said so (re-fetches of never-changing pages were the largest loss of
+    a held-out web against its oracle). It is the changed observation a dated fetch makes
+    later (scored as the density λ e^{−λa}, science.prior.likelihood), over an interval just
+    longer than the age; a page created then, not changed, reads as changed then, which at the
+    ages that matter here (long unchanged) weighs as little as it should.
+
+    A host earns that trust from the changes its pages show after their first fetches, so the
+    age waits in ``first_look_age_days`` (null once used) and goes in front, where it belongs
+    in time, in the cycle the host is trusted, whether the page is fetched in it or not. A
+    history cut to ``max_obs`` no longer starts at the first fetch: its age is left unused.
+    ``_first_look_now`` marks the rows that took one."""
+    age = pl.col("first_look_age_days")
+    now = (
+        age.is_not_null() & dating & (pl.col("obs_interval_days").list.len().fill_null(0) < max_obs)
+    )
+
+    def first(column: str, value: pl.Expr, dtype: pl.List) -> pl.Expr:
+        history = pl.col(column).fill_null(pl.lit([], dtype=dtype))
+        grown = pl.concat_list(value, history)
+        return pl.when(now).then(grown).otherwise(pl.col(column)).alias(column)
+
+    return state.with_columns(
+        first("obs_interval_days", age + FIRST_LOOK_SPAN_DAYS, pl.List(pl.Float64)),
+        first("obs_changed", pl.lit(True), pl.List(pl.Boolean)),
+        first(AGE_COLUMN, age, pl.List(pl.Float64)),
+        pl.when(now).then(None).otherwise(age).alias("first_look_age_days"),
+        now.alias("_first_look_now"),
     )
 
 
 def without_first_look(state: pl.DataFrame, distrusted: pl.Expr) -> pl.DataFrame:
-    """``state`` with the first-look observation (first_looks) taken out of the histories of
+    """``state`` with the first-look observation (with_first_looks) taken out of the histories of
     the ``distrusted`` rows: unlike a later observation, which a fetch saw change or not,
     it rests on the header alone, so a host that loses its trust loses it whole (its age
     gone, it would still say "changed in the days before the first look"). It is a history's

@@ -284,6 +284,10 @@ URL_STATE: Schema = {
     # since its last fetch (null: none since): a later fetch's interval is quiet up to it
     # (stages.state)
     "hint_quiet_until": UTC_TIME,
+    # the content's age at the page's first fetch (server Date minus Last-Modified), kept until
+    # its host's Last-Modified is trusted to date changes and it becomes the history's first
+    # observation (stages.state.with_first_looks); null then, or when there was none
+    "first_look_age_days": pl.Float64,
     # the URL's last archived original (archive.ArchivedOriginal as JSON), and when its newest
     # version in page_versions was observed
     "archived": pl.String,
