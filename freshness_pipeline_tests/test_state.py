@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 import pytest
 
+from freshness_pipeline.science.estimate import FIRST_LOOK_SPAN_DAYS
 from freshness_pipeline.science.fingerprint import FINGERPRINT_VERSION
 from freshness_pipeline.science.prior.components import GLOBAL
 from freshness_pipeline.science.prior.table import expected_gains
@@ -15,7 +16,6 @@ from freshness_pipeline.science.schedule import PlanConfig, build_plan
 from freshness_pipeline.stages.plan import plan_inputs
 from freshness_pipeline.stages.state import (
     EMPTY_FINGERPRINT,
-    FIRST_LOOK_SPAN_DAYS,
     PLAN_COLUMNS,
     sitemap_dating,
     update_state,

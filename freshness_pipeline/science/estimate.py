@@ -66,6 +66,7 @@ import polars as pl
 __all__ = [
     "AGE_COLUMN",
     "DEFAULT_CLASS",
+    "FIRST_LOOK_SPAN_DAYS",
     "PRIORS_BY_CLASS",
     "aligned_ages",
     "append_observations",
@@ -75,6 +76,8 @@ __all__ = [
     "estimate_rates",
     "prior_columns",
     "prior_mean",
+    "with_first_looks",
+    "without_first_look",
 ]
 
 DEFAULT_CLASS = "default"
@@ -83,6 +86,8 @@ DEFAULT_CLASS = "default"
 #: since the content last changed (server Date minus a trusted Last-Modified), null = unknown. A
 #: null list (or no column) means no age is known for that row.
 AGE_COLUMN = "obs_age_days"
+#: How many observations a page's history keeps (the newest)
+MAX_OBS = 64
 #: An age up to this share (plus ``_AGE_SLACK_DAYS``) past its interval is rounding (clock skew,
 #: second-resolution headers) and is clipped to the interval; a larger one is not trusted.
 _AGE_SLACK = 1e-3
@@ -157,7 +162,7 @@ def prior_columns(df: pl.DataFrame, class_col: str = "url_class") -> pl.DataFram
 
 
 def append_observations(
-    state: pl.DataFrame, observations: pl.DataFrame, *, max_obs: int = 64
+    state: pl.DataFrame, observations: pl.DataFrame, *, max_obs: int = MAX_OBS
 ) -> pl.DataFrame:
     """Append this cycle's (interval, changed) to each URL's history, keeping the last ``max_obs``.
 
@@ -572,3 +577,60 @@ def _estimate_arrays(
         sampled = _sampling_rate(row, d, lower_bound, n_obs)
         lam = np.where(lower_bound, np.minimum(sampled, cap), lam)
     return lam, n_obs, n_changes, lower_bound
+
+
+#: How long before its dated moment a first look's change is put (with_first_looks): a
+#: changed interval must hold its age, and its score does not depend on this once it does.
+FIRST_LOOK_SPAN_DAYS = 1 / 1440
+
+
+def with_first_looks(
+    state: pl.DataFrame, dating: pl.Expr, *, max_obs: int = MAX_OBS
+) -> pl.DataFrame:
+    """``state`` with the observation a page's first fetch makes put first in its history, on
+    the rows of hosts whose Last-Modified dates content changes (``dating``): the content last
+    changed ``first_look_age_days`` before that fetch, and not since. Without it a page's first
+    fetch said nothing of its rate, so a page unchanged for a year was fetched again and again
+    until its own fetches said so (re-fetches of never-changing pages were the largest loss of
+    a held-out web against its oracle). It is the changed observation a dated fetch makes
+    later (scored as the density λ e^{−λa}, science.prior.likelihood), over an interval just
+    longer than the age; a page created then, not changed, reads as changed then, which at the
+    ages that matter here (long unchanged) weighs as little as it should.
+
+    A host earns that trust from the changes its pages show after their first fetches, so the
+    age waits in ``first_look_age_days`` (null once used) and goes in front, where it belongs
+    in time, in the cycle the host is trusted, whether the page is fetched in it or not. A
+    history cut to ``max_obs`` no longer starts at the first fetch: its age is left unused.
+    ``_first_look_now`` marks the rows that took one."""
+    age = pl.col("first_look_age_days")
+    now = (
+        age.is_not_null() & dating & (pl.col("obs_interval_days").list.len().fill_null(0) < max_obs)
+    )
+
+    def first(column: str, value: pl.Expr, dtype: pl.List) -> pl.Expr:
+        history = pl.col(column).fill_null(pl.lit([], dtype=dtype))
+        grown = pl.concat_list(value, history)
+        return pl.when(now).then(grown).otherwise(pl.col(column)).alias(column)
+
+    return state.with_columns(
+        first("obs_interval_days", age + FIRST_LOOK_SPAN_DAYS, pl.List(pl.Float64)),
+        first("obs_changed", pl.lit(True), pl.List(pl.Boolean)),
+        first(AGE_COLUMN, age, pl.List(pl.Float64)),
+        pl.when(now).then(None).otherwise(age).alias("first_look_age_days"),
+        now.alias("_first_look_now"),
+    )
+
+
+def without_first_look(state: pl.DataFrame, distrusted: pl.Expr) -> pl.DataFrame:
+    """``state`` with the first-look observation (with_first_looks) taken out of the histories of
+    the ``distrusted`` rows: unlike a later observation, which a fetch saw change or not,
+    it rests on the header alone, so a host that loses its trust loses it whole (its age
+    gone, it would still say "changed in the days before the first look"). It is a history's
+    first observation, the only one whose interval exceeds its age by FIRST_LOOK_SPAN_DAYS."""
+    interval, age = pl.col("obs_interval_days"), pl.col(AGE_COLUMN)
+    lead = interval.list.first() - age.list.first()
+    drop = distrusted & ((lead - FIRST_LOOK_SPAN_DAYS).abs() < 1e-9).fill_null(False)
+    return state.with_columns(
+        pl.when(drop).then(pl.col(c).list.slice(1)).otherwise(pl.col(c)).alias(c)
+        for c in ("obs_interval_days", "obs_changed", AGE_COLUMN)
+    )

@@ -3,7 +3,8 @@ next check time, updated from this cycle's fetch results.
 
 Each successful fetch adds one interval-censored observation ("changed or not since the last
 time we saw the page"); an observation is added only when the fetch is newer than the last one
-recorded, so re-running a cycle never counts the same fetch twice. No URL ever leaves the table:
+recorded, so re-running a cycle never counts the same fetch twice. A first fetch adds one only
+where a trusted Last-Modified dates it (science.estimate.with_first_looks). No URL ever leaves the table:
 pages that vanish are marked gone, with their history kept. Each cycle also refits the change
 prior (table ``change_prior``, science.prior) from these histories: ``change_rate`` is each page's
 posterior mean under it (``change_rate_median`` its median), and the next plan scores every
@@ -17,7 +18,12 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
-from freshness_pipeline.science.estimate import AGE_COLUMN, append_observations
+from freshness_pipeline.science.estimate import (
+    AGE_COLUMN,
+    append_observations,
+    with_first_looks,
+    without_first_look,
+)
 from freshness_pipeline.science.fingerprint import content_fingerprint
 from freshness_pipeline.science.hints import hint_evidence
 from freshness_pipeline.science.intervals import due_age_days
@@ -481,61 +487,6 @@ def sitemap_dating(plan: pl.DataFrame) -> pl.DataFrame:
         .unique("url", keep="first")
         .with_columns(_sm_quiet=~pl.col("_sm_hint"))
         .drop("_sm_hint")
-    )
-
-
-#: How long before its dated moment a first look's change is put (with_first_looks): a
-#: changed interval must hold its age, and its score does not depend on this once it does.
-FIRST_LOOK_SPAN_DAYS = 1 / 1440
-
-
-def with_first_looks(state: pl.DataFrame, dating: pl.Expr, *, max_obs: int = 64) -> pl.DataFrame:
-    """``state`` with the observation a page's first fetch makes put first in its history, on
-    the rows of hosts whose Last-Modified dates content changes (``dating``): the content last
-    changed ``first_look_age_days`` before that fetch, and not since. Without it a page's first
-    fetch said nothing of its rate, so a page unchanged for a year was fetched again and again
-    until its own fetches said so (re-fetches of never-changing pages were the largest loss of
-    a held-out web against its oracle). It is the changed observation a dated fetch makes
-    later (scored as the density λ e^{−λa}, science.prior.likelihood), over an interval just
-    longer than the age; a page created then, not changed, reads as changed then, which at the
-    ages that matter here (long unchanged) weighs as little as it should.
-
-    A host earns that trust from the changes its pages show after their first fetches, so the
-    age waits in ``first_look_age_days`` (null once used) and goes in front, where it belongs
-    in time, in the cycle the host is trusted, whether the page is fetched in it or not. A
-    history cut to ``max_obs`` no longer starts at the first fetch: its age is left unused.
-    ``_first_look_now`` marks the rows that took one."""
-    age = pl.col("first_look_age_days")
-    now = (
-        age.is_not_null() & dating & (pl.col("obs_interval_days").list.len().fill_null(0) < max_obs)
-    )
-
-    def first(column: str, value: pl.Expr, dtype: pl.List) -> pl.Expr:
-        history = pl.col(column).fill_null(pl.lit([], dtype=dtype))
-        grown = pl.concat_list(value, history)
-        return pl.when(now).then(grown).otherwise(pl.col(column)).alias(column)
-
-    return state.with_columns(
-        first("obs_interval_days", age + FIRST_LOOK_SPAN_DAYS, pl.List(pl.Float64)),
-        first("obs_changed", pl.lit(True), pl.List(pl.Boolean)),
-        first(AGE_COLUMN, age, pl.List(pl.Float64)),
-        pl.when(now).then(None).otherwise(age).alias("first_look_age_days"),
-        now.alias("_first_look_now"),
-    )
-
-
-def without_first_look(state: pl.DataFrame, distrusted: pl.Expr) -> pl.DataFrame:
-    """``state`` with the first-look observation (with_first_looks) taken out of the histories of
-    the ``distrusted`` rows: unlike a later observation, which a fetch saw change or not,
-    it rests on the header alone, so a host that loses its trust loses it whole (its age
-    gone, it would still say "changed in the days before the first look"). It is a history's
-    first observation, the only one whose interval exceeds its age by FIRST_LOOK_SPAN_DAYS."""
-    interval, age = pl.col("obs_interval_days"), pl.col(AGE_COLUMN)
-    lead = interval.list.first() - age.list.first()
-    drop = distrusted & ((lead - FIRST_LOOK_SPAN_DAYS).abs() < 1e-9).fill_null(False)
-    return state.with_columns(
-        pl.when(drop).then(pl.col(c).list.slice(1)).otherwise(pl.col(c)).alias(c)
-        for c in ("obs_interval_days", "obs_changed", AGE_COLUMN)
     )
 
 
