@@ -57,6 +57,9 @@ from freshness_pipeline.stages.state import update_state  # noqa: E402
 from freshness_pipeline.warehouse import tables  # noqa: E402
 
 HOSTS = 20
+#: Days of change history each page has before the crawl starts (what a first fetch's
+#: Last-Modified can date)
+HISTORY_DAYS = 365.0
 PAGES_PER_HOST = 150
 CYCLES = 40
 BUDGET_SHARE = 0.10
@@ -272,8 +275,10 @@ class Crawl:
         changed = np.zeros(chosen.shape[0], dtype=bool)
         changed[~first] = web.next_change(chosen[~first], prev[~first]) <= t
         validators = pages.validators[chosen]
-        # a trusted Last-Modified: server Date minus the last change
-        age = np.where(changed & validators, t - web.last_change(chosen, t), np.nan)
+        # a trusted Last-Modified: server Date minus the last change, on a first fetch too
+        # (unknown for a page with no change since the web's history began)
+        age = np.where((changed | first) & validators, t - web.last_change(chosen, t), np.nan)
+        age[~np.isfinite(age)] = np.nan
         version = np.searchsorted(web.events, chosen * web.span + (t - web.t0), side="right")
         outcome = np.where(
             first,
@@ -588,7 +593,7 @@ def main() -> None:
     tables_of: dict[str, list[pl.DataFrame]] = {s: [] for s in SCHEDULES}
     priors, bursty = [], []
     for seed in args.seeds:
-        pages = make_pages(seed, -2.0, CYCLES * CYCLE + 2.0)
+        pages = make_pages(seed, -HISTORY_DAYS, CYCLES * CYCLE + 2.0)
         bursty.append(bursty_window_bound(pages))
         for schedule in SCHEDULES:
             crawl = run_schedule(pages, schedule, seed)
@@ -763,7 +768,7 @@ def pooling_check(seeds: list[int]) -> dict[str, pl.DataFrame]:
     for label, patterns in (("as above", PATTERNS), ("bursty pages made Poisson", WITHOUT_BURSTY)):
         parts = []
         for seed in seeds:
-            pages = make_pages(seed, -2.0, CYCLES * CYCLE + 2.0, patterns)
+            pages = make_pages(seed, -HISTORY_DAYS, CYCLES * CYCLE + 2.0, patterns)
             parts.append(page_table(pages, run_schedule(pages, "round robin", seed)))
         out[label] = pl.concat(parts)
     return out
@@ -836,10 +841,13 @@ A page's true rate is its long-run number of changes per day (1/P for a clock). 
 (none, article, listing) are drawn at random, so each (host, class) holds about 50 pages of
 the five patterns. The even hosts send a trusted Last-Modified: a changed fetch carries the
 content's age (`fetch_results.content_age_days` with `dates_changes`), which url_state keeps in
-`obs_age_days`; on the odd hosts a fetch says only changed or not.
+`obs_age_days`; on the odd hosts a fetch says only changed or not. Each page's changes
+begin a year before the crawl, so a first fetch on an even host says how long ago its content
+last changed: url_state's first look (last changed then, not since); elsewhere a page's first
+fetch is not an observation.
 
 A crawler fetches 10 % of the pages per 6-hour cycle for 40 cycles (10 days) from a cold start
-(nothing fetched yet). A page's first fetch is not an observation. Three schedules:
+(nothing fetched yet). Three schedules:
 
 * **planner**: the product's, as revisit_plan calls it (`plan_inputs`, `with_lastmod_hints`,
   `posterior_gains` under the stored change prior, `build_plan` with the default `PlanConfig`);
