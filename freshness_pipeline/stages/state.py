@@ -4,11 +4,11 @@ next check time, updated from this cycle's fetch results.
 Each successful fetch adds one interval-censored observation ("changed or not since the last
 time we saw the page"); an observation is added only when the fetch is newer than the last one
 recorded, so re-running a cycle never counts the same fetch twice. A first fetch adds one only
-where a trusted Last-Modified dates it (science.estimate.with_first_looks). No URL ever leaves the table:
-pages that vanish are marked gone, with their history kept. Each cycle also refits the change
-prior (table ``change_prior``, science.prior) from these histories: ``change_rate`` is each page's
-posterior mean under it (``change_rate_median`` its median), and the next plan scores every
-page under it.
+where a trusted Last-Modified dates it (science.estimate.with_first_looks). No URL ever leaves
+the table: pages that vanish are marked gone, with their history kept. Each cycle also refits
+the change prior (table ``change_prior``, science.prior) from these histories: ``change_rate``
+is each page's posterior mean under it (``change_rate_median`` its median), and the next plan
+scores every page under it.
 """
 
 from collections.abc import Mapping

@@ -1,8 +1,8 @@
 """One frame of many hosts as host files: each host's rows, and a digest of what they hold.
 
 A cycle hands each table over whole and the warehouse replaces one file per host, but much
-of what it would write is what the file already holds: a dry run's candidates, the host
-capacity of a host with no answers, every table of the hosts whose inputs did not move. A
+of what it would write is what the file already holds: a dry run's candidates, and the
+tables of the hosts whose inputs did not move. A
 replace is the costliest thing a step does per host (the Parquet encoder's fixed cost, a
 temp file, a rename and the old file's unlink; docs/file_costs.md), so a file whose content
 digest equals the new rows' is left in place. The digest lives in the file's own footer
