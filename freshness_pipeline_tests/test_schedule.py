@@ -642,6 +642,26 @@ def test_deterministic_per_cycle_and_independent_of_row_order() -> None:
     assert verify != set(later.filter(pl.col("reason") == "verify")["url"])
 
 
+def test_verification_looks_first_at_one_page_of_each_host_with_unproven_validators() -> None:
+    # 40 hosts of 25 pages and two of 3 whose validators have only ever answered 304: drawn
+    # uniformly, a verification share of 4 fetches would reach those 6 pages once in 40 cycles
+    rows = [{"host": f"h{i}.example", "age": 1.0 + j / 10} for i in range(40) for j in range(25)]
+    rows += [{"host": f"u{i}.example", "age": 1.0 + j / 10} for i in range(2) for j in range(3)]
+    cands = _cands(rows).with_columns(validators_unproven=pl.col("host").str.starts_with("u"))
+    rooms = cands.select(pl.col("host").unique(), capacity=pl.lit(100))
+    config = PlanConfig(verify_share=0.02)
+    for k in range(5):
+        now = NOW + timedelta(hours=6 * k)
+        plan = build_plan(cands, rooms, now=now, budget=200, config=config)
+        verified = plan.filter(pl.col("reason") == "verify")
+        assert verified.height == 4
+        by_host = dict(verified.group_by("host").len().iter_rows())
+        assert by_host.get("u0.example") == by_host.get("u1.example") == 1, by_host
+    # without the column the sample is uniform again and reaches them rarely
+    plain = build_plan(_cands(rows), rooms, now=NOW, budget=200, config=config)
+    assert plain.filter(pl.col("reason") == "verify")["host"].str.starts_with("h").all()
+
+
 def test_small_budget_shares_round_at_random_but_reproducibly() -> None:
     rows = [{"age": 2.0 + i / 100} for i in range(50)]
     config = PlanConfig(verify_share=0.05)

@@ -17,6 +17,7 @@ from freshness_pipeline.science.validators import (
     TrustRules,
     content_age_trust,
     drop_untrusted_validators,
+    unproven_hosts,
     validator_trust,
 )
 from freshness_pipeline.web.client import FetchResult
@@ -106,6 +107,27 @@ def test_weak_and_strong_forms_of_an_etag_are_the_same_validator() -> None:
 
 
 # ------------------------------------------------------------------ lying servers
+
+
+def test_a_host_is_unproven_while_its_validators_have_only_ever_said_not_modified() -> None:
+    quiet = [body("A", '"e1"', LM1), not_modified("etag", "A", '"e1"', LM1)]
+    honest = [*quiet, body("B", '"e2"', LM2, sent="etag")]  # a change met under a new ETag
+    stuck = [*quiet, body("B", '"e1"', LM1)]  # the verification body shows the stuck ETag
+    static = [body("A", '"e1"'), not_modified("etag", "A", '"e1"')] + [body("A", '"e1"')] * 8
+    rows = frame(
+        history("quiet", "/a", quiet),
+        history("quiet", "/b", quiet),
+        history("honest", "/a", honest),
+        history("stuck", "/a", stuck),
+        history("static", "/a", static),
+        history("unasked", "/a", [body("A", '"e1"'), body("A", '"e1"')]),  # no 304 yet
+    )
+    assert unproven_hosts(validator_trust(rows)).to_list() == ["quiet"]
+    # eight unchanged bodies say the pages hardly change; seven do not yet
+    assert unproven_hosts(validator_trust(rows), max_unchanged_bodies=9).to_list() == [
+        "quiet",
+        "static",
+    ]
 
 
 def test_an_etag_new_on_every_200_with_unchanged_content_is_not_trusted() -> None:
@@ -440,3 +462,58 @@ def test_a_static_page_keeps_its_304s_on_a_host_whose_other_etags_rotate(tmp_pat
     rotating = [conditional for path, _s, conditional in site.answers if path != "/s"]
     assert rotating and not rotating[-1]  # the rotating pages' ETags stopped being sent ...
     assert len(static) >= 4 and static[1:] == [(304, True)] * (len(static) - 1), static
+
+
+class VersionedSite:
+    """Pages whose text changes every cycle (``version``); a stuck site keeps one ETag for all
+    of them and answers any If-None-Match with a 304, an honest one moves its ETag with them."""
+
+    def __init__(self, stuck: bool) -> None:
+        self.stuck = stuck
+        self.version = 0
+        self.answers: list[tuple[int, str, int, bool]] = []  # version, path, status, conditional
+
+    async def handle(self, request):
+        from aiohttp import web
+
+        if not request.path.startswith("/p"):
+            return web.Response(status=404)
+        body = (
+            f"<html><body><main><h1>Page {request.path}</h1>"
+            f"<p>Edition {self.version} of this page, with its own words.</p></main></body></html>"
+        )
+        etag = '"fixed"' if self.stuck else f'"{zlib.crc32(body.encode()):x}"'
+        sent = request.headers.get("If-None-Match")
+        status = 304 if sent is not None and (self.stuck or sent == etag) else 200
+        self.answers.append((self.version, request.path, status, sent is not None))
+        if status == 304:
+            return web.Response(status=304, headers={"ETag": etag})
+        return web.Response(text=body, content_type="text/html", headers={"ETag": etag})
+
+
+def test_a_stuck_etag_is_found_by_the_first_verification_after_its_first_304s(
+    tmp_path, monkeypatch
+):
+    # A small stuck host beside a larger honest one: a uniform verification sample of one or
+    # two fetches a cycle would reach its 4 pages about once in ten cycles, while every 304 it
+    # sends hides a change.
+    from freshness_pipeline.app.runner import load_seeds, run_cycle
+    from freshness_pipeline_tests.support import serve_on_loopback
+
+    monkeypatch.setenv("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    stuck, honest = VersionedSite(stuck=True), VersionedSite(stuck=False)
+    home = tmp_path / "home"
+    with serve_on_loopback(stuck.handle) as s_base, serve_on_loopback(honest.handle) as h_base:
+        urls = [f"{s_base}/p{i}" for i in range(4)] + [f"{h_base}/p{i}" for i in range(60)]
+        load_seeds(home, ("url\n" + "\n".join(urls) + "\n").encode(), added_at=T0)
+        for k in range(5):
+            stuck.version = honest.version = k
+            run_cycle(home, T0 + timedelta(hours=6 * k), budget=70)
+    by_cycle = {k: [a for a in stuck.answers if a[0] == k] for k in range(5)}
+    assert all(status == 304 for _v, _p, status, _c in by_cycle[1]), by_cycle[1]
+    # the cycle after its first 304s, one page is fetched without validators and shows a change
+    assert any(not conditional and status == 200 for _v, _p, status, conditional in by_cycle[2])
+    # from then on the host's ETag is not sent: every change comes back as a body
+    late = by_cycle[3] + by_cycle[4]
+    assert late and not any(conditional for *_rest, conditional in late), late

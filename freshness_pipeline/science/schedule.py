@@ -56,7 +56,10 @@ The plan is filled in this order, each step capped per host by ``host_capacity``
    enough to miss a change bounds the rate from above, or, once their last fetch is a day
    old and twice their longest interval, again to see whether they stopped: see
    ``probe_share`` and ``dormancy_min_days``), and a random
-   ``verify`` sample that checks the model on pages it would not choose. A host with pages
+   ``verify`` sample that checks the model on pages it would not choose, fetched without
+   validators: one page first from each host whose validators are unproven (a
+   ``validators_unproven`` column: 304s so far and never a change seen through them), since
+   a stuck validator hides changes behind 304s until a body shows it. A host with pages
    never fetched after the new pass keeps its probes and the checks of pages seen too few
    times for later: a first copy buys more than a second look;
 4. ``priority``: the rest of the budget, including any unused reserve, by priority.
@@ -355,6 +358,10 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
         .alias("_likelihood"),
         opt("discovered", pl.lit(False)).cast(pl.Boolean).fill_null(False).alias("_discovered"),
         opt("delisted", pl.lit(False)).cast(pl.Boolean).fill_null(False).alias("_delisted"),
+        opt("validators_unproven", pl.lit(False))
+        .cast(pl.Boolean)
+        .fill_null(False)
+        .alias("_unproven"),
         opt("expected_gain_override", pl.lit(None, dtype=pl.Float64))
         .cast(pl.Float64)
         .alias("_gain_override"),
@@ -423,10 +430,12 @@ def _rng(seed: int, now: datetime, *, stream: int) -> np.random.Generator:
 
 
 def _verify_keys(pool: pl.DataFrame, seed: int, now: datetime) -> pl.DataFrame:
-    """Uniform random keys, reproducible per (seed, now) and independent of input row order."""
+    """Uniform random keys, reproducible per (seed, now) and independent of input row order,
+    and ``_vfirst`` on one page drawn by them from each host whose validators are unproven."""
     ordered = pool.sort(["_url", "_idx"])
     keys = _rng(seed, now, stream=0).random(ordered.height)
-    return ordered.with_columns(pl.Series("_vkey", keys))
+    first = pl.col("_unproven") & (pl.col("_vkey").rank("ordinal").over("_host") == 1)
+    return ordered.with_columns(pl.Series("_vkey", keys)).with_columns(_vfirst=first)
 
 
 def build_plan(
@@ -446,6 +455,7 @@ def build_plan(
     of the class), cost (default 1, clipped to ``min_cost``); optional n_obs, n_changes or
     rate_shape (how sure the rate is: see :func:`posterior_freshness_index`) and hinted_change
     (a trusted sitemap hint from :func:`freshness_pipeline.science.hints.lastmod_hints`);
+    optional validators_unproven (bool, see the verify share above);
     optional gone_at (a gone page's first gone answer, which sets how long it waits: see
     :func:`gone_recheck_wait_days`; without it a gone page waits ``gone_recheck_days``);
     optional expected_gain_override: a precomputed expected gain for the configured objective
@@ -638,7 +648,7 @@ def build_plan(
         [False, True, False],
         quotas["probe"],
     )
-    run("verify", "_verify", ["_vkey"], [False], quotas["verify"])
+    run("verify", "_verify", ["_vfirst", "_vkey"], [True, False], quotas["verify"])
     run("priority", "_prio", ["priority"], [True], None)
     if budget is None:
         # No global limit: whatever is due for a re-check and still fits its host goes too. A

@@ -44,6 +44,7 @@ __all__ = [
     "OPTIONAL_HISTORY_COLUMNS",
     "TRUST_SCHEMA",
     "TrustRules",
+    "UNPROVEN_MAX_UNCHANGED_BODIES",
     "content_age_trust",
     "drop_untrusted_validators",
     "etag_fails_here",
@@ -53,6 +54,7 @@ __all__ = [
     "remember_requests",
     "trust_before",
     "trust_from_counts",
+    "unproven_hosts",
     "validator_counts",
     "validator_trust",
 ]
@@ -360,6 +362,32 @@ def trust_before(
     recent = evidence.filter((pl.col("cycle_at") >= now - window) & (pl.col("cycle_at") < now))
     counts = recent.group_by("host").agg(pl.col(c).sum() for c in COUNT_COLUMNS)
     return trust_from_counts(counts, rules)
+
+
+#: bodies with unchanged content after which a host whose validators never saw a change is no
+#: longer unproven (:func:`unproven_hosts`): its pages hardly change, and a stuck validator on
+#: them costs little
+UNPROVEN_MAX_UNCHANGED_BODIES = 8
+
+
+def unproven_hosts(
+    trust: pl.DataFrame, max_unchanged_bodies: int = UNPROVEN_MAX_UNCHANGED_BODIES
+) -> pl.Series:
+    """Hosts (from :func:`validator_trust` or :func:`trust_before`) whose validators have
+    answered 304 but have never been seen to move with a change: nothing yet tells an honest
+    validator on quiet pages from a stuck one that hides every change behind a 304, which only
+    a body can show. An honest host proves itself the first time a conditional request meets a
+    change (a 200 under a new validator); a stuck host never does, so its first re-fetches
+    are where it is found or never. The verification sample looks at one page of each such
+    host first (:func:`freshness_pipeline.science.schedule.build_plan`), until
+    ``max_unchanged_bodies`` bodies compared with the URL's previous one showed nothing
+    changed."""
+    _check_columns(trust, ["host", *COUNT_COLUMNS], "validator trust")
+    honored = pl.col("etag_honored") + pl.col("last_modified_honored")
+    seen = sum((pl.col(f"{v}_{k}") for v in _VALIDATORS for k in ("tracks", "stuck")), pl.lit(0))
+    return trust.filter(
+        (honored > 0) & (seen == 0) & (pl.col("n_body_pairs") < max_unchanged_bodies)
+    )["host"]
 
 
 def _verdict(v: str, rules: TrustRules) -> tuple[pl.Expr, pl.Expr]:
