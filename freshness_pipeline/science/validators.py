@@ -44,6 +44,7 @@ __all__ = [
     "OPTIONAL_HISTORY_COLUMNS",
     "TRUST_SCHEMA",
     "TrustRules",
+    "UNPROVEN_COLUMNS",
     "UNPROVEN_MAX_UNCHANGED_BODIES",
     "content_age_trust",
     "drop_untrusted_validators",
@@ -368,26 +369,38 @@ def trust_before(
 #: longer unproven (:func:`unproven_hosts`): its pages hardly change, and a stuck validator on
 #: them costs little
 UNPROVEN_MAX_UNCHANGED_BODIES = 8
+#: the evidence counts :func:`unproven_hosts` reads
+UNPROVEN_COLUMNS: tuple[str, ...] = (
+    "n_body_pairs",
+    *(f"{v}_{k}" for v in _VALIDATORS for k in ("honored", "tracks", "stuck")),
+)
 
 
 def unproven_hosts(
-    trust: pl.DataFrame, max_unchanged_bodies: int = UNPROVEN_MAX_UNCHANGED_BODIES
+    counts: pl.DataFrame, max_unchanged_bodies: int = UNPROVEN_MAX_UNCHANGED_BODIES
 ) -> pl.Series:
-    """Hosts (from :func:`validator_trust` or :func:`trust_before`) whose validators have
-    answered 304 but have never been seen to move with a change: nothing yet tells an honest
-    validator on quiet pages from a stuck one that hides every change behind a 304, which only
-    a body can show. An honest host proves itself the first time a conditional request meets a
-    change (a 200 under a new validator); a stuck host never does, so its first re-fetches
-    are where it is found or never. The verification sample looks at one page of each such
-    host first (:func:`freshness_pipeline.science.schedule.build_plan`), until
-    ``max_unchanged_bodies`` bodies compared with the URL's previous one showed nothing
-    changed."""
-    _check_columns(trust, ["host", *COUNT_COLUMNS], "validator trust")
+    """Hosts whose validators have answered 304 but have never been seen to move with a change,
+    sorted: nothing yet tells an honest validator on quiet pages from a stuck one that hides
+    every change behind a 304, which only a body can show. An honest host proves itself the
+    first time a conditional request meets a change (a 200 under a new validator); a stuck
+    host never does, so its first re-fetches are where it is found or never. The verification
+    sample looks at one page of each such host first
+    (:func:`freshness_pipeline.science.schedule.build_plan`), until ``max_unchanged_bodies``
+    bodies compared with the URL's previous one showed nothing changed.
+
+    ``counts``: ``host`` and :data:`UNPROVEN_COLUMNS`, one row or several per host (validator
+    evidence of the cycles to judge, summed here, or :func:`validator_trust`'s rows)."""
+    _check_columns(counts, ["host", *UNPROVEN_COLUMNS], "validator evidence")
     honored = pl.col("etag_honored") + pl.col("last_modified_honored")
-    seen = sum((pl.col(f"{v}_{k}") for v in _VALIDATORS for k in ("tracks", "stuck")), pl.lit(0))
-    return trust.filter(
-        (honored > 0) & (seen == 0) & (pl.col("n_body_pairs") < max_unchanged_bodies)
-    )["host"]
+    seen = sum(
+        (pl.col(c) for c in UNPROVEN_COLUMNS if c.endswith(("_tracks", "_stuck"))), pl.lit(0)
+    )
+    return (
+        counts.group_by("host")
+        .agg(pl.col(c).sum() for c in UNPROVEN_COLUMNS)
+        .filter((honored > 0) & (seen == 0) & (pl.col("n_body_pairs") < max_unchanged_bodies))
+        .sort("host")["host"]
+    )
 
 
 def _verdict(v: str, rules: TrustRules) -> tuple[pl.Expr, pl.Expr]:

@@ -20,7 +20,11 @@ from freshness_pipeline.science.hints import lastmod_hints, lastmod_trust
 from freshness_pipeline.science.prior.table import GAIN_COLUMN, posterior_gains
 from freshness_pipeline.science.retry_after import TOO_MANY_REQUESTS, asks_to_slow_down, held_hosts
 from freshness_pipeline.science.schedule import Objective, PlanConfig, build_plan
-from freshness_pipeline.science.validators import is_refused_304, trust_before, unproven_hosts
+from freshness_pipeline.science.validators import (
+    UNPROVEN_COLUMNS,
+    is_refused_304,
+    unproven_hosts,
+)
 from freshness_pipeline.stages.running_totals import VALIDATOR_HISTORY, fetch_memory
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.storage import Warehouse
@@ -336,9 +340,9 @@ def cycle_plan(
 ) -> CyclePlan:
     """The revisit plan of ``hosts`` as of ``now``, from this cycle's candidates and what the
     warehouse holds of earlier cycles (url_state, the change prior, robots, last cycle's
-    answers, each host's learned pace and what its validators have shown). The revisit_plan asset is this between Dagster's
-    read of the candidates and its write of the plan; benchmarks call it to plan as the
-    product does without Dagster."""
+    answers, each host's learned pace and what its validators have shown). The revisit_plan
+    asset is this between Dagster's read of the candidates and its write of the plan;
+    benchmarks call it to plan as the product does without Dagster."""
     health = host_health(wh.read("fetch_results", hosts, columns=RESULT_COLUMNS), hosts)
     # what the plan reads of robots: the holds, Crawl-delays and the last complete sitemap walk
     robots = wh.read(
@@ -357,10 +361,10 @@ def cycle_plan(
         now,
     )
     inputs = with_delisting(inputs, robots)
-    trust = trust_before(wh.read("validator_evidence", hosts), now, VALIDATOR_HISTORY)
-    inputs = inputs.with_columns(
-        validators_unproven=pl.col("host").is_in(unproven_hosts(trust).implode())
-    )
+    evidence = wh.read("validator_evidence", hosts, columns=["host", "cycle_at", *UNPROVEN_COLUMNS])
+    recent = pl.col("cycle_at").is_between(now - VALIDATOR_HISTORY, now, closed="left")
+    unproven = unproven_hosts(evidence.filter(recent))
+    inputs = inputs.with_columns(validators_unproven=pl.col("host").is_in(unproven.implode()))
     sent_bytes = (
         fetch_memory(wh, hosts, inputs, since=now - BYTES_HISTORY).filter(
             pl.col("cycle_at").is_between(now - BYTES_HISTORY, now, closed="left")
