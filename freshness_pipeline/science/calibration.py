@@ -4,10 +4,10 @@ The planner's ``verify`` share fetches pages drawn at random from those it knows
 their priority (one page of each host with unproven validators first, drawn uniformly within
 the host: the host is chosen on what its validators did, not on any forecast). Only on them is
 the share found changed a fair test of the model: the pages the planner chose itself were
-chosen for high forecasts, so their outcomes say as much about the choice as about the model. Each verified page carries the plan's forecast,
-``expected_change``: the probability that it changed since its last fetch, averaged over its
-posterior. If the model is right, the number of changes found is a sum of independent
-Bernoulli draws with those probabilities, so
+chosen for high forecasts, so their outcomes say as much about the choice as about the model.
+Each verified page carries the plan's forecast, ``expected_change``: the probability that it
+changed since its last fetch, averaged over its posterior. If the model is right, the number
+of changes found is a sum of independent Bernoulli draws with those probabilities, so
 
     z = (changes − Σ p) / sqrt(Σ p (1 − p))
 
