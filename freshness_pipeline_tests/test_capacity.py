@@ -41,6 +41,19 @@ def test_a_throttle_at_least_doubles_the_gap_and_adds_a_step() -> None:
     assert throttled_gap(50.0) == 60.0  # capped
 
 
+def test_a_throttle_that_names_its_wait_teaches_no_gap_past_it() -> None:
+    # a 503 with Retry-After: 2 to a request that came 3 s after the last: the host said 2 s
+    assert throttled_gap(0.0, observed_gap_s=3.0, retry_after_s=2.0) == pytest.approx(2.0)
+    # a host throttling at the pace it named still teaches a step each time
+    assert throttled_gap(2.0, observed_gap_s=3.0, retry_after_s=2.0) == pytest.approx(
+        2.0 + THROTTLE_GAP_STEP_S
+    )
+    # a wait longer than what doubling gives changes nothing: doubling is still the least
+    assert throttled_gap(0.0, observed_gap_s=0.1, retry_after_s=5.0) == THROTTLE_GAP_STEP_S
+    assert throttled_gap(1.0, observed_gap_s=0.1, retry_after_s=5.0) == pytest.approx(2.0)
+    assert throttled_gap(0.0, observed_gap_s=3.0, retry_after_s=0.0) == THROTTLE_GAP_STEP_S
+
+
 def test_throttled_hosts_keep_their_gap_and_drop_to_one_request_at_a_time() -> None:
     first = next_host_capacity(
         tables.empty("host_capacity"),

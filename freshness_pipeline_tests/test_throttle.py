@@ -714,3 +714,46 @@ def test_a_host_failing_a_share_of_requests_at_random_keeps_its_pace() -> None:
     (health,) = throttles.snapshot()
     assert health["gap_s"] == 0.0  # nothing learned of its pace
     assert health["n_unpaced_503"] == 8
+
+
+def test_a_host_that_names_its_wait_is_paced_no_slower_than_it_asked() -> None:
+    """A host that refuses a share of requests whatever our pace (here every third) with 503
+    and Retry-After: 1. Each refusal is waited out and teaches at most the wait it named, or a
+    step: doubled at each, and twice the gap the refused request came after, the pace grew
+    without bound, and a host with two busy hours a day ended at one fetch a cycle (found by
+    an outside held-out web)."""
+
+    async def scenario() -> tuple[list[FetchResult], Throttles]:
+        answered = {"n": 0}
+
+        async def busy_every_third(request: web.Request) -> web.Response:
+            answered["n"] += 1
+            if answered["n"] % 3 == 0:
+                return web.Response(status=503, headers={"Retry-After": "1"}, text="busy")
+            return web.Response(text=f"page {request.path_qs}", content_type="text/html")
+
+        async with serve({"/p": busy_every_third}) as srv:
+            cfg = FetchSettings(
+                host_concurrency=1,
+                cycle_time_limit_s=30.0,
+                throttle=ThrottlePolicy(
+                    autothrottle=False, start_delay_s=0.6, backoff_base_s=0.05, backoff_jitter=0
+                ),
+            )
+            throttles = Throttles(cfg.throttle)
+            results = await fetch_all(
+                [req(srv, f"/p?i={i}") for i in range(6)],
+                cfg,
+                throttles=throttles,
+                allow=LOOPBACK,
+                fingerprint=fp,
+            )
+            return results, throttles
+
+    results, throttles = asyncio.run(scenario())
+    assert all(r.sent for r in results)
+    assert [r.http_status for r in results].count(503) == 2
+    (health,) = throttles.snapshot()
+    assert health["n_throttled"] == 2 and health["n_pauses"] >= 1
+    # the named second, then a step more (doubling, twice the 0.6 s gap: 1.2, then 2.4)
+    assert health["gap_s"] <= 1.0 + 0.25 + 0.05, health["gap_s"]

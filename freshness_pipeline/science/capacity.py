@@ -8,8 +8,9 @@ and a hard floor (kept elsewhere, never relaxed). Beyond that rule each host has
   throttling us, a soft floor under the fetcher's latency-driven gap. A throttling answer (429,
   503) raises it at once to at least twice its value, twice the gap the throttled request came
   after, and :data:`THROTTLE_GAP_STEP_S` more than before, so a host that answers 429 to two
-  requests within a fraction of a second is paced correctly after one or two answers. Each cycle
-  in which the host answered without throttling lets it shrink by :data:`GAP_RECOVERY`, so a
+  requests within a fraction of a second is paced correctly after one or two answers; one that
+  names its wait (Retry-After) raises it to no more than that wait or one step
+  (:func:`throttled_gap`). Each cycle in which the host answered without throttling lets it shrink by :data:`GAP_RECOVERY`, so a
   host that relaxes its limit is used more again. This is AIMD's shape: a throttle cuts the
   request rate at least in half, good answers raise it slowly. The growth is proportional
   rather than additive because safe rates span decades between hosts, and a few percent a cycle
@@ -74,11 +75,27 @@ START_CONCURRENCY = 1
 PROBE_AGAIN_AFTER = timedelta(days=7)
 
 
-def throttled_gap(gap_s: float, observed_gap_s: float | None = None) -> float:
+def throttled_gap(
+    gap_s: float, observed_gap_s: float | None = None, retry_after_s: float | None = None
+) -> float:
     """The learned gap after a throttling answer: at least doubled, at least one step longer,
-    and at least twice the gap the throttled request actually came after."""
+    and at least twice the gap the throttled request actually came after; but when the answer
+    names its wait (``retry_after_s``), no longer than that wait or one step, whichever is
+    longer.
+
+    A host that says how long to wait has said what it wants, and the pause holds the host for
+    that long in any case (the fetcher's ``not_before``). Doubling past it guessed at a pace
+    the host never asked for: a host that answered 503 with Retry-After: 1-6 in two busy
+    hours a day, whatever our pace, was taught a gap twice as long as the one each refused
+    request came after, burst cycle after burst cycle, while its quiet cycles gave back
+    :data:`GAP_RECOVERY` each, and it ended paced at one or two fetches a cycle even in its
+    quiet hours (found by an outside held-out web). A host that keeps throttling at the pace
+    it named still teaches a step each time."""
     observed = max(0.0, observed_gap_s or 0.0)
-    return min(max(2.0 * gap_s, 2.0 * observed, gap_s + THROTTLE_GAP_STEP_S), MAX_LEARNED_GAP_S)
+    raised = max(2.0 * gap_s, 2.0 * observed, gap_s + THROTTLE_GAP_STEP_S)
+    if retry_after_s is not None and retry_after_s >= 0:
+        raised = min(raised, max(gap_s + THROTTLE_GAP_STEP_S, retry_after_s))
+    return min(raised, MAX_LEARNED_GAP_S)
 
 
 def polite_capacity(window_s: float) -> pl.Expr:

@@ -307,7 +307,9 @@ class HostThrottle:
                 # as the gap the host refused, a two-cycle outage taught a minute between
                 # requests, recovered 10 % a cycle (the fifth exploratory run).
                 if not self.probing:
-                    self.min_gap = throttled_gap(self.min_gap, gap_s if not self.failures else None)
+                    self.min_gap = throttled_gap(
+                        self.min_gap, gap_s if not self.failures else None, retry_after_s
+                    )
             self._failed(now, latency_s, detail, retry_after_s)
         return signal
 
