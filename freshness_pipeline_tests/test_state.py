@@ -872,3 +872,46 @@ def test_held_back_by_the_allow_list_keeps_each_status_and_a_gone_page_stays_gon
     assert set(shut["status"]) == {"blocked"}
     back = step(shut, candidates(live, dead), results([]), T1 + timedelta(hours=12))
     assert dict(back.select("url", "status").rows()) == {live: "active", dead: "gone"}
+
+
+def test_a_twin_on_another_host_naming_its_page_as_canonical_is_a_copy_of_it():
+    """A site served under both www and its apex (or http and https), both spellings seeded,
+    each page naming the apex one as canonical: each spelling was fetched as a page of its
+    own, about a twentieth of a budget (found by an outside held-out web). A page naming
+    another host's page at another path (a syndicated copy naming its original), or a host
+    this crawl does not plan, makes no copy."""
+    rows = {
+        "http://a.example/p": None,
+        "http://www.a.example/p": "http://a.example/p",
+        "http://www.a.example/q/": "http://a.example/q",
+        "http://a.example/q": None,
+        "http://news.example/story-1": "http://a.example/p",  # another path: syndicated
+        "http://www.a.example/r": "http://elsewhere.example/r",  # not crawled here
+    }
+    urls = list(rows)
+    host = pl.col("url").str.extract(r"://([^/]+)")
+    cands = candidates(*urls).with_columns(host=host)
+    res = results(
+        [
+            {
+                "url": u,
+                "fetched_at": T0,
+                "outcome": "new",
+                "http_status": 200,
+                "fingerprint": f"fp{i}",
+                "canonical": c,
+            }
+            for i, (u, c) in enumerate(rows.items())
+        ]
+    ).with_columns(host=host)
+    plan = plan_for(urls).with_columns(host=host)
+    state = update_state(tables.empty("url_state"), cands, res, plan, T0).state
+    copies = dict(state.select("url", "duplicate_of").iter_rows())
+    assert copies == {
+        "http://a.example/p": None,
+        "http://www.a.example/p": "http://a.example/p",
+        "http://www.a.example/q/": "http://a.example/q",
+        "http://a.example/q": None,
+        "http://news.example/story-1": None,
+        "http://www.a.example/r": None,
+    }

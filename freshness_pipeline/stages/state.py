@@ -533,10 +533,10 @@ def content_duplicates() -> pl.Expr:
     another, fetched at a second copy's cost (found by an exploratory run). A print view or a
     session's spelling of a page keeps its path's numbers.
 
-    A live page whose canonical link names another live page of its host at the same path (the
-    two differ in their query alone, or in a trailing slash: a view mode, a page size, a
-    variant, a sort order, ``/a/`` served as ``/a``) is that page's copy too, whatever its
-    fingerprint: a listing's view modes read differently when
+    A live page whose canonical link names another live page at the same path (the two differ
+    in their query alone, in a trailing slash, or in their scheme or host: a view mode, a page
+    size, a variant, a sort order, ``/a/`` served as ``/a``, a www twin) is that page's copy
+    too, whatever its fingerprint: a listing's view modes read differently when
     fetched at different times, and a shop's sitemap listing every category's
     ``?product_list_mode=list`` and ``?product_list_limit=36`` took an eighth of a cold
     start's fetches, each kept fresh as a page of its own (found by an exploratory run)."""
@@ -560,10 +560,12 @@ def content_duplicates() -> pl.Expr:
         & pl.col("canonical").is_in(
             pl.col("url").filter(live & pl.col("canonical").is_null()).implode()
         )
-        # the same scheme, host and path: all that is before the query, a path's trailing
-        # slash aside (a site serving "/a/" as "/a", naming "/a" canonical: each was fetched
-        # as a page of its own, found by a second held-out web)
-        & (_before_query(pl.col("canonical")) == _before_query(pl.col("url")))
+        # the same path: all that is between the authority and the query, a trailing slash
+        # aside (a site serving "/a/" as "/a", naming "/a" canonical: each was fetched as a
+        # page of its own, found by a second held-out web), on any scheme and host the crawl
+        # plans (a www twin naming its apex, an http spelling its https one: both seeded, each
+        # was fetched as a page of its own, found by an outside held-out web)
+        & (_page_path(pl.col("canonical")) == _page_path(pl.col("url")))
     )
     return (
         pl.when(same & shared & (first != pl.col("url")))
@@ -573,8 +575,12 @@ def content_duplicates() -> pl.Expr:
     )
 
 
-def _before_query(url: pl.Expr) -> pl.Expr:
-    return url.str.replace(r"[?#].*$", "").str.strip_suffix("/")
+def _page_path(url: pl.Expr) -> pl.Expr:
+    return (
+        url.str.replace(r"^[a-z][a-z0-9+.-]*://[^/?#]*", "")
+        .str.replace(r"[?#].*$", "")
+        .str.strip_suffix("/")
+    )
 
 
 def lastmod_grades(merged: pl.DataFrame) -> pl.DataFrame:
