@@ -679,28 +679,35 @@ def test_a_503_at_a_pace_the_host_served_well_is_a_failure_not_a_word_about_pace
     assert t.snapshot()["n_unpaced_503"] == 1
 
 
-def test_a_host_failing_a_share_of_requests_at_random_keeps_its_pace() -> None:
+def refusing_every(
+    nth: int, refusal: Callable[[], web.Response], pages: int, start_delay_s: float
+) -> tuple[list[FetchResult], Throttles]:
+    """``pages`` requests at a steady pace (on loopback, latency-driven gaps are a millisecond's
+    noise) to a host that answers every ``nth`` request with ``refusal()``, whatever our pace."""
+
     async def scenario() -> tuple[list[FetchResult], Throttles]:
         answered = {"n": 0}
 
-        async def flaky(request: web.Request) -> web.Response:
+        async def refusing(request: web.Request) -> web.Response:
             answered["n"] += 1
-            if answered["n"] % 5 == 0:
-                return web.Response(status=503, text="busy backend")
+            if answered["n"] % nth == 0:
+                return refusal()
             return web.Response(text=f"page {request.path_qs}", content_type="text/html")
 
-        async with serve({"/p": flaky}) as srv:
+        async with serve({"/p": refusing}) as srv:
             cfg = FetchSettings(
                 host_concurrency=1,
-                cycle_time_limit_s=20.0,
-                # a steady pace (on loopback, latency-driven gaps are a millisecond's noise)
+                cycle_time_limit_s=30.0,
                 throttle=ThrottlePolicy(
-                    autothrottle=False, start_delay_s=0.02, backoff_base_s=0.05, backoff_jitter=0
+                    autothrottle=False,
+                    start_delay_s=start_delay_s,
+                    backoff_base_s=0.05,
+                    backoff_jitter=0,
                 ),
             )
             throttles = Throttles(cfg.throttle)
             results = await fetch_all(
-                [req(srv, f"/p?i={i}") for i in range(40)],
+                [req(srv, f"/p?i={i}") for i in range(pages)],
                 cfg,
                 throttles=throttles,
                 allow=LOOPBACK,
@@ -708,7 +715,13 @@ def test_a_host_failing_a_share_of_requests_at_random_keeps_its_pace() -> None:
             )
             return results, throttles
 
-    results, throttles = asyncio.run(scenario())
+    return asyncio.run(scenario())
+
+
+def test_a_host_failing_a_share_of_requests_at_random_keeps_its_pace() -> None:
+    results, throttles = refusing_every(
+        5, lambda: web.Response(status=503, text="busy backend"), pages=40, start_delay_s=0.02
+    )
     assert all(r.sent for r in results)
     assert [r.http_status for r in results].count(503) == 8
     (health,) = throttles.snapshot()
@@ -722,35 +735,12 @@ def test_a_host_that_names_its_wait_is_paced_no_slower_than_it_asked() -> None:
     step: doubled at each, and twice the gap the refused request came after, the pace grew
     without bound, and a host with two busy hours a day ended at one fetch a cycle (found by
     an outside held-out web)."""
-
-    async def scenario() -> tuple[list[FetchResult], Throttles]:
-        answered = {"n": 0}
-
-        async def busy_every_third(request: web.Request) -> web.Response:
-            answered["n"] += 1
-            if answered["n"] % 3 == 0:
-                return web.Response(status=503, headers={"Retry-After": "1"}, text="busy")
-            return web.Response(text=f"page {request.path_qs}", content_type="text/html")
-
-        async with serve({"/p": busy_every_third}) as srv:
-            cfg = FetchSettings(
-                host_concurrency=1,
-                cycle_time_limit_s=30.0,
-                throttle=ThrottlePolicy(
-                    autothrottle=False, start_delay_s=0.6, backoff_base_s=0.05, backoff_jitter=0
-                ),
-            )
-            throttles = Throttles(cfg.throttle)
-            results = await fetch_all(
-                [req(srv, f"/p?i={i}") for i in range(6)],
-                cfg,
-                throttles=throttles,
-                allow=LOOPBACK,
-                fingerprint=fp,
-            )
-            return results, throttles
-
-    results, throttles = asyncio.run(scenario())
+    results, throttles = refusing_every(
+        3,
+        lambda: web.Response(status=503, headers={"Retry-After": "1"}, text="busy"),
+        pages=6,
+        start_delay_s=0.6,
+    )
     assert all(r.sent for r in results)
     assert [r.http_status for r in results].count(503) == 2
     (health,) = throttles.snapshot()
