@@ -10,8 +10,8 @@ and a hard floor (kept elsewhere, never relaxed). Beyond that rule each host has
   after, and :data:`THROTTLE_GAP_STEP_S` more than before, so a host that answers 429 to two
   requests within a fraction of a second is paced correctly after one or two answers; one that
   names its wait (Retry-After) raises it to no more than that wait or one step
-  (:func:`throttled_gap`). Each cycle in which the host answered without throttling lets it shrink by :data:`GAP_RECOVERY`, so a
-  host that relaxes its limit is used more again. This is AIMD's shape: a throttle cuts the
+  (:func:`throttled_gap`). Each cycle in which the host answered without throttling lets it
+  shrink by :data:`GAP_RECOVERY`, so a host that relaxes its limit is used more again. This is AIMD's shape: a throttle cuts the
   request rate at least in half, good answers raise it slowly. The growth is proportional
   rather than additive because safe rates span decades between hosts, and a few percent a cycle
   is slow enough that a host's limit is probed about once a week of six-hour cycles.
