@@ -11,10 +11,11 @@ and a hard floor (kept elsewhere, never relaxed). Beyond that rule each host has
   requests within a fraction of a second is paced correctly after one or two answers; one that
   names its wait (Retry-After) raises it to no more than that wait or one step
   (:func:`throttled_gap`). Each cycle in which the host answered without throttling lets it
-  shrink by :data:`GAP_RECOVERY`, so a host that relaxes its limit is used more again. This is AIMD's shape: a throttle cuts the
-  request rate at least in half, good answers raise it slowly. The growth is proportional
-  rather than additive because safe rates span decades between hosts, and a few percent a cycle
-  is slow enough that a host's limit is probed about once a week of six-hour cycles.
+  shrink by :data:`GAP_RECOVERY`, so a host that relaxes its limit is used more again. This is
+  AIMD's shape: a throttle cuts the request rate at least in half, good answers raise it
+  slowly. The growth is proportional rather than additive because safe rates span decades
+  between hosts, and a few percent a cycle is slow enough that a host's limit is probed about
+  once a week of six-hour cycles.
 * ``concurrency``: requests in flight. A host we know nothing about gets one (so the first
   throttling answer arrives before a second request is on its way); each cycle without
   throttling adds one, up to the client's per-host limit; a throttle sets it back to one, since
