@@ -877,7 +877,7 @@ def test_held_back_by_the_allow_list_keeps_each_status_and_a_gone_page_stays_gon
 def test_a_twin_on_another_host_naming_its_page_as_canonical_is_a_copy_of_it():
     """A site served under both www and its apex (or http and https), both spellings seeded,
     each page naming the apex one as canonical: each spelling was fetched as a page of its
-    own, about a twentieth of a budget (found by an outside held-out web). A page naming
+    own, about 4 % of a budget (found by an outside held-out web). A page naming
     another host's page at another path (a syndicated copy naming its original), or a host
     this crawl does not plan, makes no copy."""
     rows = {
