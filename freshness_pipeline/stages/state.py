@@ -565,21 +565,16 @@ def content_duplicates() -> pl.Expr:
         # page of its own, found by a second held-out web), on any scheme and host the crawl
         # plans (a www twin naming its apex, an http spelling its https one: both seeded, each
         # was fetched as a page of its own, found by an outside held-out web)
-        & (_page_path(pl.col("canonical")) == _page_path(pl.col("url")))
+        & (
+            url_path(pl.col("canonical")).str.strip_suffix("/")
+            == url_path(pl.col("url")).str.strip_suffix("/")
+        )
     )
     return (
         pl.when(same & shared & (first != pl.col("url")))
         .then(first)
         .when(variant.fill_null(False))
         .then("canonical")
-    )
-
-
-def _page_path(url: pl.Expr) -> pl.Expr:
-    return (
-        url.str.replace(r"^[a-z][a-z0-9+.-]*://[^/?#]*", "")
-        .str.replace(r"[?#].*$", "")
-        .str.strip_suffix("/")
     )
 
 
