@@ -10,7 +10,8 @@ match = ['/products/[^/?]+$', '/product/']  # regular expressions searched in a 
 value = 5                          # what a URL of the class is worth when given no value
 selectors = ["h1", ".price"]       # fingerprint only these parts of the page (plus the title)
 json_ld = true                     # schema.org JSON-LD name, offers.price, offers.availability
-                                   # as the fields name, price and availability
+                                   # as the fields name, price and availability, from the
+                                   # page's main item (unset: a sold item's only; false: none)
 [url_classes.listing.fields]       # more fields beside the title and the text: name = CSS
 price = ".price"                   # selector, the text of its first match (null without one)
 stock = "#stock .label"
@@ -93,18 +94,22 @@ given: a change must match both). Each URL is parsed by Apprise when the file is
 typo fails the load naming it rather than every notification silently.
 
 Fields: every version in page_versions has the fields ``title`` and ``text``; a class's
-``fields`` and ``json_ld`` add named values beside them, read from the page as served (a
-price in a block the content rules drop, or in structured data only, still counts), and a
-change in ``changes`` names each field that moved with its old and new value. Field names are
-identifiers (letters, digits, ``_``) so that SQL reads them as ``'$.name'``; ``title`` and
-``text`` are taken, and with ``json_ld = true`` so are its three names. Every selector is
-compiled when the file is read: a bad one fails the cycle naming it, not every fetch of its
-class.
+``fields`` add named values beside them, read from the page as served (a price in a block the
+content rules drop still counts), and a change in ``changes`` names each field that moved
+with its old and new value. JSON-LD's ``name``, ``price`` and ``availability`` join them where
+the page states them: by default (``json_ld`` unset, and every URL of no class) from an item
+that is sold or is a product, event, book and the like, under names the class's ``fields``
+leave free, so that a shop whose price and stock live in structured data alone has its
+changes seen; with ``json_ld = true`` from the page's main item whatever it is, the three
+names reserved; ``json_ld = false`` reads none. Field names are identifiers (letters, digits,
+``_``) so that SQL reads them as ``'$.name'``; ``title`` and ``text`` are taken. Every
+selector is compiled when the file is read: a bad one fails the cycle naming it, not every
+fetch of its class.
 
 Retention (``[url_classes.C.retention]`` per class, ``[retention]`` home-wide; every default
 keeps everything): the crawled copy is a copy of other people's pages, so a home can bound
-what it keeps. ``exclude_fields`` names fields of the class (its ``fields`` or, with
-``json_ld``, name/price/availability) that never reach disk: they are dropped from
+what it keeps. ``exclude_fields`` names fields of the class (its ``fields`` or, unless
+``json_ld = false``, name/price/availability) that never reach disk: they are dropped from
 page_versions.fields and from changes' changed_fields and old and new values when the rows
 are built, yet still count in the fingerprint (a changed excluded field is still a change;
 a field's value that also shows in the page's text stays in the ``text`` column, and the
@@ -200,18 +205,19 @@ def _strings(value: object, where: str) -> tuple[str, ...]:
 def extractor_version(
     selectors: tuple[str, ...] = (),
     fields: Mapping[str, str] | None = None,
-    json_ld: bool = False,
+    json_ld: bool | None = None,
 ) -> int:
     """FINGERPRINT_VERSION for the default extractor; a distinct number per combination of
-    selectors, fields and json_ld, since each hashes other parts of a page. A selectors-only
-    combination keeps the number it had before fields existed, so upgrading re-extracts
-    nothing; field order is ignored because the fingerprint hashes fields sorted by name.
-    FIELD_RULES_VERSION is in the key of the combinations with fields: a change to how fields
-    are hashed re-extracts those classes alone."""
-    if not selectors and not fields and not json_ld:
+    selectors, fields and json_ld (None: not set, the default reading), since each hashes
+    other parts of a page. A selectors-only combination's key is its selectors alone, as it
+    was before fields existed; field order is ignored because the fingerprint hashes fields
+    sorted by name. FIELD_RULES_VERSION is in the key of the combinations with fields or a
+    json_ld of their own: a change to how fields are hashed re-extracts those classes alone
+    (the default reads JSON-LD too, so a change to that reading is a FINGERPRINT_VERSION's)."""
+    if not selectors and not fields and json_ld is None:
         return FINGERPRINT_VERSION
     key = "\n".join(selectors)
-    if fields or json_ld:
+    if fields or json_ld is not None:
         extra = {
             "fields": dict(sorted((fields or {}).items())),
             "json_ld": json_ld,
@@ -230,7 +236,9 @@ class Extraction:
     selectors: tuple[str, ...] = ()
     #: field name -> CSS selector; None when the class configures none
     fields: dict[str, str] | None = None
-    json_ld: bool = False
+    #: True: the class asks for JSON-LD's values; False: it turns them off; None: it does not
+    #: say, and a sold item's values are read where its own fields leave the names free
+    json_ld: bool | None = None
 
     @property
     def version(self) -> int:
@@ -302,7 +310,7 @@ class PipelineConfig:
     def fields_for(self, url_class: str | None) -> dict[str, str] | None:
         return self.extraction_for(url_class).fields
 
-    def json_ld_for(self, url_class: str | None) -> bool:
+    def json_ld_for(self, url_class: str | None) -> bool | None:
         return self.extraction_for(url_class).json_ld
 
     def extractions(self) -> tuple[list[Extraction], pl.Expr]:
@@ -453,8 +461,8 @@ def _extraction(settings: object, path: Path, url_class: str) -> Extraction:
             raise ConfigError(
                 f"{where}.selectors[{i}]: invalid CSS selector {selector!r} ({error})"
             )
-    json_ld = settings.get("json_ld", False)
-    if not isinstance(json_ld, bool):
+    json_ld = settings.get("json_ld")
+    if json_ld is not None and not isinstance(json_ld, bool):
         raise ConfigError(f"{where}.json_ld must be true or false, not {json_ld!r}")
     fields = _fields(settings.get("fields", {}), where, json_ld)
     return Extraction(selectors, fields or None, json_ld)
@@ -529,7 +537,9 @@ def _class_retention(
     excluded = _strings(section.get("exclude_fields", []), f"{where}.exclude_fields")
     # Only a field the class extracts can be left out: a typo would otherwise keep writing
     # the very value it was meant to keep off disk, silently.
-    known = set(extraction.fields or ()) | (set(JSON_LD_FIELDS) if extraction.json_ld else set())
+    known = set(extraction.fields or ()) | (
+        set(JSON_LD_FIELDS) if extraction.json_ld is not False else set()
+    )
     for name in excluded:
         if name in DEFAULT_FIELDS:
             raise ConfigError(
@@ -552,7 +562,7 @@ def _archive_days(section: object, path: Path) -> float | None:
     return None if days is None else _days(days, f"{path}: retention.archive_days")
 
 
-def _fields(table: object, where: str, json_ld: bool) -> dict[str, str]:
+def _fields(table: object, where: str, json_ld: bool | None) -> dict[str, str]:
     if not isinstance(table, dict):
         raise ConfigError(
             f"{where}.fields must be a table of field name = CSS selector, not {table!r}"

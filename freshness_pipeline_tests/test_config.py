@@ -112,9 +112,10 @@ def test_fields_and_json_ld_are_read_per_class(tmp_path):
     assert config.fields_for("product") == {"shown_price": ".price-box > .price", "stock": "#stock"}
     assert config.json_ld_for("product") is True
     assert config.selectors_for("product") == ("main",)
-    # an empty table, json_ld = false and an unconfigured class are the defaults
+    # an empty table and an unconfigured class are the defaults; json_ld = false is said
     for url_class in ("listing", "article", "static", None):
-        assert config.fields_for(url_class) is None and config.json_ld_for(url_class) is False
+        assert config.fields_for(url_class) is None
+        assert config.json_ld_for(url_class) is (False if url_class == "article" else None)
     assert load_config(tmp_path / "nowhere").fields_for("product") is None
 
 
@@ -149,13 +150,14 @@ def test_the_fingerprint_version_follows_selectors_fields_and_json_ld(tmp_path):
         "other field name": extractor_version((), {"cost": ".price"}),
         "other field selector": extractor_version((), {"price": ".amount"}),
         "json_ld": extractor_version((), None, True),
+        "no json_ld": extractor_version((), None, False),
         "fields and json_ld": extractor_version((), {"shown": ".price"}, True),
         "selectors and fields": extractor_version(("main",), price),
         "all": extractor_version(("main",), {"shown": ".price"}, True),
     }
     assert len(set(versions.values())) == len(versions), versions
     assert versions["default"] == FINGERPRINT_VERSION
-    assert extractor_version((), {}, False) == FINGERPRINT_VERSION  # nothing configured
+    assert extractor_version((), {}, None) == FINGERPRINT_VERSION  # nothing configured
     assert versions["selectors"] == FINGERPRINT_VERSION + 1000 * (
         zlib.crc32(b"main") % 1_000_000 + 1
     )
@@ -169,6 +171,7 @@ def test_the_fingerprint_version_follows_selectors_fields_and_json_ld(tmp_path):
         "selectors": '[url_classes.product]\nselectors = ["main"]\n',
         "fields": '[url_classes.product.fields]\nprice = ".price"\n',
         "json_ld": "[url_classes.product]\njson_ld = true\n",
+        "no json_ld": "[url_classes.product]\njson_ld = false\n",
     }.items():
         home = tmp_path / name
         home.mkdir()
@@ -183,6 +186,7 @@ def test_the_fingerprint_version_follows_selectors_fields_and_json_ld(tmp_path):
     assert got["selectors"][0] == versions["selectors"]
     assert got["fields"][0] == versions["fields"]
     assert got["json_ld"][0] == versions["json_ld"]
+    assert got["no json_ld"][0] == versions["no json_ld"]
     # other classes keep the default extractor's version
     assert all(g[1:] == [FINGERPRINT_VERSION] * 2 for g in got.values())
 

@@ -56,8 +56,32 @@ def test_json_ld_fields_come_from_the_item_the_page_is_about() -> None:
     # an event without offers is what its page is about; a page of only the site: the site
     event = '{"@type": "Event", "name": "Concert"}'
     assert _ld(site, event)["name"] == "Concert"
-    assert _ld(site) == {"name": "Acme Home Store", "price": None, "availability": None}
-    assert _ld() == {"name": None, "price": None, "availability": None}
+    # what the page does not state is left out
+    assert _ld(site) == {"name": "Acme Home Store"}
+    assert _ld() == {}
+
+
+def test_by_default_only_a_sold_items_values_are_read_under_names_left_free() -> None:
+    """A class that says nothing of JSON-LD (and every URL of no class) reads a sold item's
+    name, price and availability: a shop rendering its price from structured data alone had
+    every price change called unchanged (found by an outside held-out web). A site's own
+    WebSite or Organization item is no page's content, and a class's CSS field keeps its
+    name."""
+    site = '{"@type": "WebSite", "name": "Acme Home Store"}'
+    product = '{"@type": "Product", "name": "Lamp", "offers": {"price": "30.00"}}'
+
+    def tree(*scripts: str) -> LexborHTMLParser:
+        head = "".join(f'<script type="application/ld+json">{s}</script>' for s in scripts)
+        return LexborHTMLParser(f'<html><head>{head}</head><b class="price">29</b></html>')
+
+    assert read_fields(tree(site, product), {}, None) == {"name": "Lamp", "price": "30.00"}
+    assert read_fields(tree(site), {}, None) == {}
+    assert read_fields(tree(site), {}, True) == {"name": "Acme Home Store"}
+    assert read_fields(tree(site, product), {"price": ".price"}, None) == {
+        "price": "29",
+        "name": "Lamp",
+    }
+    assert read_fields(tree(site, product), {}, False) == {}
 
 
 def test_a_list_of_offers_gives_its_lowest_price() -> None:

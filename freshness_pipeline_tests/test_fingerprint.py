@@ -81,7 +81,9 @@ def test_version_is_an_int() -> None:
     # 12: a body declared HTML or text that holds control bytes and no markup in its first KB
     #    is bytes (hashed, no text), as are zstd, xz, ELF, WebAssembly, SQLite, OLE and TIFF
     # 13: a span of clock times ("09:00–17:00", "9am-5pm", "10h00 à 18h00") is content
-    assert FINGERPRINT_VERSION == 13
+    # 14: the name, price and availability JSON-LD states for a sold item (a product, event,
+    #    ...) are read by default, as fields
+    assert FINGERPRINT_VERSION == 14
     assert isinstance(FINGERPRINT_VERSION, int)
 
 
@@ -688,7 +690,14 @@ def test_a_record_has_the_fingerprints_hash_and_the_content_line_by_line() -> No
     assert lines[0] == "Blue Widget" and "A widget, blue, for every desk." in lines
     assert "Weight: 120 g" in lines and "$19.99" in lines
     assert "Home" not in record.text and "2026 Shop" not in record.text  # chrome stays out
-    assert record.fields == {"title": "Blue Widget | Shop", "text": record.text}
+    assert record.fields == {
+        "title": "Blue Widget | Shop",
+        "text": record.text,
+        # the sold item's structured data, by default
+        "name": "Blue Widget",
+        "price": "19.99",
+        "availability": "https://schema.org/InStock",
+    }
     # the same fingerprint as before: nothing more is read
     again = content_record(PRODUCT, content_type="text/html", previous=record.fingerprint)
     assert again.fingerprint == record.fingerprint and again.text is None and again.fields is None
@@ -709,11 +718,14 @@ def test_configured_fields_and_json_ld_are_read_and_count_in_the_fingerprint() -
         "title": "Blue Widget | Shop",
         "text": record.text,
     }
-    # a price that moves in the structured data alone is a new fingerprint with json_ld
+    # a price that moves in the structured data alone is a new fingerprint, by default too,
+    # and unseen only where a class turns JSON-LD off
     cheaper = PRODUCT.replace(b'"price": "19.99"', b'"price": "17.99"')
-    assert content_fingerprint(cheaper, content_type="text/html") == content_fingerprint(
+    assert content_fingerprint(cheaper, content_type="text/html") != content_fingerprint(
         PRODUCT, content_type="text/html"
     )
+    off = [content_record(b, content_type="text/html", json_ld=False) for b in (cheaper, PRODUCT)]
+    assert off[0].fingerprint == off[1].fingerprint
     moved = content_record(cheaper, content_type="text/html", fields=fields, json_ld=True)
     assert moved.fingerprint != record.fingerprint and moved.fields["price"] == "17.99"
     from freshness_pipeline.science.fingerprint import css_selector_error
@@ -729,7 +741,7 @@ def test_broken_json_ld_and_non_html_bodies_give_what_they_can() -> None:
 
     broken = PRODUCT.replace(b'"@context"', b"@context")
     record = content_record(broken, content_type="text/html", json_ld=True)
-    assert record.fields is not None and record.fields["price"] is None
+    assert record.fields is not None and "price" not in record.fields
     text = content_record(b"line one\n\n  line   two \n", content_type="text/plain")
     assert text.text == "line one\nline two" and text.title is None
     binary = content_record(b"\x89PNG\r\n\x1a\n...", content_type="image/png")

@@ -86,7 +86,8 @@ def test_the_defaults_keep_everything(tmp_path):
         (
             '[url_classes.p.fields]\nprice = ".price"\n[url_classes.p.retention]\n'
             'exclude_fields = ["emial"]\n',
-            r"exclude_fields: 'emial' is not a field of the class \(its fields: price\)",
+            r"exclude_fields: 'emial' is not a field of the class \(its fields: availability, "
+            r"name, price\)",
         ),
         (
             '[url_classes.p.retention]\nexclude_fields = ["text"]\n',
@@ -109,6 +110,16 @@ def test_json_ld_fields_can_be_excluded(tmp_path):
     text = "[url_classes.offer]\njson_ld = true\n[url_classes.offer.retention]\n"
     (tmp_path / "freshness.toml").write_text(text + 'exclude_fields = ["availability"]\n')
     assert load_config(tmp_path).retention_for("offer").exclude_fields == ("availability",)
+    # by default too (a sold item's values are read unless json_ld = false), but not when off
+    (tmp_path / "freshness.toml").write_text(
+        '[url_classes.offer.retention]\nexclude_fields = ["price"]\n'
+    )
+    assert load_config(tmp_path).retention_for("offer").exclude_fields == ("price",)
+    (tmp_path / "freshness.toml").write_text(
+        text.replace("true", "false") + 'exclude_fields = ["price"]\n'
+    )
+    with pytest.raises(ConfigError, match="'price' is not a field of the class"):
+        load_config(tmp_path)
 
 
 # ---- real cycles ----------------------------------------------------------------------------

@@ -10,8 +10,9 @@ false change), and then without the tokens that change while the content does no
 times, relative times, view and like counters, hex and base64 identifiers, UUIDs. Other
 numbers are content: a changed price or count is a changed page. A page with no content in
 its HTML (a single-page application's shell) is read from the prose of its JSON data blobs.
-Configured fields (and JSON-LD's) are hashed as they read, dates and all: a class's owner
-configures a field because it matters.
+Configured fields are hashed as they read, dates and all: a class's owner configures a field
+because it matters; so are the name, price and availability a page's JSON-LD states for the
+item it sells (by default: a shop may render its price from structured data alone).
 
 The fingerprint is only comparable to fingerprints made by the same extractor. Bump
 :data:`FINGERPRINT_VERSION` whenever anything here changes the output for some page; the

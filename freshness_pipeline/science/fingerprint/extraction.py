@@ -93,7 +93,7 @@ def extract_content(html: str, *, selectors: Sequence[str] = ()) -> str:
 
 def extract(document: str | bytes, selectors: Sequence[str]) -> str:
     """:func:`extract_content` of a text, or of UTF-8 bytes, which lexbor reads directly."""
-    return Extraction(document, selectors).text
+    return Extraction(document, selectors, json_ld=False).text
 
 
 def _with_open_shadow_roots(document: str | bytes) -> str | bytes:
@@ -145,7 +145,7 @@ class Extraction:
         document: str | bytes,
         selectors: Sequence[str],
         fields: Mapping[str, str] | None = None,
-        json_ld: bool = False,
+        json_ld: bool | None = None,
     ) -> None:
         if isinstance(selectors, str):
             selectors = [selectors]

@@ -13,8 +13,8 @@ from freshness_pipeline.science.fingerprint.dom import css, css_first, node_text
 
 __all__ = ["JSON_LD_FIELDS", "read_fields"]
 
-#: The schema.org values read from JSON-LD when a URL class asks for structured data, by the
-#: field name they are stored under: the paths tried in turn, in the page's main item. An
+#: The schema.org values read from a page's JSON-LD (:func:`read_fields`), by the field name
+#: they are stored under: the paths tried in turn, in the page's main item. An
 #: AggregateOffer (a marketplace's price range) gives its lowest price and its first offer's
 #: availability; a list of offers (a product's variants) its lowest price
 #: (:func:`_lowest_offer_price`) and its first offer's availability.
@@ -32,11 +32,20 @@ _MAIN_TYPES = frozenset(
 
 
 def read_fields(
-    tree: LexborHTMLParser, fields: Mapping[str, str], json_ld: bool
+    tree: LexborHTMLParser, fields: Mapping[str, str], json_ld: bool | None
 ) -> dict[str, str | None]:
     """Each configured field's text (the first match of its CSS selector, whitespace folded;
-    None without a match), and with ``json_ld`` the schema.org values of
-    :data:`JSON_LD_FIELDS` from the page's main JSON-LD item (:func:`_main_item`)."""
+    None without a match), and the schema.org values of :data:`JSON_LD_FIELDS` the page's
+    JSON-LD states.
+
+    ``json_ld``: True (a class that asks for them) reads them from the page's main item
+    (:func:`_main_item`); None (a class that does not say, and every URL of no class) from an
+    item that is sold or of a main type only, under the names the class's own fields leave
+    free; False reads none. A shop that renders its price and stock from structured data
+    alone changed nothing in its text when they moved: a price monitor's page called
+    unchanged at every price change (found by an outside held-out web), so the default reads
+    them. A value the page does not state is left out, not null: a news page carries no
+    price, and three empty names on every version of it would say nothing."""
     values: dict[str, str | None] = {}
     for name, selector in fields.items():
         try:
@@ -46,21 +55,24 @@ def read_fields(
                 f"invalid CSS selector {selector!r} for field {name!r}: {exc}"
             ) from None
         values[name] = " ".join(node_text(node).split()) if node is not None else None
-    if json_ld:
-        items = [
-            item
-            for script in css(tree, 'script[type="application/ld+json" i]')
-            for item in _json_ld_items(script.text(deep=True))
-        ]
-        main = _main_item(items)
-        for name, paths in JSON_LD_FIELDS.items():
-            values[name] = (
-                None
-                if main is None
-                else next((v for v in (_json_path(main, p) for p in paths) if v), None)
-            )
-        if main is not None:
-            values["price"] = _lowest_offer_price(main) or values["price"]
+    if json_ld is False:
+        return values
+    items = [
+        item
+        for script in css(tree, 'script[type="application/ld+json" i]')
+        for item in _json_ld_items(script.text(deep=True))
+    ]
+    main = _main_item(items, any_item=json_ld is True)
+    if main is None:
+        return values
+    stated = {
+        name: next((v for v in (_json_path(main, p) for p in paths) if v), None)
+        for name, paths in JSON_LD_FIELDS.items()
+    }
+    stated["price"] = _lowest_offer_price(main) or stated["price"]
+    for name, value in stated.items():
+        if value is not None and name not in fields:
+            values[name] = value
     return values
 
 
@@ -99,9 +111,9 @@ def _types(item: dict) -> set[str]:
     return {k.rsplit("/", 1)[-1].lower() for k in kinds if isinstance(k, str)}
 
 
-def _main_item(items: list[dict]) -> dict | None:
+def _main_item(items: list[dict], *, any_item: bool = True) -> dict | None:
     """The item the page is about: the first with offers, else the first of a main type, else
-    the first. Shops put their WebSite or Organization first (Yoast, WooCommerce, Shopify
+    (``any_item``) the first. Shops put their WebSite or Organization first (Yoast, WooCommerce, Shopify
     themes), and a name taken from the first item that had one made every product's name the
     shop's (found by an exploratory run); all fields come from the one item."""
     for item in items:
@@ -110,7 +122,7 @@ def _main_item(items: list[dict]) -> dict | None:
     for item in items:
         if _types(item) & _MAIN_TYPES:
             return item
-    return items[0] if items else None
+    return items[0] if items and any_item else None
 
 
 def _json_ld_items(text: str) -> list[dict]:

@@ -12,7 +12,7 @@ from typing import Protocol
 import xxhash
 
 from freshness_pipeline.science.fingerprint.decode import decode_body, reads_as_utf8
-from freshness_pipeline.science.fingerprint.extraction import Extraction, extract
+from freshness_pipeline.science.fingerprint.extraction import Extraction
 from freshness_pipeline.science.fingerprint.links import PageLinks
 from freshness_pipeline.science.fingerprint.normalize import normalize_content
 from freshness_pipeline.science.fingerprint.whitespace import fold_lines, fold_spaces
@@ -29,12 +29,13 @@ __all__ = [
 ]
 
 #: See the package docstring: bump it whenever the output changes for some page.
-FINGERPRINT_VERSION: int = 13
+FINGERPRINT_VERSION: int = 14
 #: How configured fields (and JSON-LD's) enter the fingerprint; bump it whenever that changes.
 #: Only the classes that configure fields get another version from it (config.extractor_version),
 #: so the pages of the others keep theirs and are not re-extracted. 2: compared as they read.
-#: 3: a list of offers gives its lowest price.
-FIELD_RULES_VERSION: int = 3
+#: 3: a list of offers gives its lowest price. 4: a JSON-LD value the page does not state is
+#: left out, not hashed as empty (FINGERPRINT_VERSION 14 reads them by default).
+FIELD_RULES_VERSION: int = 4
 
 _HTML_TYPES = {"text/html", "application/xhtml+xml"}
 _TEXT_TYPES = {
@@ -193,6 +194,14 @@ def _digest(text: str) -> str:
     return xxhash.xxh3_64_hexdigest(normalize_content(text).encode("utf-8", "replace"))
 
 
+def _html_digest(extraction: Extraction) -> str:
+    """The fingerprint of an HTML page: its normalized text, then its fields as read."""
+    hashed = normalize_content(extraction.text)
+    if extraction.fields:
+        hashed += _fields_as_read(extraction.fields)
+    return xxhash.xxh3_64_hexdigest(hashed.encode("utf-8", "replace"))
+
+
 def _fields_as_read(fields: Mapping[str, str | None]) -> str:
     """Configured fields for the fingerprint, whitespace folded and nothing else dropped: a
     field is what the class's owner said matters, and the text's rules for volatile tokens
@@ -214,15 +223,17 @@ def content_fingerprint(
 ) -> str:
     """16-hex-digit xxh3_64 of the content that matters; never raises on any bytes.
 
-    HTML (declared, or undeclared but looking like HTML) is extracted then normalized; other
-    text types (``text/*``, JSON, XML) are decoded then normalized; anything else is hashed as
-    raw bytes, since there is no text to clean. Invalid ``selectors`` still raise ValueError.
+    HTML (declared, or undeclared but looking like HTML) is extracted then normalized, with
+    the JSON-LD values a page of no class has read beside it (:func:`content_record`'s
+    fingerprint without configured fields); other text types (``text/*``, JSON, XML) are
+    decoded then normalized; anything else is hashed as raw bytes, since there is no text to
+    clean. Invalid ``selectors`` still raise ValueError.
     """
     data, kind = _read(body, content_type)
     if kind == "binary":
         return xxhash.xxh3_64_hexdigest(data)
     if kind == "html":
-        return _digest(extract(_html_source(data, content_type), selectors))
+        return _html_digest(Extraction(_html_source(data, content_type), selectors))
     return _digest(_text_of(data, content_type))
 
 
@@ -254,12 +265,12 @@ def content_record(
     content_type: str | None,
     selectors: Sequence[str] = (),
     fields: Mapping[str, str] | None = None,
-    json_ld: bool = False,
+    json_ld: bool | None = None,
     previous: str | None = None,
 ) -> ContentRecord:
-    """The fingerprint of :func:`content_fingerprint` (with configured ``fields`` or
-    ``json_ld`` their values count too, so a price that changed in the structured data alone
-    is a change), and, unless it equals ``previous``, the version's title, text and fields from
+    """The fingerprint of :func:`content_fingerprint` (configured ``fields`` and JSON-LD's
+    values, as ``json_ld`` says (:func:`.fields.read_fields`), count too, so a price that
+    changed in the structured data alone is a change), and, unless it equals ``previous``, the version's title, text and fields from
     the same extraction: reading them costs a second walk over the content, which only a
     version worth keeping pays. Non-HTML text has its decoded text and no title; binary
     content only its fingerprint (versioned by its bytes)."""
@@ -275,10 +286,7 @@ def content_record(
         lines = fold_lines(text)
         return ContentRecord(digest, None, lines, {"text": lines})
     extraction = Extraction(_html_source(data, content_type), selectors, fields, json_ld)
-    hashed = normalize_content(extraction.text)
-    if extraction.fields:
-        hashed += _fields_as_read(extraction.fields)
-    digest = xxhash.xxh3_64_hexdigest(hashed.encode("utf-8", "replace"))
+    digest = _html_digest(extraction)
     if digest == previous:
         return ContentRecord(digest, links=extraction.links)
     title = extraction.title or None
@@ -296,7 +304,7 @@ class ClassExtraction(Protocol):
     @property
     def fields(self) -> Mapping[str, str] | None: ...
     @property
-    def json_ld(self) -> bool: ...
+    def json_ld(self) -> bool | None: ...
 
 
 def class_record(

@@ -65,9 +65,9 @@ class FetchRequest:
     # ``archived`` as the plan's text (ArchivedOriginal JSON, which url_state took from
     # ``to_json``): what a 304 keeps for the URL, without formatting it again.
     archived_json: str | None = None
-    # The URL class's fields (name -> CSS selector) and whether its JSON-LD counts.
+    # The URL class's fields (name -> CSS selector) and its json_ld (config.Extraction).
     fields: dict[str, str] | None = None
-    json_ld: bool = False
+    json_ld: bool | None = None
     # What to ask the server for when it is not ``url`` (the key): the site's own spelling of
     # the page (stages.candidates.with_request_spellings). Results stay under ``url``.
     request_url: str | None = None
