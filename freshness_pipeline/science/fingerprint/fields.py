@@ -113,9 +113,10 @@ def _types(item: dict) -> set[str]:
 
 def _main_item(items: list[dict], *, any_item: bool = True) -> dict | None:
     """The item the page is about: the first with offers, else the first of a main type, else
-    (``any_item``) the first. Shops put their WebSite or Organization first (Yoast, WooCommerce, Shopify
-    themes), and a name taken from the first item that had one made every product's name the
-    shop's (found by an exploratory run); all fields come from the one item."""
+    (``any_item``) the first. Shops put their WebSite or Organization first (Yoast,
+    WooCommerce, Shopify themes), and a name taken from the first item that had one made every
+    product's name the shop's (found by an exploratory run); all fields come from the one
+    item."""
     for item in items:
         if isinstance(item.get("offers"), dict | list):
             return item

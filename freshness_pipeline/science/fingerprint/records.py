@@ -270,9 +270,9 @@ def content_record(
 ) -> ContentRecord:
     """The fingerprint of :func:`content_fingerprint` (configured ``fields`` and JSON-LD's
     values, as ``json_ld`` says (:func:`.fields.read_fields`), count too, so a price that
-    changed in the structured data alone is a change), and, unless it equals ``previous``, the version's title, text and fields from
-    the same extraction: reading them costs a second walk over the content, which only a
-    version worth keeping pays. Non-HTML text has its decoded text and no title; binary
+    changed in the structured data alone is a change), and, unless it equals ``previous``,
+    the version's title, text and fields from the same extraction: reading them costs a
+    second walk over the content, which only a version worth keeping pays. Non-HTML text has its decoded text and no title; binary
     content only its fingerprint (versioned by its bytes)."""
     data, kind = _read(body, content_type)
     if kind == "binary":
