@@ -15,8 +15,10 @@ import pytest
 
 from freshness_pipeline.science.validators import (
     COUNT_COLUMNS,
+    ROUTE_COUNT_COLUMNS,
     latest_requests,
     remember_requests,
+    stuck_routes,
     trust_before,
     validator_counts,
     validator_trust,
@@ -52,7 +54,7 @@ def random_history(seed: int, cycles: int, urls: int = 12, hosts: int = 3) -> pl
             sent = rng.choice(["etag", "last_modified", "none"])
             rows.append(
                 {
-                    "url": f"https://h{u % hosts}.test/p{u}",
+                    "url": f"https://h{u % hosts}.test/{'ab'[u % 2]}/p{u}",
                     "host": f"h{u % hosts}.test",
                     "fetched_at": T0 + c * CYCLE,
                     "http_status": 304 if roll < 0.3 else (503 if roll < 0.35 else 200),
@@ -83,7 +85,19 @@ def run_cycles(history: pl.DataFrame, window: timedelta = MONTH):
 
 
 def test_the_evidence_columns_are_the_counts_the_verdicts_need():
-    assert list(tables.VALIDATOR_EVIDENCE) == ["host", "cycle_at", *COUNT_COLUMNS]
+    assert list(tables.VALIDATOR_EVIDENCE) == ["host", "cycle_at", *COUNT_COLUMNS, "routes"]
+
+
+def route_sums(evidence: pl.DataFrame) -> pl.DataFrame:
+    return (
+        evidence.select("host", "routes")
+        .explode("routes")
+        .drop_nulls("routes")
+        .unnest("routes")
+        .group_by("host", "route")
+        .agg(pl.col(*ROUTE_COUNT_COLUMNS).sum())
+        .sort("host", "route")
+    )
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -94,6 +108,12 @@ def test_running_totals_judge_as_the_whole_history_does(seed):
     kept = trust_before(evidence, after, MONTH)
     whole = validator_trust(history)
     assert kept.equals(whole)
+    # route by route too: the same changed bodies, the same stuck routes
+    counted = validator_counts(history).with_columns(cycle_at=pl.lit(T0))
+    assert route_sums(evidence).equals(route_sums(counted))
+    assert set(route_sums(evidence)["route"]) == {"/a/", "/b/"}
+    routes = stuck_routes(evidence, after, MONTH)
+    assert routes.height > 0 and routes.equals(stuck_routes(counted, after, MONTH))
     # and every cycle's counts are that cycle's requests' share of the whole
     per_cycle = validator_counts(history, by=("host", "fetched_at"))
     assert (

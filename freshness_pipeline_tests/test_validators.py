@@ -17,7 +17,10 @@ from freshness_pipeline.science.validators import (
     TrustRules,
     content_age_trust,
     drop_untrusted_validators,
+    stuck_routes,
+    trust_before,
     unproven_hosts,
+    validator_counts,
     validator_trust,
 )
 from freshness_pipeline.web.client import FetchResult
@@ -193,6 +196,68 @@ def test_hosts_are_judged_separately() -> None:
     out = validator_trust(frame(good, bad))
     assert out["host"].to_list() == ["bad", "good"]
     assert out["last_modified_trusted"].to_list() == [False, True]
+
+
+def test_a_validator_stuck_on_one_route_of_an_honest_host_is_judged_on_that_route() -> None:
+    """One application of a host can keep its ETag while its pages change: judged on all the
+    host's changes, its stuck ones are under the stuck share, and every 304 on its route hides
+    a change. Counted per route (the path's first directory) they are all of that route's."""
+    news = [
+        history(
+            "h",
+            f"https://h/news/{u}",
+            [body(str(i), f'"n{u}-{i}"', f"lm{i}", sent="etag" if i else None) for i in range(4)],
+        )
+        for u in range(10)
+    ]
+    deals = history("h", "https://h/deals/1", [body("A", '"d"', LM1), body("B", '"d"', LM2)])
+    rows = frame(*news, deals)
+    assert trust_of(rows)["etag_trusted"]  # 1 stuck change in 31: the host is honest
+    evidence = validator_counts(rows).with_columns(cycle_at=pl.lit(T0))
+    routes = stuck_routes(evidence, T0 + timedelta(days=1), timedelta(days=30))
+    # the ETag stayed on /deals/ (its Last-Modified moved): stuck on that route alone
+    assert routes.rows() == [("h", "/deals/", True, False)]
+    assert stuck_routes(evidence, T0 + timedelta(days=40), timedelta(days=30)).height == 0
+    assert stuck_routes(evidence.drop("routes"), T0 + timedelta(days=1), timedelta(30)).height == 0
+    requests = pl.DataFrame(
+        {
+            "url": ["https://h/deals/2", "https://h/news/3", "https://h/deals", "https://g/deals/"],
+            "host": ["h", "h", "h", "g"],
+            "etag": ['"d"', '"n"', '"x"', '"y"'],
+            "last_modified": [LM1, LM1, LM1, LM1],
+        }
+    )
+    out = drop_untrusted_validators(requests, validator_trust(rows), stuck_on_routes=routes)
+    # /deals is a page at the root, not on the route; g is another host
+    assert out["etag"].to_list() == [None, '"n"', '"x"', '"y"']
+    assert out["last_modified"].to_list() == [LM1] * 4
+
+
+def test_a_route_judged_apart_no_longer_counts_against_its_host() -> None:
+    """Fetched without its stuck ETag, a route's pages go on showing changes under it: four
+    of thirty-four changes turned the whole host stuck, and its honest routes lost their 304s.
+    Only where the rest of the host has shown the ETag moving: a host stuck everywhere stays
+    stuck, its routes with no changes seen yet included."""
+    news = [
+        history(
+            "h", f"https://h/news/{u}", [body(str(i), f'"n{u}-{i}"', f"lm{i}") for i in range(4)]
+        )
+        for u in range(10)
+    ]
+    deals = [
+        history("h", f"https://h/deals/{u}", [body("A", '"d"', LM1), body("B", '"d"', LM2)])
+        for u in range(4)
+    ]
+    evidence = validator_counts(frame(*news, *deals)).with_columns(cycle_at=pl.lit(T0))
+    now, month = T0 + timedelta(days=1), timedelta(days=30)
+    routes = stuck_routes(evidence, now, month)
+    assert routes.rows() == [("h", "/deals/", True, False)]
+    assert not trust_before(evidence, now, month)["etag_trusted"][0]  # 4 of 34
+    assert trust_before(evidence, now, month, apart=routes)["etag_trusted"][0]
+    # stuck on every route: nothing honest left to judge the host by
+    only = validator_counts(frame(*deals)).with_columns(cycle_at=pl.lit(T0))
+    kept = trust_before(only, now, month, apart=stuck_routes(only, now, month))
+    assert not kept["etag_trusted"][0] and kept["etag_stuck"][0] == 4
 
 
 # ------------------------------------------------------------------ input handling
@@ -517,3 +582,66 @@ def test_a_stuck_etag_is_found_by_the_first_verification_after_its_first_304s(
     # from then on the host's ETag is not sent: every change comes back as a body
     late = by_cycle[3] + by_cycle[4]
     assert late and not any(conditional for *_rest, conditional in late), late
+
+
+class RoutedSite:
+    """One loopback host, two applications, pages changing every cycle (``version``), no
+    Last-Modified: /news/ moves its ETag with its pages; /deals/ keeps one ETag and answers any
+    If-None-Match with a 304, but once (``leak_version``, /deals/p0) a cache miss sends the
+    changed page under the same ETag."""
+
+    def __init__(self, leak_version: int) -> None:
+        self.version = 0
+        self.leak_version = leak_version
+        self.answers: list[tuple[int, str, int, bool]] = []  # version, path, status, conditional
+
+    async def handle(self, request):
+        from aiohttp import web
+
+        path = request.path
+        if not path.startswith(("/news/", "/deals/")):
+            return web.Response(status=404)
+        body = (
+            f"<html><body><main><h1>Page {path}</h1>"
+            f"<p>Edition {self.version} of this page, with its own words.</p></main></body></html>"
+        )
+        deals = path.startswith("/deals/")
+        etag = '"deal"' if deals else f'"{zlib.crc32(body.encode()):x}"'
+        sent = request.headers.get("If-None-Match")
+        leak = deals and path == "/deals/p0" and self.version == self.leak_version
+        status = 304 if sent is not None and (sent == etag) and not leak else 200
+        self.answers.append((self.version, path, status, sent is not None))
+        if status == 304:
+            return web.Response(status=304, headers={"ETag": etag})
+        return web.Response(text=body, content_type="text/html", headers={"ETag": etag})
+
+
+def test_a_route_whose_etag_hid_a_change_is_fetched_without_it(tmp_path, monkeypatch):
+    from freshness_pipeline.app.runner import load_seeds, run_cycle
+    from freshness_pipeline_tests.support import serve_on_loopback
+
+    monkeypatch.setenv("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    site = RoutedSite(leak_version=1)
+    home = tmp_path / "home"
+    with serve_on_loopback(site.handle) as base:
+        paths = [f"/news/p{i}" for i in range(30)] + [f"/deals/p{i}" for i in range(3)]
+        load_seeds(home, ("url\n" + "".join(f"{base}{p}\n" for p in paths)).encode(), added_at=T0)
+        for k in range(4):
+            site.version = k
+            run_cycle(home, T0 + timedelta(hours=6 * k), budget=40)
+    deals = {k: [a for a in site.answers if a[0] == k and "/deals/" in a[1]] for k in range(4)}
+    # cycle 1: the other deals pages' changes hid behind 304s, p0's showed under the same ETag
+    assert {(p, status) for _v, p, status, _c in deals[1]} == {
+        ("/deals/p0", 200),
+        ("/deals/p1", 304),
+        ("/deals/p2", 304),
+    }
+    # from then on /deals/ goes without the ETag and every change comes back as a body, while
+    # the honest route keeps its conditional requests but for the one page a cycle of the
+    # verification sample (one stuck change in over thirty: the host stays trusted)
+    late = deals[2] + deals[3]
+    assert late and all(status == 200 and not c for _v, _p, status, c in late), late
+    for k in (2, 3):
+        news = [c for v, p, _s, c in site.answers if v == k and p.startswith("/news/")]
+        assert len(news) >= 25 and news.count(False) <= 1, news

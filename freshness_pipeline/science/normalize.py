@@ -40,6 +40,7 @@ __all__ = [
     "request_spelling",
     "url_authority",
     "url_path",
+    "url_route",
 ]
 
 MAX_URL_LENGTH = 2048
@@ -503,6 +504,16 @@ def url_path(url: pl.Expr) -> pl.Expr:
     none, null when it is no absolute URL): what tells one item of a site from another where
     the query only spells it differently."""
     return url.str.extract(r"^[a-z][a-z0-9+.-]*://[^/?#]*([^?#]*)", 1)
+
+
+def url_route(url: pl.Expr) -> pl.Expr:
+    """The first directory of each URL's path ("/deals/" for ".../deals/42" and ".../deals/";
+    "/" for a page at the root; null when it is no absolute URL): the part of a site that one
+    application or one cache rule usually serves, so that what is learnt of a server's
+    behaviour on some of its pages may be scoped to their neighbours."""
+    absolute = url.str.contains(r"^[a-z][a-z0-9+.-]*://")
+    first = url.str.extract(r"^[a-z][a-z0-9+.-]*://[^/?#]*(/[^/?#]*/)", 1)
+    return pl.when(absolute).then(first.fill_null("/"))
 
 
 def normalize_url_column(

@@ -6,7 +6,9 @@ ways that cost very differently:
 * **stuck**: the validator stays the same while the content changes (a Last-Modified frozen at
   the template's date, an ETag computed from something that does not cover the text). The server
   then answers 304 to a changed page and we *miss the change*, silently and for as long as we
-  keep asking conditionally. The costliest failure, so a little evidence is enough.
+  keep asking conditionally. The costliest failure, so a little evidence is enough, and it is
+  also judged route by route (:func:`stuck_routes`): one application behind a host's name can
+  keep its validator while the host's others are honest.
 * **useless**: the validator moves while the content does not (an ETag with a timestamp or a
   per-backend inode, a Last-Modified of "now"), or the server ignores a matching validator and
   sends the body anyway. Conditional requests then never save anything; sending the validator
@@ -37,11 +39,14 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from freshness_pipeline.science.knobs import require
+from freshness_pipeline.science.normalize import url_route
 
 __all__ = [
     "COUNT_COLUMNS",
     "HISTORY_COLUMNS",
     "OPTIONAL_HISTORY_COLUMNS",
+    "ROUTES_TYPE",
+    "ROUTE_COUNT_COLUMNS",
     "TRUST_SCHEMA",
     "TrustRules",
     "UNPROVEN_COLUMNS",
@@ -53,6 +58,7 @@ __all__ = [
     "is_refused_304",
     "latest_requests",
     "remember_requests",
+    "stuck_routes",
     "trust_before",
     "trust_from_counts",
     "unproven_hosts",
@@ -101,6 +107,20 @@ COUNT_COLUMNS: tuple[str, ...] = (
     "n_fetches",
     "n_body_pairs",
     *(f"{v}_{k}" for v in _VALIDATORS for k in _KINDS),
+)
+
+
+#: Per route (science.normalize.url_route): the changed bodies whose validator moved with the
+#: change and those whose validator stayed. A validator stuck on one route of a host whose
+#: other routes are honest is a few stuck changes among many tracked ones, under the host's
+#: share; counted per route it is every change of its own route.
+ROUTE_COUNT_COLUMNS: tuple[str, ...] = tuple(
+    f"{v}_{k}" for v in _VALIDATORS for k in ("tracks", "stuck")
+)
+#: The ``routes`` column beside :data:`COUNT_COLUMNS`: one entry per route with changed bodies
+#: in the row's group (null: none). Like the counts, entries add up over cycles.
+ROUTES_TYPE = pl.List(
+    pl.Struct({"route": pl.String(), **dict.fromkeys(ROUTE_COUNT_COLUMNS, pl.Int64())})
 )
 
 
@@ -176,7 +196,8 @@ def validator_trust(history: pl.DataFrame, rules: TrustRules | None = None) -> p
 
 def validator_counts(history: pl.DataFrame, by: Sequence[str] = ("host",)) -> pl.DataFrame:
     """:func:`validator_trust`'s evidence counts (:data:`COUNT_COLUMNS`) per group of ``by``
-    columns, each request counted in its own row's group and judged against the rows before it.
+    columns, each request counted in its own row's group and judged against the rows before it,
+    and ``routes`` (:data:`ROUTES_TYPE`): the changed bodies' counts route by route.
 
     The counts add up: grouped by host and cycle (``fetched_at``), the sum over cycles is the
     count over the whole history, which is what lets a cycle keep running totals
@@ -190,6 +211,7 @@ def validator_counts(history: pl.DataFrame, by: Sequence[str] = ("host",)) -> pl
             schema={
                 **{c: history.schema[c] for c in by},
                 **dict.fromkeys(COUNT_COLUMNS, pl.Int64()),
+                "routes": ROUTES_TYPE,
             }
         )
     has_validator = "validator" in history.columns
@@ -263,12 +285,21 @@ def validator_counts(history: pl.DataFrame, by: Sequence[str] = ("host",)) -> pl
         kept = both & (now == before)
         moved = both & (now != before)
         sent = pl.col("conditional") & (pl.col("validator") == v).fill_null(False)
-        kinds[f"{v}_ignored"] = (kept & same_content & sent).sum()
-        kinds[f"{v}_stable"] = (kept & same_content & ~sent).sum()
-        kinds[f"{v}_volatile"] = (moved & same_content).sum()
-        kinds[f"{v}_tracks"] = (moved & ~same_content).sum()
-        kinds[f"{v}_stuck"] = (kept & ~same_content).sum()
-    compared = pairs.group_by(by).agg(n_body_pairs=pl.len(), **kinds)
+        kinds[f"{v}_ignored"] = kept & same_content & sent
+        kinds[f"{v}_stable"] = kept & same_content & ~sent
+        kinds[f"{v}_volatile"] = moved & same_content
+        kinds[f"{v}_tracks"] = moved & ~same_content
+        kinds[f"{v}_stuck"] = kept & ~same_content
+    pairs = pairs.with_columns(**kinds)
+    compared = pairs.group_by(by).agg(pl.len().alias("n_body_pairs"), pl.col(*kinds).sum())
+    changed = pairs.filter(~same_content).with_columns(route=url_route(pl.col("url")))
+    routes = (
+        changed.group_by([*by, "route"])
+        .agg(pl.col(*ROUTE_COUNT_COLUMNS).sum().cast(pl.Int64))
+        .sort([*by, "route"])
+        .group_by(by)
+        .agg(routes=pl.struct("route", *ROUTE_COUNT_COLUMNS))
+    )
 
     counts = (
         honored.join(compared, on=by, how="left")
@@ -277,8 +308,9 @@ def validator_counts(history: pl.DataFrame, by: Sequence[str] = ("host",)) -> pl
             (pl.col(f"{v}_stable") + pl.col(f"_{v}_still")).alias(f"{v}_stable")
             for v in _VALIDATORS
         )
+        .join(routes, on=by, how="left")
     )
-    return counts.select(*by, *COUNT_COLUMNS).sort(by)
+    return counts.select(*by, *COUNT_COLUMNS, pl.col("routes").cast(ROUTES_TYPE)).sort(by)
 
 
 def trust_from_counts(counts: pl.DataFrame, rules: TrustRules | None = None) -> pl.DataFrame:
@@ -357,12 +389,85 @@ def remember_requests(
 
 
 def trust_before(
-    evidence: pl.DataFrame, now: datetime, window: timedelta, rules: TrustRules | None = None
+    evidence: pl.DataFrame,
+    now: datetime,
+    window: timedelta,
+    rules: TrustRules | None = None,
+    *,
+    apart: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """Verdicts per host from the ``evidence`` of cycles in ``window`` before ``now``."""
+    """Verdicts per host from the ``evidence`` of cycles in ``window`` before ``now``.
+
+    ``apart``: routes judged on their own (:func:`stuck_routes`), whose changes then do not
+    count against their host where its other routes have shown the validator moving with a
+    change: fetched without the validator stuck there, a route's pages go on showing changes
+    under an unmoved one, and those alone turned a host whose other routes are honest stuck
+    as a whole, every 304 of theirs lost."""
     recent = evidence.filter((pl.col("cycle_at") >= now - window) & (pl.col("cycle_at") < now))
     counts = recent.group_by("host").agg(pl.col(c).sum() for c in COUNT_COLUMNS)
+    if apart is not None and apart.height and "routes" in recent.columns:
+        flags = apart.select("host", "route", *(pl.col(f"{v}_stuck").alias(v) for v in _VALIDATORS))
+        taken = (
+            _route_sums(recent)
+            .join(flags, on=["host", "route"])
+            .group_by("host")
+            .agg(
+                pl.col(c).filter(pl.col(c.rsplit("_", 1)[0])).sum().alias(f"_{c}")
+                for c in ROUTE_COUNT_COLUMNS
+            )
+        )
+        # only where the rest of the host has shown its validator moving with a change: a
+        # host stuck on every route stays judged as a whole, its new routes included
+        counts = counts.join(taken, on="host", how="left").with_columns(
+            pl.when(pl.col(f"{v}_tracks") > pl.col(f"_{v}_tracks").fill_null(0))
+            .then(pl.col(f"{v}_{k}") - pl.col(f"_{v}_{k}").fill_null(0))
+            .otherwise(pl.col(f"{v}_{k}"))
+            .alias(f"{v}_{k}")
+            for v in _VALIDATORS
+            for k in ("tracks", "stuck")
+        )
     return trust_from_counts(counts, rules)
+
+
+def _route_sums(evidence: pl.DataFrame) -> pl.DataFrame:
+    """Per host and route, the ``routes`` counts of ``evidence`` summed."""
+    return (
+        evidence.select("host", pl.col("routes").cast(ROUTES_TYPE))
+        .explode("routes")
+        .drop_nulls("routes")
+        .unnest("routes")
+        .group_by("host", "route")
+        .agg(pl.col(*ROUTE_COUNT_COLUMNS).sum())
+    )
+
+
+def stuck_routes(
+    evidence: pl.DataFrame, now: datetime, window: timedelta, rules: TrustRules | None = None
+) -> pl.DataFrame:
+    """The routes whose validator is stuck by :class:`TrustRules`' stuck rule counted on the
+    route alone, from the ``evidence`` (its ``routes`` column) of cycles in ``window`` before
+    ``now``: columns ``host``, ``route``, ``etag_stuck`` and ``last_modified_stuck`` (bool),
+    one row per route with either.
+
+    A host is judged on all its changes, and rightly so for a server that gets its validators
+    wrong now and then; but a host is often several applications behind one name, and one of
+    them can keep its ETag while its pages change. An honest shop whose /deals/ pages kept
+    theirs had their stuck changes under the host's share, and most of the 304s on those pages
+    hid a change (found by an outside held-out web). Evidence without the column (files from
+    before it) gives none."""
+    rules = rules or TrustRules()
+    schema: dict[str, pl.DataType] = {"host": pl.String(), "route": pl.String()}
+    schema |= {f"{v}_stuck": pl.Boolean() for v in _VALIDATORS}
+    if "routes" not in evidence.columns:
+        return pl.DataFrame(schema=schema)
+    recent = evidence.filter((pl.col("cycle_at") >= now - window) & (pl.col("cycle_at") < now))
+    sums = _route_sums(recent)
+    flags = {
+        f"{v}_stuck": _is_stuck(pl.col(f"{v}_stuck"), pl.col(f"{v}_tracks"), rules)
+        for v in _VALIDATORS
+    }
+    found = sums.with_columns(**flags).filter(pl.any_horizontal(*flags))
+    return found.select(pl.col(name).cast(t) for name, t in schema.items()).sort("host", "route")
 
 
 #: bodies with unchanged content after which a host whose validators never saw a change is no
@@ -403,13 +508,17 @@ def unproven_hosts(
     )
 
 
+def _is_stuck(stuck: pl.Expr, tracks: pl.Expr, rules: TrustRules) -> pl.Expr:
+    return (stuck >= rules.min_stuck) & (
+        stuck.cast(pl.Float64) / (stuck + tracks).cast(pl.Float64) >= rules.max_stuck_share
+    )
+
+
 def _verdict(v: str, rules: TrustRules) -> tuple[pl.Expr, pl.Expr]:
     stuck, tracks = pl.col(f"{v}_stuck"), pl.col(f"{v}_tracks")
     useless = pl.col(f"{v}_volatile") + pl.col(f"{v}_ignored")
     useful = pl.col(f"{v}_honored") + pl.col(f"{v}_stable")
-    is_stuck = (stuck >= rules.min_stuck) & (
-        stuck.cast(pl.Float64) / (stuck + tracks).cast(pl.Float64) >= rules.max_stuck_share
-    )
+    is_stuck = _is_stuck(stuck, tracks, rules)
     is_useless = (useless >= rules.min_useless) & (
         useless.cast(pl.Float64) / (useless + useful).cast(pl.Float64) >= rules.max_useless_share
     )
@@ -512,6 +621,7 @@ def drop_untrusted_validators(
     honoured: pl.Series | None = None,
     by_date: pl.Series | None = None,
     refused: pl.Series | None = None,
+    stuck_on_routes: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """``requests`` with the validators a host has not earned set to null, same rows and order.
 
@@ -535,6 +645,9 @@ def drop_untrusted_validators(
 
     The URLs in ``refused`` (:func:`etag_refused_here`) lose their ETag wherever they are:
     sent, it brings back a 304 that validates nothing.
+
+    The URLs of a route in ``stuck_on_routes`` (:func:`stuck_routes`) lose the validator
+    stuck there, whatever their host's verdict.
     """
     _check_columns(requests, ("host", "etag", "last_modified"), "requests")
     _check_columns(trust, ("host", "etag_trusted", "last_modified_trusted"), "trust")
@@ -542,7 +655,14 @@ def drop_untrusted_validators(
     if unconditional_reasons and "reason" in requests.columns:
         force = pl.col("reason").is_in(list(unconditional_reasons)).fill_null(False)
     bad_lm = trust.filter(pl.col("last_modified_trusted").not_())["host"]
-    drop_lm = pl.col("host").is_in(bad_lm.implode()) | force
+    route_stuck = {v: pl.lit(False) for v in _VALIDATORS}
+    if stuck_on_routes is not None and stuck_on_routes.height and "url" in requests.columns:
+        key = pl.concat_str(pl.col("host"), url_route(pl.col("url")), separator="\t")
+        for v in _VALIDATORS:
+            stuck = stuck_on_routes.filter(pl.col(f"{v}_stuck"))
+            keys = stuck.select(pl.concat_str("host", "route", separator="\t"))
+            route_stuck[v] = key.is_in(keys.to_series().implode()).fill_null(False)
+    drop_lm = pl.col("host").is_in(bad_lm.implode()) | route_stuck["last_modified"] | force
     stuck_etag = _hosts_where(trust, "etag", stuck=True)
     useless_etag = _hosts_where(trust, "etag", stuck=False)
     proven = (
@@ -565,6 +685,7 @@ def drop_untrusted_validators(
         | (pl.col("host").is_in(useless_etag.implode()) & ~proven)
         | dated
         | spoilt
+        | route_stuck["etag"]
         | force
     )
     return requests.with_columns(

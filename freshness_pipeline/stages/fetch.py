@@ -37,6 +37,7 @@ from freshness_pipeline.science.validators import (
     drop_untrusted_validators,
     etag_fails_here,
     etag_refused_here,
+    stuck_routes,
     trust_before,
 )
 from freshness_pipeline.stages.placeholders import placeholder_answers
@@ -397,6 +398,9 @@ def _fetch_hosts(
     wh = Warehouse(home)
     evidence, latest = validator_memory(wh, hosts, now)
     trust = trust_before(evidence, now, VALIDATOR_HISTORY)
+    # routes whose validator is stuck under a host that may be honest elsewhere: judged apart
+    stuck_on_routes = stuck_routes(evidence, now, VALIDATOR_HISTORY)
+    earned_trust = trust_before(evidence, now, VALIDATOR_HISTORY, apart=stuck_on_routes)
     # URLs whose last request with their ETag got a 304: the server compares it for them
     honoured = latest.filter((pl.col("http_status") == 304) & (pl.col("validator") == "etag"))[
         "url"
@@ -411,7 +415,12 @@ def _fetch_hosts(
         fingerprinted compared against their archived body read again now, so a change since
         their last fetch is a change, not a silent re-extraction."""
         earned = drop_untrusted_validators(
-            rows, trust, honoured=honoured, by_date=by_date, refused=refused
+            rows,
+            earned_trust,
+            honoured=honoured,
+            by_date=by_date,
+            refused=refused,
+            stuck_on_routes=stuck_on_routes,
         )
         return with_reread_fingerprints(earned, home, config)
 

@@ -12,6 +12,8 @@ from typing import TypeAlias
 
 import polars as pl
 
+from freshness_pipeline.science.validators import ROUTES_TYPE
+
 #: A column's type as the schemas write it: a polars type class (pl.String) or an instance
 #: (pl.List(pl.String)); polars takes either wherever a schema goes.
 ColumnType: TypeAlias = pl.DataType | type[pl.DataType]
@@ -334,6 +336,8 @@ VALIDATOR_EVIDENCE: Schema = {
         for v in ("etag", "last_modified")
         for k in ("honored", "ignored", "stable", "volatile", "tracks", "stuck")
     },
+    # the changed bodies' counts route by route (validators.stuck_routes); null: none
+    "routes": ROUTES_TYPE,
 }
 
 VALIDATOR_LATEST: Schema = {
