@@ -510,14 +510,20 @@ class MixedEtagSite:
         return web.Response(text=body, content_type="text/html", headers={"ETag": etag})
 
 
-def test_a_static_page_keeps_its_304s_on_a_host_whose_other_etags_rotate(tmp_path, monkeypatch):
+@pytest.fixture
+def loopback_home(tmp_path, monkeypatch):
+    """Where real cycles against servers on loopback keep their tables."""
+    monkeypatch.setenv("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    return tmp_path / "home"
+
+
+def test_a_static_page_keeps_its_304s_on_a_host_whose_other_etags_rotate(loopback_home):
     from freshness_pipeline.app.runner import load_seeds, run_cycle
     from freshness_pipeline_tests.support import serve_on_loopback
 
-    monkeypatch.setenv("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
     site = MixedEtagSite()
-    home = tmp_path / "home"
+    home = loopback_home
     with serve_on_loopback(site.handle) as base:
         urls = [f"{base}/s", *(f"{base}/r{k}" for k in range(4))]
         load_seeds(home, ("url\n" + "\n".join(urls) + "\n").encode(), added_at=T0)
@@ -556,19 +562,15 @@ class VersionedSite:
         return web.Response(text=body, content_type="text/html", headers={"ETag": etag})
 
 
-def test_a_stuck_etag_is_found_by_the_first_verification_after_its_first_304s(
-    tmp_path, monkeypatch
-):
+def test_a_stuck_etag_is_found_by_the_first_verification_after_its_first_304s(loopback_home):
     # A small stuck host beside a larger honest one: a uniform verification sample of one or
     # two fetches a cycle would reach its 4 pages about once in ten cycles, while every 304 it
     # sends hides a change.
     from freshness_pipeline.app.runner import load_seeds, run_cycle
     from freshness_pipeline_tests.support import serve_on_loopback
 
-    monkeypatch.setenv("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
     stuck, honest = VersionedSite(stuck=True), VersionedSite(stuck=False)
-    home = tmp_path / "home"
+    home = loopback_home
     with serve_on_loopback(stuck.handle) as s_base, serve_on_loopback(honest.handle) as h_base:
         urls = [f"{s_base}/p{i}" for i in range(4)] + [f"{h_base}/p{i}" for i in range(60)]
         load_seeds(home, ("url\n" + "\n".join(urls) + "\n").encode(), added_at=T0)
@@ -616,14 +618,12 @@ class RoutedSite:
         return web.Response(text=body, content_type="text/html", headers={"ETag": etag})
 
 
-def test_a_route_whose_etag_hid_a_change_is_fetched_without_it(tmp_path, monkeypatch):
+def test_a_route_whose_etag_hid_a_change_is_fetched_without_it(loopback_home):
     from freshness_pipeline.app.runner import load_seeds, run_cycle
     from freshness_pipeline_tests.support import serve_on_loopback
 
-    monkeypatch.setenv("FRESHNESS_ALLOW_NETWORKS", "127.0.0.0/8")
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
     site = RoutedSite(leak_version=1)
-    home = tmp_path / "home"
+    home = loopback_home
     with serve_on_loopback(site.handle) as base:
         paths = [f"/news/p{i}" for i in range(30)] + [f"/deals/p{i}" for i in range(3)]
         load_seeds(home, ("url\n" + "".join(f"{base}{p}\n" for p in paths)).encode(), added_at=T0)
