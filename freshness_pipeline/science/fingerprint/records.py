@@ -272,8 +272,9 @@ def content_record(
     values, as ``json_ld`` says (:func:`.fields.read_fields`), count too, so a price that
     changed in the structured data alone is a change), and, unless it equals ``previous``,
     the version's title, text and fields from the same extraction: reading them costs a
-    second walk over the content, which only a version worth keeping pays. Non-HTML text has its decoded text and no title; binary
-    content only its fingerprint (versioned by its bytes)."""
+    second walk over the content, which only a version worth keeping pays. Non-HTML text has
+    its decoded text and no title; binary content only its fingerprint (versioned by its
+    bytes)."""
     data, kind = _read(body, content_type)
     if kind == "binary":
         digest = xxhash.xxh3_64_hexdigest(data)
