@@ -644,10 +644,17 @@ def test_deterministic_per_cycle_and_independent_of_row_order() -> None:
 
 def test_verification_looks_first_at_one_page_of_each_host_with_unproven_validators() -> None:
     # 40 hosts of 25 pages and two of 3 whose validators have only ever answered 304: drawn
-    # uniformly, a verification share of 4 fetches would reach those 6 pages once in 40 cycles
+    # uniformly, a verification share of 4 fetches would reach those 6 pages once in 40 cycles;
+    # and 3 pages of h0 on a route whose validators have only answered 304 (a scope of their
+    # own), 1 in 340 pages
     rows = [{"host": f"h{i}.example", "age": 1.0 + j / 10} for i in range(40) for j in range(25)]
     rows += [{"host": f"u{i}.example", "age": 1.0 + j / 10} for i in range(2) for j in range(3)]
-    cands = _cands(rows).with_columns(validators_unproven=pl.col("host").str.starts_with("u"))
+    cands = _cands(rows).with_columns(
+        unproven_scope=pl.when(pl.col("host").str.starts_with("u"))
+        .then(pl.col("host"))
+        .when((pl.col("host") == "h0.example") & (pl.int_range(pl.len()) % 25 < 3))
+        .then(pl.lit("h0.example\t/deals/"))
+    )
     rooms = cands.select(pl.col("host").unique(), capacity=pl.lit(100))
     config = PlanConfig(verify_share=0.02)
     for k in range(5):
@@ -657,6 +664,8 @@ def test_verification_looks_first_at_one_page_of_each_host_with_unproven_validat
         assert verified.height == 4
         by_host = dict(verified.group_by("host").len().iter_rows())
         assert by_host.get("u0.example") == by_host.get("u1.example") == 1, by_host
+        scoped = cands.filter(pl.col("unproven_scope") == "h0.example\t/deals/")["url"]
+        assert verified["url"].is_in(scoped.implode()).sum() == 1
     # without the column the sample is uniform again and reaches them rarely
     plain = build_plan(_cands(rows), rooms, now=NOW, budget=200, config=config)
     assert plain.filter(pl.col("reason") == "verify")["host"].str.starts_with("h").all()

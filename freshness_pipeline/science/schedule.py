@@ -57,9 +57,10 @@ The plan is filled in this order, each step capped per host by ``host_capacity``
    old and twice their longest interval, again to see whether they stopped: see
    ``probe_share`` and ``dormancy_min_days``), and a random
    ``verify`` sample that checks the model on pages it would not choose, fetched without
-   validators: one page first from each host whose validators are unproven (a
-   ``validators_unproven`` column: 304s so far and never a change seen through them), since
-   a stuck validator hides changes behind 304s until a body shows it. A host with pages
+   validators: one page first from each host, or route of a host, whose validators are
+   unproven (an ``unproven_scope`` column naming it: 304s so far and never a change seen
+   through them, science.unproven), since a stuck validator hides changes behind 304s until
+   a body shows it. A host with pages
    never fetched after the new pass keeps its probes and the checks of pages seen too few
    times for later: a first copy buys more than a second look;
 4. ``priority``: the rest of the budget, including any unused reserve, by priority.
@@ -358,10 +359,7 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
         .alias("_likelihood"),
         opt("discovered", pl.lit(False)).cast(pl.Boolean).fill_null(False).alias("_discovered"),
         opt("delisted", pl.lit(False)).cast(pl.Boolean).fill_null(False).alias("_delisted"),
-        opt("validators_unproven", pl.lit(False))
-        .cast(pl.Boolean)
-        .fill_null(False)
-        .alias("_unproven"),
+        opt("unproven_scope", pl.lit(None, dtype=pl.String)).cast(pl.String).alias("_unproven"),
         opt("expected_gain_override", pl.lit(None, dtype=pl.Float64))
         .cast(pl.Float64)
         .alias("_gain_override"),
@@ -431,10 +429,12 @@ def _rng(seed: int, now: datetime, *, stream: int) -> np.random.Generator:
 
 def _verify_keys(pool: pl.DataFrame, seed: int, now: datetime) -> pl.DataFrame:
     """Uniform random keys, reproducible per (seed, now) and independent of input row order,
-    and ``_vfirst`` on one page drawn by them from each host whose validators are unproven."""
+    and ``_vfirst`` on one page drawn by them from each scope (host or route) whose validators
+    are unproven."""
     ordered = pool.sort(["_url", "_idx"])
     keys = _rng(seed, now, stream=0).random(ordered.height)
-    first = pl.col("_unproven") & (pl.col("_vkey").rank("ordinal").over("_host") == 1)
+    drawn_first = pl.col("_vkey").rank("ordinal").over("_unproven") == 1
+    first = pl.col("_unproven").is_not_null() & drawn_first
     return ordered.with_columns(pl.Series("_vkey", keys)).with_columns(_vfirst=first)
 
 
@@ -455,7 +455,8 @@ def build_plan(
     of the class), cost (default 1, clipped to ``min_cost``); optional n_obs, n_changes or
     rate_shape (how sure the rate is: see :func:`posterior_freshness_index`) and hinted_change
     (a trusted sitemap hint from :func:`freshness_pipeline.science.hints.lastmod_hints`);
-    optional validators_unproven (bool, see the verify share above);
+    optional unproven_scope (the host or route whose validators are unproven, null where
+    they are not: see the verify share above);
     optional gone_at (a gone page's first gone answer, which sets how long it waits: see
     :func:`gone_recheck_wait_days`; without it a gone page waits ``gone_recheck_days``);
     optional expected_gain_override: a precomputed expected gain for the configured objective

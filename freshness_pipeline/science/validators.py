@@ -46,11 +46,10 @@ __all__ = [
     "HISTORY_COLUMNS",
     "OPTIONAL_HISTORY_COLUMNS",
     "ROUTES_TYPE",
+    "ROUTE_CHANGE_COLUMNS",
     "ROUTE_COUNT_COLUMNS",
     "TRUST_SCHEMA",
     "TrustRules",
-    "UNPROVEN_COLUMNS",
-    "UNPROVEN_MAX_UNCHANGED_BODIES",
     "content_age_trust",
     "drop_untrusted_validators",
     "etag_fails_here",
@@ -58,10 +57,10 @@ __all__ = [
     "is_refused_304",
     "latest_requests",
     "remember_requests",
+    "route_sums",
     "stuck_routes",
     "trust_before",
     "trust_from_counts",
-    "unproven_hosts",
     "validator_counts",
     "validator_trust",
 ]
@@ -110,15 +109,23 @@ COUNT_COLUMNS: tuple[str, ...] = (
 )
 
 
-#: Per route (science.normalize.url_route): the changed bodies whose validator moved with the
+#: The changed bodies per route (science.normalize.url_route) whose validator moved with the
 #: change and those whose validator stayed. A validator stuck on one route of a host whose
 #: other routes are honest is a few stuck changes among many tracked ones, under the host's
 #: share; counted per route it is every change of its own route.
-ROUTE_COUNT_COLUMNS: tuple[str, ...] = tuple(
+ROUTE_CHANGE_COLUMNS: tuple[str, ...] = tuple(
     f"{v}_{k}" for v in _VALIDATORS for k in ("tracks", "stuck")
 )
-#: The ``routes`` column beside :data:`COUNT_COLUMNS`: one entry per route with changed bodies
-#: in the row's group (null: none). Like the counts, entries add up over cycles.
+#: What each route's entry counts: its compared bodies, its 304s honoured, and its changes
+#: (what tells a route whose validators were never tested: science.unproven).
+ROUTE_COUNT_COLUMNS: tuple[str, ...] = (
+    "n_body_pairs",
+    *(f"{v}_honored" for v in _VALIDATORS),
+    *ROUTE_CHANGE_COLUMNS,
+)
+#: The ``routes`` column beside :data:`COUNT_COLUMNS`: one entry per route with 304s or
+#: compared bodies in the row's group (null: none). Like the counts, entries add up over
+#: cycles.
 ROUTES_TYPE = pl.List(
     pl.Struct({"route": pl.String(), **dict.fromkeys(ROUTE_COUNT_COLUMNS, pl.Int64())})
 )
@@ -197,7 +204,7 @@ def validator_trust(history: pl.DataFrame, rules: TrustRules | None = None) -> p
 def validator_counts(history: pl.DataFrame, by: Sequence[str] = ("host",)) -> pl.DataFrame:
     """:func:`validator_trust`'s evidence counts (:data:`COUNT_COLUMNS`) per group of ``by``
     columns, each request counted in its own row's group and judged against the rows before it,
-    and ``routes`` (:data:`ROUTES_TYPE`): the changed bodies' counts route by route.
+    and ``routes`` (:data:`ROUTES_TYPE`): a few of the counts route by route.
 
     The counts add up: grouped by host and cycle (``fetched_at``), the sum over cycles is the
     count over the whole history, which is what lets a cycle keep running totals
@@ -247,7 +254,9 @@ def validator_counts(history: pl.DataFrame, by: Sequence[str] = ("host",)) -> pl
             .otherwise(pl.lit(None, pl.String))
         )
     df = df.with_columns(
-        _etag=_norm_etag(pl.col("etag")), _last_modified=_norm_date(pl.col("last_modified"))
+        _etag=_norm_etag(pl.col("etag")),
+        _last_modified=_norm_date(pl.col("last_modified")),
+        _route=url_route(pl.col("url")),
     )
 
     # 304s: honoured for the validator that was sent; for the other one, a 304 that carries it
@@ -260,10 +269,12 @@ def validator_counts(history: pl.DataFrame, by: Sequence[str] = ("host",)) -> pl
         unmoved = (pl.col(f"_{v}") == pl.col(f"_{v}").shift(1).over(key)).fill_null(False)
         per_row[f"{v}_honored"] = is_304 & sent
         per_row[f"_{v}_still"] = is_304 & ~sent & unmoved
-    honored = (
-        df.with_columns(**per_row)
-        .group_by(by)
-        .agg(pl.len().alias("n_fetches"), *(pl.col(c).sum() for c in per_row))
+    df = df.with_columns(**per_row)
+    honored = df.group_by(by).agg(pl.len().alias("n_fetches"), *(pl.col(c).sum() for c in per_row))
+    answered = (
+        df.filter(pl.col("_route").is_not_null())
+        .group_by([*by, "_route"])
+        .agg(pl.col(f"{v}_honored").sum().cast(pl.Int64) for v in _VALIDATORS)
     )
 
     # Each body against the previous body of the same URL.
@@ -292,10 +303,20 @@ def validator_counts(history: pl.DataFrame, by: Sequence[str] = ("host",)) -> pl
         kinds[f"{v}_stuck"] = kept & ~same_content
     pairs = pairs.with_columns(**kinds)
     compared = pairs.group_by(by).agg(pl.len().alias("n_body_pairs"), pl.col(*kinds).sum())
-    changed = pairs.filter(~same_content).with_columns(route=url_route(pl.col("url")))
+    compared_routes = (
+        pairs.filter(pl.col("_route").is_not_null())
+        .group_by([*by, "_route"])
+        .agg(
+            pl.len().cast(pl.Int64).alias("n_body_pairs"),
+            pl.col(*ROUTE_CHANGE_COLUMNS).sum().cast(pl.Int64),
+        )
+    )
+    said = [pl.col(c) > 0 for c in ROUTE_COUNT_COLUMNS]
     routes = (
-        changed.group_by([*by, "route"])
-        .agg(pl.col(*ROUTE_COUNT_COLUMNS).sum().cast(pl.Int64))
+        answered.join(compared_routes, on=[*by, "_route"], how="full", coalesce=True)
+        .with_columns(pl.col(*ROUTE_COUNT_COLUMNS).fill_null(0))
+        .filter(pl.any_horizontal(*said))
+        .rename({"_route": "route"})
         .sort([*by, "route"])
         .group_by(by)
         .agg(routes=pl.struct("route", *ROUTE_COUNT_COLUMNS))
@@ -408,12 +429,13 @@ def trust_before(
     if apart is not None and apart.height and "routes" in recent.columns:
         flags = apart.select("host", "route", *(pl.col(f"{v}_stuck").alias(v) for v in _VALIDATORS))
         taken = (
-            _route_sums(recent)
+            route_sums(recent)
             .join(flags, on=["host", "route"])
             .group_by("host")
             .agg(
-                pl.col(c).filter(pl.col(c.rsplit("_", 1)[0])).sum().alias(f"_{c}")
-                for c in ROUTE_COUNT_COLUMNS
+                pl.col(f"{v}_{k}").filter(pl.col(v)).sum().alias(f"_{v}_{k}")
+                for v in _VALIDATORS
+                for k in ("tracks", "stuck")
             )
         )
         # only where the rest of the host has shown its validator moving with a change: a
@@ -429,8 +451,12 @@ def trust_before(
     return trust_from_counts(counts, rules)
 
 
-def _route_sums(evidence: pl.DataFrame) -> pl.DataFrame:
-    """Per host and route, the ``routes`` counts of ``evidence`` summed."""
+def route_sums(evidence: pl.DataFrame) -> pl.DataFrame:
+    """Per host and route, the ``routes`` counts of ``evidence`` summed (an empty frame of
+    those columns for evidence without them: files from before the column)."""
+    if "routes" not in evidence.columns:
+        schema = {"host": pl.String(), "route": pl.String()}
+        return pl.DataFrame(schema=schema | dict.fromkeys(ROUTE_COUNT_COLUMNS, pl.Int64()))
     return (
         evidence.select("host", pl.col("routes").cast(ROUTES_TYPE))
         .explode("routes")
@@ -461,51 +487,13 @@ def stuck_routes(
     if "routes" not in evidence.columns:
         return pl.DataFrame(schema=schema)
     recent = evidence.filter((pl.col("cycle_at") >= now - window) & (pl.col("cycle_at") < now))
-    sums = _route_sums(recent)
+    sums = route_sums(recent)
     flags = {
         f"{v}_stuck": _is_stuck(pl.col(f"{v}_stuck"), pl.col(f"{v}_tracks"), rules)
         for v in _VALIDATORS
     }
     found = sums.with_columns(**flags).filter(pl.any_horizontal(*flags))
     return found.select(pl.col(name).cast(t) for name, t in schema.items()).sort("host", "route")
-
-
-#: bodies with unchanged content after which a host whose validators never saw a change is no
-#: longer unproven (:func:`unproven_hosts`): its pages hardly change, and a stuck validator on
-#: them costs little
-UNPROVEN_MAX_UNCHANGED_BODIES = 8
-#: the evidence counts :func:`unproven_hosts` reads
-UNPROVEN_COLUMNS: tuple[str, ...] = (
-    "n_body_pairs",
-    *(f"{v}_{k}" for v in _VALIDATORS for k in ("honored", "tracks", "stuck")),
-)
-
-
-def unproven_hosts(
-    counts: pl.DataFrame, max_unchanged_bodies: int = UNPROVEN_MAX_UNCHANGED_BODIES
-) -> pl.Series:
-    """Hosts whose validators have answered 304 but have never been seen to move with a change,
-    sorted: nothing yet tells an honest validator on quiet pages from a stuck one that hides
-    every change behind a 304, which only a body can show. An honest host proves itself the
-    first time a conditional request meets a change (a 200 under a new validator); a stuck
-    host never does, so its first re-fetches are where it is found or never. The verification
-    sample looks at one page of each such host first
-    (:func:`freshness_pipeline.science.schedule.build_plan`), until ``max_unchanged_bodies``
-    bodies compared with the URL's previous one showed nothing changed.
-
-    ``counts``: ``host`` and :data:`UNPROVEN_COLUMNS`, one row or several per host (validator
-    evidence of the cycles to judge, summed here, or :func:`validator_trust`'s rows)."""
-    _check_columns(counts, ["host", *UNPROVEN_COLUMNS], "validator evidence")
-    honored = pl.col("etag_honored") + pl.col("last_modified_honored")
-    seen = sum(
-        (pl.col(c) for c in UNPROVEN_COLUMNS if c.endswith(("_tracks", "_stuck"))), pl.lit(0)
-    )
-    return (
-        counts.group_by("host")
-        .agg(pl.col(c).sum() for c in UNPROVEN_COLUMNS)
-        .filter((honored > 0) & (seen == 0) & (pl.col("n_body_pairs") < max_unchanged_bodies))
-        .sort("host")["host"]
-    )
 
 
 def _is_stuck(stuck: pl.Expr, tracks: pl.Expr, rules: TrustRules) -> pl.Expr:

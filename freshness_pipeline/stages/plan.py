@@ -20,11 +20,13 @@ from freshness_pipeline.science.hints import lastmod_hints, lastmod_trust
 from freshness_pipeline.science.prior.table import GAIN_COLUMN, posterior_gains
 from freshness_pipeline.science.retry_after import TOO_MANY_REQUESTS, asks_to_slow_down, held_hosts
 from freshness_pipeline.science.schedule import Objective, PlanConfig, build_plan
-from freshness_pipeline.science.validators import (
+from freshness_pipeline.science.unproven import (
     UNPROVEN_COLUMNS,
-    is_refused_304,
     unproven_hosts,
+    unproven_routes,
+    unproven_scope,
 )
+from freshness_pipeline.science.validators import is_refused_304
 from freshness_pipeline.stages.running_totals import VALIDATOR_HISTORY, fetch_memory
 from freshness_pipeline.warehouse import tables
 from freshness_pipeline.warehouse.storage import Warehouse
@@ -361,10 +363,14 @@ def cycle_plan(
         now,
     )
     inputs = with_delisting(inputs, robots)
-    evidence = wh.read("validator_evidence", hosts, columns=["host", "cycle_at", *UNPROVEN_COLUMNS])
-    recent = pl.col("cycle_at").is_between(now - VALIDATOR_HISTORY, now, closed="left")
-    unproven = unproven_hosts(evidence.filter(recent))
-    inputs = inputs.with_columns(validators_unproven=pl.col("host").is_in(unproven.implode()))
+    evidence = wh.read(
+        "validator_evidence", hosts, columns=["host", "cycle_at", *UNPROVEN_COLUMNS, "routes"]
+    )
+    recent = evidence.filter(
+        pl.col("cycle_at").is_between(now - VALIDATOR_HISTORY, now, closed="left")
+    )
+    scope = unproven_scope(unproven_hosts(recent), unproven_routes(recent))
+    inputs = inputs.with_columns(unproven_scope=scope)
     sent_bytes = (
         fetch_memory(wh, hosts, inputs, since=now - BYTES_HISTORY).filter(
             pl.col("cycle_at").is_between(now - BYTES_HISTORY, now, closed="left")
