@@ -60,9 +60,9 @@ The plan is filled in this order, each step capped per host by ``host_capacity``
    validators: one page first from each host, or route of a host, whose validators are
    unproven (an ``unproven_scope`` column naming it: 304s so far and never a change seen
    through them, science.unproven), since a stuck validator hides changes behind 304s until
-   a body shows it. A host with pages
-   never fetched after the new pass keeps its probes and the checks of pages seen too few
-   times for later: a first copy buys more than a second look;
+   a body shows it. A host with pages never fetched after the new pass keeps its probes and
+   the checks of pages seen too few times for later: a first copy buys more than a second
+   look;
 4. ``priority``: the rest of the budget, including any unused reserve, by priority.
 
 Beyond the budget the plan ranks a reserve (``reserve_rank``): the next best buys by priority
