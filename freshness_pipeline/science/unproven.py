@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import polars as pl
 
-from freshness_pipeline.science.normalize import url_route
 from freshness_pipeline.science.validators import (
     ROUTE_CHANGE_COLUMNS,
     ROUTE_COUNT_COLUMNS,
+    route_of_row,
     route_sums,
+    routes_listed,
 )
 
 __all__ = [
@@ -80,8 +81,8 @@ def unproven_scope(hosts: pl.Series, routes: pl.DataFrame) -> pl.Expr:
     the host is in ``hosts`` (:func:`unproven_hosts`), else its host and route (joined by a tab)
     when they are in ``routes`` (:func:`unproven_routes`), else null. The verification pass
     looks first at one page of each such scope."""
-    route = pl.concat_str(pl.col("host"), url_route(pl.col("url")), separator="\t")
-    keys = routes.select(pl.concat_str("host", "route", separator="\t")).to_series()
+    route = route_of_row()
+    keys = routes_listed(routes)
     return (
         pl.when(pl.col("host").is_in(hosts.implode()))
         .then(pl.col("host"))

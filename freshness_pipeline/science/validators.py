@@ -57,7 +57,9 @@ __all__ = [
     "is_refused_304",
     "latest_requests",
     "remember_requests",
+    "route_of_row",
     "route_sums",
+    "routes_listed",
     "stuck_routes",
     "trust_before",
     "trust_from_counts",
@@ -424,7 +426,7 @@ def trust_before(
     change: fetched without the validator stuck there, a route's pages go on showing changes
     under an unmoved one, and those alone turned a host whose other routes are honest stuck
     as a whole, every 304 of theirs lost."""
-    recent = evidence.filter((pl.col("cycle_at") >= now - window) & (pl.col("cycle_at") < now))
+    recent = evidence.filter(_within(now, window))
     counts = recent.group_by("host").agg(pl.col(c).sum() for c in COUNT_COLUMNS)
     if apart is not None and apart.height and "routes" in recent.columns:
         flags = apart.select("host", "route", *(pl.col(f"{v}_stuck").alias(v) for v in _VALIDATORS))
@@ -484,16 +486,29 @@ def stuck_routes(
     rules = rules or TrustRules()
     schema: dict[str, pl.DataType] = {"host": pl.String(), "route": pl.String()}
     schema |= {f"{v}_stuck": pl.Boolean() for v in _VALIDATORS}
-    if "routes" not in evidence.columns:
-        return pl.DataFrame(schema=schema)
-    recent = evidence.filter((pl.col("cycle_at") >= now - window) & (pl.col("cycle_at") < now))
-    sums = route_sums(recent)
+    sums = route_sums(evidence.filter(_within(now, window)))
     flags = {
         f"{v}_stuck": _is_stuck(pl.col(f"{v}_stuck"), pl.col(f"{v}_tracks"), rules)
         for v in _VALIDATORS
     }
     found = sums.with_columns(**flags).filter(pl.any_horizontal(*flags))
     return found.select(pl.col(name).cast(t) for name, t in schema.items()).sort("host", "route")
+
+
+def route_of_row() -> pl.Expr:
+    """Each row's host and route (columns ``host``, ``url``) as one key: what
+    :func:`routes_listed` lists."""
+    return pl.concat_str(pl.col("host"), url_route(pl.col("url")), separator="\t")
+
+
+def routes_listed(routes: pl.DataFrame) -> pl.Series:
+    """The keys of :func:`route_of_row` for a frame of ``host`` and ``route``."""
+    return routes.select(pl.concat_str("host", "route", separator="\t")).to_series()
+
+
+def _within(now: datetime, window: timedelta) -> pl.Expr:
+    """Evidence rows of the cycles in ``window`` before ``now``."""
+    return (pl.col("cycle_at") >= now - window) & (pl.col("cycle_at") < now)
 
 
 def _is_stuck(stuck: pl.Expr, tracks: pl.Expr, rules: TrustRules) -> pl.Expr:
@@ -645,11 +660,9 @@ def drop_untrusted_validators(
     bad_lm = trust.filter(pl.col("last_modified_trusted").not_())["host"]
     route_stuck = {v: pl.lit(False) for v in _VALIDATORS}
     if stuck_on_routes is not None and stuck_on_routes.height and "url" in requests.columns:
-        key = pl.concat_str(pl.col("host"), url_route(pl.col("url")), separator="\t")
         for v in _VALIDATORS:
-            stuck = stuck_on_routes.filter(pl.col(f"{v}_stuck"))
-            keys = stuck.select(pl.concat_str("host", "route", separator="\t"))
-            route_stuck[v] = key.is_in(keys.to_series().implode()).fill_null(False)
+            listed = routes_listed(stuck_on_routes.filter(pl.col(f"{v}_stuck")))
+            route_stuck[v] = route_of_row().is_in(listed.implode()).fill_null(False)
     drop_lm = pl.col("host").is_in(bad_lm.implode()) | route_stuck["last_modified"] | force
     stuck_etag = _hosts_where(trust, "etag", stuck=True)
     useless_etag = _hosts_where(trust, "etag", stuck=False)
