@@ -95,6 +95,36 @@ def test_throttled_hosts_keep_their_gap_and_drop_to_one_request_at_a_time() -> N
     assert kept["gap_s"] == pytest.approx(0.5 * GAP_RECOVERY) and kept["clean_cycles"] == 1
 
 
+def test_a_cycle_of_named_503_waits_carries_one_step_more_than_it_started_with() -> None:
+    """Within the cycle each refusal doubled the pace (here to 12 s); carried whole, the busy
+    cycles of a host refusing at fixed hours whatever the pace outgrew the quiet ones."""
+    before = next_host_capacity(
+        tables.empty("host_capacity"),
+        cycle_rows(h_example={"gap_s": 0.5, "sent": 10, "throttled": 1, "rate_limited": 1}),
+        NOW,
+        max_concurrency=2,
+    )
+    assert before.row(0, named=True)["gap_s"] == 0.5
+    later = NOW + timedelta(hours=6)
+    busy = {"gap_s": 12.0, "sent": 9, "planned": 9, "throttled": 3, "waits_named": 3}
+
+    def carried(previous: pl.DataFrame, **cycle: int) -> float:
+        row = next_host_capacity(
+            previous, cycle_rows(h_example={**busy, **cycle}), later, max_concurrency=2
+        ).row(0, named=True)
+        assert row["concurrency"] == 1 and row["clean_cycles"] == 0
+        return float(row["gap_s"])
+
+    known = tables.conform("host_capacity", before)
+    assert carried(known) == pytest.approx(0.5 + THROTTLE_GAP_STEP_S)
+    assert carried(tables.empty("host_capacity")) == THROTTLE_GAP_STEP_S  # nothing known yet
+    # a 429 among them, or a 503 that named no wait: the host spoke of our pace
+    assert carried(known, rate_limited=1) == 12.0
+    assert carried(known, waits_named=2) == 12.0
+    # never below what the cycle started with: a cycle that ended under the step keeps it
+    assert carried(known, gap_s=0.6) == pytest.approx(0.6)
+
+
 def test_a_host_with_a_crawl_delay_is_one_request_in_flight_whatever_it_answered() -> None:
     """The fetcher sends a Crawl-delay host one request at a time; host_capacity said 2 after a
     clean cycle (an outside check read it against "default 1 when a crawl-delay is set"), and
@@ -423,3 +453,53 @@ def test_a_host_that_trickles_its_bodies_is_learned_as_slow(tmp_path) -> None:
     learned = Warehouse(home).read("host_capacity")
     assert learned["sent"].to_list() == [2]
     assert learned["latency_s"][0] >= 0.9, learned.select("latency_s", "capacity")
+
+
+@pytest.mark.usefixtures("loopback_crawl")
+def test_a_host_refusing_at_its_own_hours_with_a_named_wait_is_not_paced_by_them(tmp_path) -> None:
+    """Two hosts refuse every third page request whatever the pace, one with 503 and a
+    Retry-After of a second, the other with 429 and the same wait. Each refusal is waited
+    out and, within the cycle, doubles the pace. The 503 host hands the next cycle one step a
+    cycle, the 429 host what it ended with (before: the 503 host carried 0.5-1 s after one
+    cycle, as much as the 429 host)."""
+    from aiohttp import web
+
+    from freshness_pipeline.app.runner import load_seeds, run_cycle
+    from freshness_pipeline.warehouse.storage import Warehouse
+    from freshness_pipeline_tests.support import serve_on_loopback
+
+    def refusing(status: int):  # type: ignore[no-untyped-def]
+        asked = [0]
+
+        async def handle(request: web.Request) -> web.Response:
+            if request.path == "/robots.txt":
+                return web.Response(text="User-agent: *\nAllow: /\n")
+            if not request.path.startswith("/p"):
+                return web.Response(status=404)
+            asked[0] += 1
+            if asked[0] % 3 == 0:
+                return web.Response(status=status, headers={"Retry-After": "1"}, text="busy")
+            return web.Response(
+                text=f"<html><title>{request.path}</title><main><p>page {request.path}</p></main>",
+                content_type="text/html",
+            )
+
+        return handle
+
+    home = tmp_path / "home"
+    pages = "".join(f"/p{i}\n" for i in range(9))
+    with (
+        serve_on_loopback(refusing(503)) as unavailable,
+        serve_on_loopback(refusing(429)) as limiting,
+    ):
+        seeds = "url\n" + "".join(
+            f"{base}{line}" for base in (unavailable, limiting) for line in pages.splitlines(True)
+        )
+        load_seeds(home, seeds.encode(), added_at=NOW)
+        run_cycle(home, NOW)
+        learned = Warehouse(home).read("host_capacity")
+        gaps = {r["host"]: r for r in learned.iter_rows(named=True)}
+        busy, limited = (gaps[u.removeprefix("http://")] for u in (unavailable, limiting))
+        assert busy["throttled"] >= 2 and limited["throttled"] >= 2, learned
+        assert busy["gap_s"] == pytest.approx(THROTTLE_GAP_STEP_S)
+        assert limited["gap_s"] >= 2 * THROTTLE_GAP_STEP_S

@@ -558,6 +558,10 @@ def capacity_observations(
         .sum()
         .cast(pl.Int64)
         .alias("rate_limited"),
+        (pl.col("sent") & (pl.col("http_status") == 503) & pl.col("retry_after_s").is_not_null())
+        .sum()
+        .cast(pl.Int64)
+        .alias("waits_named"),
     )
     pace = pl.DataFrame(
         [
@@ -588,6 +592,7 @@ def capacity_observations(
         "throttled",
         "failures",
         "rate_limited",
+        "waits_named",
     ]
     return (
         per_host.join(allowed, on="host", how="left")
