@@ -110,11 +110,10 @@ def carried_gap(gap_now: pl.Expr, previous_gap: pl.Expr, waits_named: pl.Expr) -
     a 503 says the server is unavailable for a while, and its Retry-After says how long: from
     one cycle's answers nothing tells a host refusing requests that came too fast from one
     refusing in its busy hours whatever the pace. Carried in full, the doubled gaps of each
-    busy cycle outgrew what the quiet cycles gave back: a host answering 503 with a
-    Retry-After of 5-20 s to every third request in two hours a day ended paced at 20 s,
-    four fetches a cycle at any hour, at 0.27 freshness against an oracle's 0.53 (found by
-    an outside held-out web; an earlier one had shown the same at 6 s). A step a busy cycle
-    still finds a real limiter's pace, more slowly; a 429 ("too many requests") and a 503
+    busy cycle outgrew what the quiet cycles gave back: a host answering every third request
+    in two hours a day with a 503 and a Retry-After of some seconds ended paced at its longest
+    wait, a few fetches a cycle at any hour (found by two outside held-out webs). A step a busy
+    cycle still finds a real limiter's pace, more slowly; a 429 ("too many requests") and a 503
     without a wait are carried in full."""
     stepped = previous_gap.fill_null(0.0) + THROTTLE_GAP_STEP_S
     return pl.when(waits_named).then(pl.min_horizontal(gap_now, stepped)).otherwise(gap_now)
