@@ -89,7 +89,7 @@ def test_a_pattern_classes_a_url_no_seed_row_classes(tmp_path: Path) -> None:
             ("/products/moved", "redirect", 9.0, "product"),
             # both classes' patterns match: the first class in the file wins
             ("/collections/lamps/products/desk-lamp", "sitemap", None, None),
-            # nothing matches: as before, no class and 1, or what the URL inherited
+            # nothing matches: no class, and what the URL inherited, or the host's typical seed
             ("/about", "sitemap", None, None),
             ("/pages/new-home", "redirect", 4.0, "landing"),
         ],
@@ -104,7 +104,8 @@ def test_a_pattern_classes_a_url_no_seed_row_classes(tmp_path: Path) -> None:
         "/collections/lamps": ("collection", 2.0),
         "/products/moved": ("product", 5.0),
         "/collections/lamps/products/desk-lamp": ("product", 5.0),
-        "/about": (None, 1.0),
+        # the mean of the seeds' values: 3 (gift card), 5 and 5 (chair, desk: their class's)
+        "/about": (None, 13 / 3),
         "/pages/new-home": ("landing", 4.0),
     }
 
@@ -140,10 +141,40 @@ def test_a_class_value_applies_to_a_class_given_otherwise(tmp_path: Path) -> Non
     assert _classes(rows, config) == {
         "/a": ("article", 3.0),
         "/b": ("article", 3.0),
-        "/c": (None, 1.0),
-        "/guide": ("guide", 1.0),
-        "/blog/guide": (None, 1.0),
+        # the host's one seed is worth 3 (its class's value): so is a page found beside it
+        "/c": (None, 3.0),
+        "/guide": ("guide", 3.0),
+        "/blog/guide": (None, 3.0),
     }
+
+
+def test_a_found_page_is_worth_what_its_hosts_seeds_are_worth() -> None:
+    """A page a sitemap, feed or canonical link brings, with no value of its own, takes the
+    mean of its host's seed values (a seed without one counts 1.0), each counted at most at
+    the host's 99th percentile of them; a host without seeds gives 1.0, as before (it gave
+    1.0 on every host: ranked below the seeds of a host valued 3, above those of one valued
+    0.5)."""
+    config = PipelineConfig()
+    valued = [
+        ("/a", "seed", 3.0, None),
+        ("/b", "seed", 2.0, None),
+        ("/c", "seed", None, None),  # loaded without a value: 1.0
+        ("/found", "sitemap", None, None),
+        ("/listed", "feed", None, None),
+        ("/c", "sitemap", None, None),  # a seed the sitemap lists too is still a seed
+    ]
+    got = _classes(valued, config)
+    # 3, 2 and 1, the highest counted at the 99th percentile's value below it: 2, 2 and 1
+    assert got["/found"] == got["/listed"] == (None, 5 / 3)
+    assert got["/c"] == (None, 1.0)
+    # one seed valued far above its neighbours counts as the next below it
+    home_page = [("/", "seed", 1000.0, None)] + [(f"/{i}", "seed", 0.5, None) for i in range(4)]
+    got = _classes([*home_page, ("/found", "sitemap", None, None)], config)
+    assert got["/found"] == (None, 0.5) and got["/"] == (None, 1000.0)
+    # what a page inherited through a redirect still comes before the host's figure
+    got = _classes([*valued, ("/moved", "redirect", 7.0, None)], config)
+    assert got["/moved"] == (None, 7.0)
+    assert _classes([("/found", "sitemap", None, None)], config) == {"/found": (None, 1.0)}
 
 
 PRODUCT = (
