@@ -6,7 +6,7 @@ lastmod); comparing them as they come either fails or, worse, silently shifts by
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
 
@@ -18,6 +18,12 @@ DAY_US = 86_400_000_000.0
 def duration_days(expr: pl.Expr) -> pl.Expr:
     """A duration (a difference of UTC_US times) in days, as a float."""
     return expr.dt.total_microseconds().cast(pl.Float64) / DAY_US
+
+
+def cycles_within(now: datetime, window: timedelta, column: str = "cycle_at") -> pl.Expr:
+    """Rows of the cycles in ``window`` before ``now`` (``now`` itself excluded: the cycle
+    being run has written nothing yet that it may read as its past)."""
+    return (pl.col(column) >= now - window) & (pl.col(column) < now)
 
 
 def as_utc(now: datetime) -> datetime:

@@ -40,6 +40,7 @@ import polars as pl
 
 from freshness_pipeline.science.knobs import require
 from freshness_pipeline.science.normalize import url_route
+from freshness_pipeline.science.timecols import cycles_within
 
 __all__ = [
     "COUNT_COLUMNS",
@@ -426,7 +427,7 @@ def trust_before(
     change: fetched without the validator stuck there, a route's pages go on showing changes
     under an unmoved one, and those alone turned a host whose other routes are honest stuck
     as a whole, every 304 of theirs lost."""
-    recent = evidence.filter(_within(now, window))
+    recent = evidence.filter(cycles_within(now, window))
     counts = recent.group_by("host").agg(pl.col(c).sum() for c in COUNT_COLUMNS)
     if apart is not None and apart.height and "routes" in recent.columns:
         flags = apart.select("host", "route", *(pl.col(f"{v}_stuck").alias(v) for v in _VALIDATORS))
@@ -486,7 +487,7 @@ def stuck_routes(
     rules = rules or TrustRules()
     schema: dict[str, pl.DataType] = {"host": pl.String(), "route": pl.String()}
     schema |= {f"{v}_stuck": pl.Boolean() for v in _VALIDATORS}
-    sums = route_sums(evidence.filter(_within(now, window)))
+    sums = route_sums(evidence.filter(cycles_within(now, window)))
     flags = {
         f"{v}_stuck": _is_stuck(pl.col(f"{v}_stuck"), pl.col(f"{v}_tracks"), rules)
         for v in _VALIDATORS
@@ -504,11 +505,6 @@ def route_of_row() -> pl.Expr:
 def routes_listed(routes: pl.DataFrame) -> pl.Series:
     """The keys of :func:`route_of_row` for a frame of ``host`` and ``route``."""
     return routes.select(pl.concat_str("host", "route", separator="\t")).to_series()
-
-
-def _within(now: datetime, window: timedelta) -> pl.Expr:
-    """Evidence rows of the cycles in ``window`` before ``now``."""
-    return (pl.col("cycle_at") >= now - window) & (pl.col("cycle_at") < now)
 
 
 def _is_stuck(stuck: pl.Expr, tracks: pl.Expr, rules: TrustRules) -> pl.Expr:

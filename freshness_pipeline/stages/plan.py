@@ -20,6 +20,7 @@ from freshness_pipeline.science.hints import lastmod_hints, lastmod_trust
 from freshness_pipeline.science.prior.table import GAIN_COLUMN, posterior_gains
 from freshness_pipeline.science.retry_after import TOO_MANY_REQUESTS, asks_to_slow_down, held_hosts
 from freshness_pipeline.science.schedule import Objective, PlanConfig, build_plan
+from freshness_pipeline.science.timecols import cycles_within
 from freshness_pipeline.science.unproven import (
     UNPROVEN_COLUMNS,
     unproven_hosts,
@@ -366,15 +367,12 @@ def cycle_plan(
     evidence = wh.read(
         "validator_evidence", hosts, columns=["host", "cycle_at", *UNPROVEN_COLUMNS, "routes"]
     )
-    recent = evidence.filter(
-        pl.col("cycle_at").is_between(now - VALIDATOR_HISTORY, now, closed="left")
-    )
+    recent = evidence.filter(cycles_within(now, VALIDATOR_HISTORY))
     scope = unproven_scope(unproven_hosts(recent), unproven_routes(recent))
     inputs = inputs.with_columns(unproven_scope=scope)
     sent_bytes = (
         fetch_memory(wh, hosts, inputs, since=now - BYTES_HISTORY).filter(
-            pl.col("cycle_at").is_between(now - BYTES_HISTORY, now, closed="left")
-            & (pl.col("cycles") == 1)
+            cycles_within(now, BYTES_HISTORY) & (pl.col("cycles") == 1)
         )
         if settings.cost_basis == "bytes"
         else None
