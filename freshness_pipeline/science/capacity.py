@@ -196,30 +196,29 @@ def next_host_capacity(
     cycle planned for, with :data:`CYCLE_COLUMNS`. Hosts not in ``cycle`` keep their row as it
     was: only answers teach anything. A host that sent nothing keeps its pace too.
     """
+    missing = [c for c in CYCLE_COLUMNS if c not in cycle.columns]
+    if missing:
+        raise ValueError(f"cycle observations lack column(s) {missing}")
     prev = previous.select("host", *_PREVIOUS_ALIASES).rename(_PREVIOUS_ALIASES)
     seen = cycle.join(prev, on="host", how="left")
     answered = pl.col("sent") > 0
     throttled = pl.col("throttled") > 0
-    gap_now = pl.coalesce(pl.col("gap_s"), pl.col("_prev_gap"), pl.lit(0.0))
-    down = pl.lit(False)
-    if "rate_limited" in cycle.columns:
-        # A host that answered nothing but failures, none of them a 429, was down, not pacing
-        # us: each of its 503s had doubled the fetcher's gap, and the host came back paced at
-        # 8 s a request, its first cycle back over three minutes (found by an exploratory run).
-        # The pace from before the outage stands; one request at a time until it answers.
-        down = answered & (pl.col("failures") >= pl.col("sent")) & (pl.col("rate_limited") == 0)
-        gap_now = pl.when(down).then(pl.coalesce("_prev_gap", pl.lit(0.0))).otherwise(gap_now)
+    not_429 = pl.col("rate_limited") == 0
+    # A host that answered nothing but failures, none of them a 429, was down, not pacing us:
+    # each of its 503s had doubled the fetcher's gap, and the host came back paced at 8 s a
+    # request, its first cycle back over three minutes (found by an exploratory run). The
+    # pace from before the outage stands; one request at a time until it answers.
+    down = answered & (pl.col("failures") >= pl.col("sent")) & not_429
+    gap_now = (
+        pl.when(down)
+        .then(pl.coalesce("_prev_gap", pl.lit(0.0)))
+        .otherwise(pl.coalesce(pl.col("gap_s"), pl.col("_prev_gap"), pl.lit(0.0)))
+    )
     recovered = gap_now * GAP_RECOVERY
-    if {"waits_named", "rate_limited"} <= set(cycle.columns):
-        waits_named = (pl.col("rate_limited").fill_null(0) == 0) & (
-            pl.col("waits_named") >= pl.col("throttled")
-        )
-        throttled_gap_now = carried_gap(gap_now, pl.col("_prev_gap"), waits_named)
-    else:
-        throttled_gap_now = gap_now
+    waits_named = not_429 & (pl.col("waits_named") >= pl.col("throttled"))
     gap = (
         pl.when(throttled)
-        .then(throttled_gap_now)
+        .then(carried_gap(gap_now, pl.col("_prev_gap"), waits_named))
         .when(answered)
         .then(pl.when(recovered < FORGET_GAP_S).then(0.0).otherwise(recovered))
         .otherwise(gap_now)
