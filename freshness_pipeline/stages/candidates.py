@@ -130,9 +130,9 @@ TYPICAL_VALUE_QUANTILE = 0.99
 
 def typical_seed_value(seeded: pl.Expr, host: str = "host") -> pl.Expr:
     """What a page of the host is worth when nothing says: the mean of the values of the
-    user's seeds on that host (``seeded``: each seed's value, its class's, or 1.0; null on rows
-    that are no seed), each counted at most at the host's :data:`TYPICAL_VALUE_QUANTILE`; null
-    on a host without seeds.
+    user's seeds on that host (``seeded``: each seed's value as its candidate has it, 1.0 for
+    one loaded without; null on rows that are no seed), each counted at most at the host's
+    :data:`TYPICAL_VALUE_QUANTILE`; null on a host without seeds.
 
     A page a sitemap or feed brings has no value of its own, and 1.0 is a number on no scale
     in particular: against seeds valued 3 on a news site and 0.5 on an archive, every page
@@ -189,7 +189,6 @@ def canonical_candidates(
     )
     seeded = pl.col("source") == "seed"
     seed_row = pl.col("sources").str.contains("seed", literal=True)
-    seed_value = pl.coalesce(_SEEDED_VALUE, config.class_value_expr(), pl.lit(1.0))
     grouped = (
         rows.sort(rank, maintain_order=True)
         .group_by("canonical")
@@ -216,14 +215,16 @@ def canonical_candidates(
         )
         .rename({"canonical": "url"})
         .with_columns(url_class=config.url_class_expr(_SEEDED_CLASS, "url_class"))
+        # a seed loaded without a value has 1.0; a page the crawl found with none, its host's
+        # seeds' typical value
         .with_columns(
             value=pl.coalesce(
-                _SEEDED_VALUE,
-                config.class_value_expr(),
-                "value",
-                # a seed loaded without a value has 1.0; a page the crawl found, its host's
-                pl.when(~seed_row).then(typical_seed_value(pl.when(seed_row).then(seed_value))),
-                pl.lit(1.0),
+                _SEEDED_VALUE, config.class_value_expr(), "value", pl.when(seed_row).then(1.0)
+            )
+        )
+        .with_columns(
+            value=pl.coalesce(
+                "value", typical_seed_value(pl.when(seed_row).then("value")), pl.lit(1.0)
             )
         )
         .drop(_SEEDED_VALUE, _SEEDED_CLASS)
