@@ -503,3 +503,9 @@ def test_a_host_refusing_at_its_own_hours_with_a_named_wait_is_not_paced_by_them
         assert busy["throttled"] >= 2 and limited["throttled"] >= 2, learned
         assert busy["gap_s"] == pytest.approx(THROTTLE_GAP_STEP_S)
         assert limited["gap_s"] >= 2 * THROTTLE_GAP_STEP_S
+
+
+def test_cycle_observations_without_a_column_are_refused_by_name() -> None:
+    rows = cycle_rows(h_example={"gap_s": 0.5, "sent": 1}).drop("waits_named")
+    with pytest.raises(ValueError, match="waits_named"):
+        next_host_capacity(tables.empty("host_capacity"), rows, NOW, max_concurrency=2)
