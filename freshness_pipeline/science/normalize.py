@@ -506,6 +506,26 @@ def url_path(url: pl.Expr) -> pl.Expr:
     return url.str.extract(r"^[a-z][a-z0-9+.-]*://[^/?#]*([^?#]*)", 1)
 
 
+# A path or query that names a sitemap or a feed: sitemap*.xml (.txt, .gz), *.rss, *.atom,
+# *.rdf, /feed/, /rss/, /atom/ (WordPress's /feed/atom/ too), /feed.xml, /rss.xml, /atom.xml,
+# /index.xml, /feed.json and WordPress's ?feed=rss2.
+_LISTING_SHAPE = (
+    r"(?i)^[a-z][a-z0-9+.-]*://[^/?#]*(?:"
+    r"[^?#]*/(?:feeds?|rss2?|atom)/?"
+    r"|[^?#]*/[^/?#]*sitemap[^/?#]*\.(?:xml|txt)(?:\.gz)?"
+    r"|[^?#]*\.(?:rss|atom|rdf)"
+    r"|[^?#]*/(?:feed|rss2?|atom|index)\.(?:xml|json)"
+    r")(?:[?#]|$)|[?&]feed=(?:rss2?|atom|rdf)(?:[&#]|$)"
+)
+
+
+def looks_like_listing(url: pl.Expr) -> pl.Expr:
+    """Whether each URL reads as a sitemap or a feed. Only a guess (the fetch tells, by the
+    body), but a good one to act on early: the plan fetches such a seed first among the pages
+    never fetched, since it lists pages that wait to be found until it is read."""
+    return url.str.contains(_LISTING_SHAPE)
+
+
 def url_route(url: pl.Expr) -> pl.Expr:
     """The first directory of each URL's path ("/deals/" for ".../deals/42" and ".../deals/";
     "/" for a page at the root; null when it is no absolute URL): the part of a site that one

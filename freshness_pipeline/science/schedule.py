@@ -43,19 +43,18 @@ The plan is filled in this order, each step capped per host by ``host_capacity``
 2. ``delisted``: pages a complete read of their host's sitemaps no longer lists, not fetched
    since (a ``delisted`` column), most valuable first, within ``delisted_share``: a page that
    left an honest sitemap has most likely gone, and one fetch says so;
-3. reserved shares of the budget: ``new`` URLs (those published since the crawl's first read
-   of their host first, the share growing with how many of them wait; then by value),
-   ``reestimate`` (long-quiet or
-   barely observed pages, but not those a trusted lastmod says are unchanged: that is the look
-   a fetch would buy; and gone pages once their wait is over (see
-   :func:`gone_recheck_wait_days`): the estimator only learns
-   from what the scheduler fetches, so pages it starves would stay misjudged forever; a page
-   gone since its last fetch only first, then the most overdue, weighted by value per cost,
-   see ``reestimate_order``), ``probe`` (pages seen
-   changed at every fetch, fetched again soon after the last one, so that an interval short
-   enough to miss a change bounds the rate from above, or, once their last fetch is a day
-   old and twice their longest interval, again to see whether they stopped: see
-   ``probe_share`` and ``dormancy_min_days``), and a random
+3. reserved shares of the budget: ``new`` URLs (a seed that reads as a sitemap or feed
+   first: what it lists waits to be found until it is read; then those published since the
+   crawl's first read of their host, the share growing with how many of them wait; then by
+   value), ``reestimate`` (long-quiet or barely observed pages, but not those a trusted
+   lastmod says are unchanged: that is the look a fetch would buy; and gone pages once their
+   wait is over (see :func:`gone_recheck_wait_days`): the estimator only learns from what the
+   scheduler fetches, so pages it starves would stay misjudged forever; a page gone since its
+   last fetch only first, then the most overdue, weighted by value per cost, see
+   ``reestimate_order``), ``probe`` (pages seen changed at every fetch, fetched again soon
+   after the last one, so that an interval short enough to miss a change bounds the rate from
+   above, or, once their last fetch is a day old and twice their longest interval, again to
+   see whether they stopped: see ``probe_share`` and ``dormancy_min_days``), and a random
    ``verify`` sample that checks the model on pages it would not choose, fetched without
    validators: one page first from each host, or route of a host, whose validators are
    unproven (an ``unproven_scope`` column naming it: 304s so far and never a change seen
@@ -91,6 +90,7 @@ from freshness_pipeline.science.estimate import DEFAULT_CLASS, PRIORS_BY_CLASS, 
 from freshness_pipeline.science.gains import posterior_capture_gain, posterior_freshness_index
 from freshness_pipeline.science.hints import changed_hint_odds, unchanged_hint_odds
 from freshness_pipeline.science.host_turns import fill, host_rooms, host_turn
+from freshness_pipeline.science.normalize import looks_like_listing
 from freshness_pipeline.science.timecols import as_utc, duration_days, utc_column
 
 __all__ = [
@@ -335,6 +335,7 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
         longest.cast(pl.Float64).alias("_longest"),
         dated.alias("_dated"),
         pl.col("url").cast(pl.String).alias("_url"),
+        looks_like_listing(pl.col("url").cast(pl.String)).fill_null(False).alias("_listing"),
         pl.col("host").cast(pl.String).alias("_host"),
         pl.col("status").cast(pl.String).str.to_lowercase().alias("_status"),
         duration_days(now_lit - last).alias("age_days"),
@@ -616,7 +617,7 @@ def build_plan(
         quotas["floor"] = max(0, quotas["floor"] - taken_idx.len())
     run("floor", "_floor", ["age_days", "_value"], [True, True], quotas["floor"])
     run("delisted", "_delist", ["_value", "priority"], [True, True], quotas["delisted"])
-    run("new", "_new", ["_discovered", "_value", "priority"], [True, True, True], quotas["new"])
+    run("new", "_new", ["_listing", "_discovered", "_value", "priority"], [True] * 4, quotas["new"])
     # A host with pages never fetched after the new pass has a backlog: a first copy of one of
     # them buys more than a second look at a page seen once, and the probes and thin-estimate
     # checks of its pages wait until the backlog is fetched. At a budget of 2 % they took a

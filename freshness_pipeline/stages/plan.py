@@ -35,7 +35,8 @@ from freshness_pipeline.web.client.settings import FetchSettings
 
 ERROR_COST_WEIGHT = 3.0
 # A URL that moved for good, or whose content another URL of its host duplicates, is only a
-# second copy: it is re-checked now and then (in case it diverges), not kept fresh.
+# second copy: it is re-checked now and then (in case it diverges), not kept fresh. So is a
+# feed or sitemap that discovery reads every cycle (with_listing_cost).
 SECOND_COPY_COST = 8.0
 
 
@@ -321,6 +322,32 @@ def with_delisting(inputs: pl.DataFrame, robots: pl.DataFrame) -> pl.DataFrame:
     ).drop("_read_at", "_file_read_at")
 
 
+def with_listing_cost(inputs: pl.DataFrame, robots: pl.DataFrame) -> pl.DataFrame:
+    """A URL its host's discovery reads every cycle as a feed or sitemap (robots.feeds: a
+    seeded listing, or a feed the pages announce) costs a second copy's: fetched as a page
+    too, a seeded feed went out twice a cycle, once for its items and once for a copy nobody
+    reads, every version of it a change."""
+    if "feeds" not in robots.columns:
+        return inputs
+    read = (
+        robots.select("host", pl.col("feeds").alias("url"))
+        .explode("url")
+        .drop_nulls()
+        .unique()
+        .with_columns(_listing_read=pl.lit(True))
+    )
+    return (
+        inputs.join(read, on=["host", "url"], how="left", maintain_order="left")
+        .with_columns(
+            pl.when(pl.col("_listing_read"))
+            .then(pl.col("cost") * SECOND_COPY_COST)
+            .otherwise(pl.col("cost"))
+            .alias("cost")
+        )
+        .drop("_listing_read")
+    )
+
+
 @dataclass(frozen=True)
 class CyclePlan:
     """A cycle's plan, with what the asset reports beside it."""
@@ -347,11 +374,19 @@ def cycle_plan(
     asset is this between Dagster's read of the candidates and its write of the plan;
     benchmarks call it to plan as the product does without Dagster."""
     health = host_health(wh.read("fetch_results", hosts, columns=RESULT_COLUMNS), hosts)
-    # what the plan reads of robots: the holds, Crawl-delays and the last complete sitemap walk
+    # what the plan reads of robots: the holds, Crawl-delays, the last complete sitemap walk
+    # and the feeds and seeded sitemaps discovery reads
     robots = wh.read(
         "robots",
         hosts,
-        columns=["host", "retry_until", "crawl_delay", "sitemaps_read_at", "sitemap_reads"],
+        columns=[
+            "host",
+            "retry_until",
+            "crawl_delay",
+            "sitemaps_read_at",
+            "sitemap_reads",
+            "feeds",
+        ],
     )
     holds = held_hosts(robots, now)
     pace = wh.read("host_capacity", hosts, columns=PACE_COLUMNS)
@@ -363,7 +398,7 @@ def cycle_plan(
         wh.read("lastmod_evidence", hosts),
         now,
     )
-    inputs = with_delisting(inputs, robots)
+    inputs = with_listing_cost(with_delisting(inputs, robots), robots)
     evidence = wh.read(
         "validator_evidence", hosts, columns=["host", "cycle_at", *UNPROVEN_COLUMNS, "routes"]
     )

@@ -61,8 +61,9 @@ ROBOTS: Schema = {
     # the file's last complete read (web.sitemaps.reads.shrunk): an emptied or gutted listing
     # is a broken generator far more often than a site's pages gone
     "sitemaps_shrunk_reads": pl.Int64,
-    # feeds the host's pages announced (or pages that were feeds), read beside its sitemaps;
-    # one that answers 404 or 410 or is no feed is dropped (web.discovery)
+    # feeds the host's pages announced (or pages that were feeds or sitemaps: a seeded
+    # listing), read beside its sitemaps; one that answers 404 or 410 or lists nothing is
+    # dropped (web.discovery)
     "feeds": pl.List(pl.String),
     # Per sitemap file asked for (robots.txt's and index children): when it was last asked for
     # and the <lastmod> its index gave it then, so the next walk reads first what it has not
@@ -195,7 +196,7 @@ FETCH_RESULTS: Schema = {
     # Link header): url_inventory finds it (same host only), url_state keeps it
     "canonical": pl.String,
     # feeds of its host the page announces (<link rel=alternate type=...rss+xml>), or its own
-    # URL when it is a feed: the next cycle's discovery reads them
+    # URL when it is a feed or a sitemap: the next cycle's discovery reads them
     "feeds": pl.List(pl.String),
     "retry_after_s": pl.Float64,
     "error": pl.String,

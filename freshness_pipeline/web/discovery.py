@@ -339,7 +339,11 @@ async def _read_feeds(
     feed given as a seed was read as a page, its items never crawled (found by an exploratory
     run). Apart from the sitemap walk, so that a feed that fails leaves the sitemaps' reading
     complete; items that leave a feed say nothing (a feed keeps its newest only). A feed that
-    is gone or no feed is forgotten, with a note, not a warning each cycle."""
+    is gone or no feed is forgotten, with a note, not a warning each cycle.
+
+    A seeded page that was a sitemap is read here too, as a sitemap: its index's children
+    within the host's file cap, and its entries a sitemap's, so that a page leaving it is
+    news as it is for a sitemap robots.txt names."""
     if not feeds:
         row["feeds"] = row.get("feeds") or None
         return
@@ -350,8 +354,9 @@ async def _read_feeds(
         feeds,
         user_agent=settings.user_agent,
         timeout=settings.total_timeout,
-        # a paged feed's first read follows its pages (its later reads take the first)
-        max_sitemaps=len(feeds) * MAX_FEED_PAGES,
+        # a paged feed's first read follows its pages (its later reads take the first); a
+        # seeded sitemap index, its children
+        max_sitemaps=max(len(feeds) * MAX_FEED_PAGES, settings.max_sitemap_files),
         crawl_delays={result.host: delay} if delay else None,
         archive=archive,
         fetched_at=now,
@@ -371,8 +376,6 @@ async def _read_feeds(
             result.notes.append(f"announced feed forgotten: {problem}")
         else:
             result.problems.append(problem)
-    for entry in walk.entries:
-        entry.from_feed = True  # whatever the file was, a page's feed lists recent items
     result.entries.extend(walk.entries)
     result.feeds_read = sum(f.format is not None for f in walk.files)
     row["feeds"] = [f for f in feeds if f not in dropped] or None

@@ -98,8 +98,9 @@ class FetchResult:
     # The URL the page names as its canonical one (link element or Link header), when it is
     # another than the page's own: the inventory finds it, and of two copies that one stays.
     canonical: str | None = None
-    # Feeds of the page's host that the page announces, or the page itself when it is a feed:
-    # the next cycle's discovery reads them (web.discovery).
+    # Feeds of the page's host that the page announces, or the page itself when it is a feed
+    # or a sitemap (a listing the user seeded): the next cycle's discovery reads them
+    # (web.discovery).
     feeds: list[str] | None = None
     retry_after_s: float | None = None
     error: str | None = None

@@ -53,7 +53,7 @@ from freshness_pipeline.web.netguard import (
     find_blocked_error,
     literal_refusal,
 )
-from freshness_pipeline.web.sitemaps.read import is_feed
+from freshness_pipeline.web.sitemaps.read import is_listing
 from freshness_pipeline.web.throttle import Signal, classify_status
 
 __all__ = ["THROTTLE_STATUSES", "default_fingerprinter", "fetch_one"]
@@ -369,7 +369,7 @@ async def _classify(
             _link_header_canonical(req.url, resp)
         )
         result.feeds = _announced_feeds(req.url, links.feeds, links.base, attempt.host.key) or (
-            [req.url] if is_feed(result.content_type, read.body) else None
+            [req.url] if is_listing(result.content_type, read.body) else None
         )
         error_page = (
             error_page_kind(record.title, record.text)

@@ -30,6 +30,7 @@ from freshness_pipeline.web.sitemaps.records import RecordCollector, absolute_ur
 
 __all__ = [
     "is_feed",
+    "is_listing",
     "parse_sitemap",
     "read_sitemap",
 ]
@@ -427,6 +428,31 @@ def is_feed(content_type: str | None, body: bytes) -> bool:
         root = _sniff_root(head)
         return root is not None and root.rsplit("}", 1)[-1] in _FEED_ROOTS
     return False
+
+
+_SITEMAP_ROOTS = frozenset({"urlset", "sitemapindex"})
+#: media types a sitemap arrives under besides XML: gzipped files are often sent as such
+_GZIP_TYPES = frozenset({"application/gzip", "application/x-gzip", "application/octet-stream"})
+
+
+def is_listing(content_type: str | None, body: bytes) -> bool:
+    """Whether a fetched page is a file that lists pages: a feed (:func:`is_feed`) or a sitemap
+    (an XML ``urlset`` or ``sitemapindex``, gzipped or not). A user who seeds a sitemap robots.txt
+    does not name means the pages it lists; read as a page, not one of them entered the crawl
+    and the file was fetched as a page every cycle (found by an exploratory run)."""
+    if is_feed(content_type, body):
+        return True
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    head = body[:_FEED_SNIFF_BYTES]
+    if head[:2] == _GZIP_MAGIC and (media.endswith("xml") or media in _GZIP_TYPES):
+        with contextlib.suppress(zlib.error):
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(body, _FEED_SNIFF_BYTES)
+        media = "application/xml"
+    head = head.removeprefix(_UTF8_BOM).lstrip(b" \t\r\n")
+    if not media.endswith("xml") or head[:1] != b"<":
+        return False
+    root = _sniff_root(head)
+    return root is not None and root.rsplit("}", 1)[-1] in _SITEMAP_ROOTS
 
 
 def parse_sitemap(
