@@ -1284,3 +1284,29 @@ def test_a_pass_goes_on_from_what_each_host_got_in_the_passes_before() -> None:
     caps = pl.DataFrame({"host": [f"h{k}.example" for k in range(9)], "capacity": [10] * 9})
     plan = build_plan(_cands(seeds), caps, now=NOW, budget=9)
     assert sorted(plan.filter("selected")["host"].value_counts()["count"].to_list()) == [1] * 9
+
+
+def test_a_host_of_few_fetches_keeps_its_valuable_pages_fresh_beside_its_backlog() -> None:
+    """A host that takes five fetches a cycle (a Crawl-delay) had a backlog of 150 pages never
+    fetched: the new pass took all five, cycle after cycle for 30 cycles, and its pages worth
+    fifty times the others were fetched twice in 40 cycles (found on an exploratory web). The
+    new pass takes at most half of such a host's capacity; the rest goes by priority."""
+    slow = [
+        {"host": "slow.example", "value": 50.0 / (k + 1), "age": 2.0, "rate": 1.0} for k in range(3)
+    ]
+    slow += [{"host": "slow.example", "status": "new", "age": None} for _ in range(40)]
+    other = [{"host": "big.example", "status": "new", "age": None} for _ in range(200)]
+    cands = _cands(slow + other)
+    caps = _caps(slow_example=5, big_example=1_000)
+    cfg = PlanConfig(reestimate_share=0, verify_share=0, probe_share=0, new_share=0.2)
+    plan = build_plan(cands, caps, now=NOW, budget=100, config=cfg)
+    slow_rows = plan.filter(pl.col("selected") & (pl.col("host") == "slow.example"))
+    assert slow_rows.height == 5
+    by_reason = dict(slow_rows.group_by("reason").len().iter_rows())
+    assert by_reason.get("new", 0) == 3  # half its capacity, rounded up
+    # the two most valuable fetched pages, stale for two days, take the rest
+    assert set(slow_rows.filter(pl.col("reason") == "priority")["value"].to_list()) == {50.0, 25.0}
+    # a host with room to spare is not held back: its new pages fill the new share
+    assert plan.filter(pl.col("selected") & (pl.col("host") == "big.example")).height == 95
+    with pytest.raises(ValueError, match="new_host_share"):
+        PlanConfig(new_host_share=0.0)

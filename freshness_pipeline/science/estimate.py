@@ -59,6 +59,7 @@ carries an age.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 import numpy as np
 import polars as pl
@@ -71,6 +72,7 @@ __all__ = [
     "aligned_ages",
     "append_observations",
     "by_class",
+    "class_prior",
     "class_key",
     "clean_ages",
     "estimate_rates",
@@ -144,9 +146,13 @@ def by_class(url_class: pl.Expr, table: Mapping[str, float], default: float) -> 
     )
 
 
-def _class_expr(class_col: str, which: int) -> pl.Expr:
-    mapping = {k: v[which] for k, v in PRIORS_BY_CLASS.items()}
-    return by_class(pl.col(class_col), mapping, PRIORS_BY_CLASS[DEFAULT_CLASS][which])
+def class_prior(url_class: pl.Expr, part: Literal["alpha", "beta", "mean"]) -> pl.Expr:
+    """The class prior's ``part`` (α, β, or its mean α/β) for each row's class: the default
+    class's for a class without one."""
+    table = {
+        k: {"alpha": a, "beta": b, "mean": a / b}[part] for k, (a, b) in PRIORS_BY_CLASS.items()
+    }
+    return by_class(url_class, table, table[DEFAULT_CLASS])
 
 
 def prior_columns(df: pl.DataFrame, class_col: str = "url_class") -> pl.DataFrame:
@@ -157,7 +163,8 @@ def prior_columns(df: pl.DataFrame, class_col: str = "url_class") -> pl.DataFram
             prior_alpha=pl.lit(alpha, dtype=pl.Float64), prior_beta=pl.lit(beta, dtype=pl.Float64)
         )
     return df.with_columns(
-        prior_alpha=_class_expr(class_col, 0), prior_beta=_class_expr(class_col, 1)
+        prior_alpha=class_prior(pl.col(class_col), "alpha"),
+        prior_beta=class_prior(pl.col(class_col), "beta"),
     )
 
 

@@ -12,7 +12,7 @@ import polars as pl
 
 from freshness_pipeline.science.timecols import utc_column
 
-__all__ = ["fill", "host_rooms", "host_turn"]
+__all__ = ["fill", "host_rooms", "host_turn", "share_of_rooms"]
 
 
 def host_turn(candidates: pl.DataFrame, now_lit: pl.Expr) -> pl.Expr:
@@ -75,6 +75,16 @@ def host_rooms(host_capacity: pl.DataFrame) -> pl.DataFrame:
         .group_by("_host")
         .agg(pl.col("_room").min())  # duplicates: the stricter limit wins
     )
+
+
+def share_of_rooms(room: pl.DataFrame, rooms_at_start: pl.DataFrame, share: float) -> pl.DataFrame:
+    """``room`` with each host's cut to ``share`` of its room at the cycle's start (rounded up,
+    so a host of any room gets one): what one pass may take of a host, whatever the passes
+    before it left."""
+    cap = (pl.col("_room_at_start") * share).ceil().cast(pl.Int64).fill_null(0)
+    return room.join(
+        rooms_at_start.rename({"_room": "_room_at_start"}), on="_host", how="left"
+    ).select("_host", pl.min_horizontal("_room", cap).alias("_room"))
 
 
 def fill(

@@ -86,10 +86,10 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from freshness_pipeline.science.estimate import DEFAULT_CLASS, PRIORS_BY_CLASS, by_class
+from freshness_pipeline.science.estimate import class_prior
 from freshness_pipeline.science.gains import posterior_capture_gain, posterior_freshness_index
 from freshness_pipeline.science.hints import changed_hint_odds, unchanged_hint_odds
-from freshness_pipeline.science.host_turns import fill, host_rooms, host_turn
+from freshness_pipeline.science.host_turns import fill, host_rooms, host_turn, share_of_rooms
 from freshness_pipeline.science.normalize import looks_like_listing
 from freshness_pipeline.science.timecols import as_utc, duration_days, utc_column
 
@@ -128,6 +128,10 @@ class PlanConfig:
     #: within it: a page published since the crawl began is what a fresh copy most lacks, and a
     #: backlog of never-fetched seeds must not keep it waiting cycle after cycle
     discovery_max_share: float = 0.30
+    #: the most of a host's capacity the new pass may take: a host of few fetches a cycle spent
+    #: them all on its backlog for weeks, its most valuable pages stale; the rest goes by
+    #: priority, where a first copy still wins when it is worth more
+    new_host_share: float = 0.5
     reestimate_share: float = 0.05
     #: the most of the budget short-interval re-checks may take: a page seen changed at every
     #: fetch, all of them far apart, is fetched again soon after its last fetch (see
@@ -194,6 +198,8 @@ class PlanConfig:
             raise ValueError(
                 f"reestimate_order must be 'value' or 'age', not {self.reestimate_order!r}"
             )
+        if not 0.0 < self.new_host_share <= 1.0:
+            raise ValueError("new_host_share must be in (0, 1]")
         shares = (self.new_share, self.reestimate_share, self.probe_share, self.verify_share)
         if any(not 0.0 <= s <= 1.0 for s in shares) or sum(shares) > 1.0:
             raise ValueError("shares must be in [0, 1] and sum to at most 1")
@@ -255,18 +261,6 @@ def error_recheck_wait_days(consecutive_errors: pl.Expr, config: PlanConfig) -> 
     return wait.clip(upper_bound=config.gone_recheck_days)
 
 
-def _by_class(class_col: pl.Expr, table: dict[str, float]) -> pl.Expr:
-    return by_class(class_col, table, table[DEFAULT_CLASS])
-
-
-def _prior_mean_expr(class_col: pl.Expr) -> pl.Expr:
-    return _by_class(class_col, {k: a / b for k, (a, b) in PRIORS_BY_CLASS.items()})
-
-
-def _prior_alpha_expr(class_col: pl.Expr) -> pl.Expr:
-    return _by_class(class_col, {k: a for k, (a, _) in PRIORS_BY_CLASS.items()})
-
-
 def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.DataFrame:
     """Typed working frame: one row per candidate with the columns the fill needs."""
     cols = set(candidates.columns)
@@ -293,7 +287,7 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
     if "rate_shape" in cols:
         shape = pl.col("rate_shape").cast(pl.Float64)
     elif "n_changes" in cols:
-        shape = _prior_alpha_expr(url_class) + pl.col("n_changes").cast(pl.Float64)
+        shape = class_prior(url_class, "alpha") + pl.col("n_changes").cast(pl.Float64)
     else:
         shape = None
     if not config.posterior_index:
@@ -304,7 +298,7 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
         if shape is None
         else pl.when(rate_in.is_finite() & (rate_in >= 0))
         .then(shape)
-        .otherwise(_prior_alpha_expr(url_class))
+        .otherwise(class_prior(url_class, "alpha"))
     )
 
     # Pages whose every observation saw a change: their rate is only bounded below, and a fetch
@@ -341,7 +335,7 @@ def _prepare(candidates: pl.DataFrame, now: datetime, config: PlanConfig) -> pl.
         duration_days(now_lit - last).alias("age_days"),
         pl.when(rate_in.is_finite() & (rate_in >= 0))
         .then(rate_in)
-        .otherwise(_prior_mean_expr(url_class))
+        .otherwise(class_prior(url_class, "mean"))
         .alias("_rate"),
         pl.when(value_in.is_finite())
         .then(value_in.clip(lower_bound=0.0))
@@ -474,6 +468,7 @@ def build_plan(
     work = _prepare(candidates, now, config)
     room = host_rooms(host_capacity)
     cfg = config
+    rooms_at_start = room
 
     age = pl.col("age_days")
     status = pl.col("_status")
@@ -593,7 +588,9 @@ def build_plan(
         pool = work.filter(pl.col(flag) & ~pl.col("_idx").is_in(taken_idx.implode()))
         if reason == "verify":
             pool = _verify_keys(pool, cfg.seed, now)
-        got = fill(pool, room, order, desc, quota, taken_by_host)
+        share = cfg.new_host_share if reason == "new" else 1.0
+        rooms = room if share >= 1.0 else share_of_rooms(room, rooms_at_start, share)
+        got = fill(pool, rooms, order, desc, quota, taken_by_host)
         if got.height == 0:
             return
         taken_parts.append(got.select("_idx", "_pos", pl.lit(reason).alias("reason")))
