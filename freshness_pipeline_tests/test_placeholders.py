@@ -147,3 +147,46 @@ def test_fewer_pages_than_the_minimum_or_pages_alike_before_are_left_alone() -> 
     )
     assert spread["outcome"].to_list() == ["error"] * (k + 1)
     assert spread["fingerprint"].to_list() == [None] * (k + 1)
+
+
+def test_one_page_under_several_spellings_is_one_page_not_a_placeholder() -> None:
+    """``/p/3``, ``/p/3/``, ``/P/3`` and ``/p/3/index.html`` read alike, each naming ``/p/3``
+    its canonical, and their last versions differ by when each was fetched: counted as four
+    pages, every change of the page was taken for a placeholder and its new version dropped
+    (found on an exploratory web). Pages are counted by the document they name."""
+    base = "http://h.example"
+    spellings = [f"{base}/p/3", f"{base}/p/3/", f"{base}/P/3", f"{base}/p/3/index.html"]
+    raw = pl.DataFrame(
+        {
+            "url": [*spellings, f"{base}/p/3/?ref=x"],
+            "host": ["h.example"] * 5,
+            "outcome": ["changed"] * 4 + ["new"],
+            "fingerprint": ["v9"] * 5,
+            "error": [None] * 5,
+            "canonical": [None, *spellings[:1] * 4],
+        },
+        schema_overrides={"error": pl.String, "canonical": pl.String},
+    )
+    plan = pl.DataFrame(
+        {
+            "url": [*spellings, f"{base}/p/3/?ref=x", f"{base}/p/4", f"{base}/p/5"],
+            "host": ["h.example"] * 7,
+            "fingerprint": ["v8", "v7", "v5", "v6", None, "w", "z"],
+        }
+    )
+    out = placeholder_answers(raw, plan)
+    assert out["outcome"].to_list() == ["changed"] * 4 + ["new"]
+    assert out["fingerprint"].to_list() == ["v9"] * 5
+    # three pages of their own that read differently and now alike are still a placeholder,
+    # whatever spellings of one of them answered beside
+    others = raw.with_columns(
+        url=pl.Series([f"{base}/p/3", f"{base}/p/4", f"{base}/p/5", f"{base}/P/3", f"{base}/x"]),
+        canonical=pl.Series([None, None, None, f"{base}/p/3", None], dtype=pl.String),
+    )
+    plan_others = plan.with_columns(
+        url=pl.Series(
+            [f"{base}/p/3", f"{base}/p/4", f"{base}/p/5", f"{base}/P/3", f"{base}/x", "a", "b"]
+        ),
+        fingerprint=pl.Series(["v8", "w", "z", "v6", None, None, None]),
+    )
+    assert placeholder_answers(others, plan_others)["outcome"].to_list() == ["error"] * 5
