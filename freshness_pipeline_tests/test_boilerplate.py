@@ -31,3 +31,26 @@ def test_configured_selectors_pick_their_matches_in_order() -> None:
         "12 EUR",
         "Storm over the bay",
     ]
+
+
+def test_page_level_blocks_whose_id_names_a_footer_or_header_go() -> None:
+    """phpBB, vBulletin and Magento themes name their chrome by id words (div#page-footer,
+    div#site-header): a footer's "Page generated in 234 ms on app-14" and a header's weather
+    line were a change on every fetch (found by a run over real pages the project had not
+    seen). A header that holds the headline stays, and so do an article's own."""
+    page = """<html><body>
+    <div id="site-header"><a href="/">Logo</a> <span>Minsk 3 C</span></div>
+    <div id="page-header-main"><h1>Conference 2026</h1><p>Held in May.</p></div>
+    <div class="content"><p>The annual conference takes place in May.</p>
+    <div id="post-footer">Filed under radio</div></div>
+    <article><p>An article's text.</p><div id="article-footer">Written by A. Author</div></article>
+    <div id="pageFooter"><div class="copyright">Page generated in 234.716 ms on app-14</div></div>
+    <div id="subheaders">Kept: no word "header" of its own</div>
+    </body></html>"""
+    tree = LexborHTMLParser(page)
+    remove_boilerplate(tree)
+    text = node_text(tree.body)
+    for chrome in ("Minsk 3 C", "Page generated", "Filed under radio"):
+        assert chrome not in text
+    for content in ("Held in May.", "takes place in May", "Written by A. Author", "Kept:"):
+        assert content in text

@@ -52,6 +52,12 @@ _LEGACY_CHROME = (
     '[id="header" i],[id="footer" i],[id="navigation" i],[id="nav" i],[id="menu" i],'
     '[id^="sidebar" i]'
 )
+# The same landmarks named by id words ("page-footer", "site-header", "footerWrapper": phpBB,
+# vBulletin and Magento themes), dropped unless they hold the headline or a content root: a
+# footer's "Page generated in 234 ms on app-14" and a header's weather widget were a change on
+# every fetch of a page built that way (found by a run over real pages the project had not seen).
+_LEGACY_CHROME_WORDS = frozenset(("footer", "header"))
+_LEGACY_CHROME_STEMS = '[id*="footer" i],[id*="header" i]'
 # The page itself: no rule drops these, whatever they are marked as (a chrome role on <html> or
 # <body> is a template's mistake; taken at its word it would drop the whole page, and lexbor
 # refuses to remove the root).
@@ -497,6 +503,10 @@ def _mark_chrome(tree: LexborHTMLParser, marker: _Marker) -> list[str]:
     for node in forms:
         if not (marker.wraps_half(node) or _buys(node)):
             marker.mark(node)
+    for node in css(tree, _LEGACY_CHROME_STEMS):
+        words = {w.lower() for w in _WORD_PART.findall(_named_words(node.attrs.get("id") or ""))}
+        if words & _LEGACY_CHROME_WORDS and not _within(node, _holds_page_level):
+            marker.mark_guarded(node)
     return [h for h in headlines if h]
 
 

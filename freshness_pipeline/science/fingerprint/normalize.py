@@ -316,7 +316,10 @@ _NUMBER = re.compile(r"\d+")
 # app-03.example.com". Word-led, so looked for only when its verb is in the text.
 _SERVED_BY_VERBS = ("served", "generated", "rendered", "delivered", "processed")
 _SERVED_BY = re.compile(
-    r"\b(?:served|generated|rendered|delivered|processed)\s+(?:by|on|from)\s+"
+    # the time may come first: "Page generated in 234.716 ms on app-14" (its number already
+    # gone as a duration by the time this is read)
+    r"\b(?:served|generated|rendered|delivered|processed)\s+"
+    r"(?:in\s+(?:[\d.,]+\s*(?:ms|milliseconds?|s|secs?|seconds?)\s+)?)?(?:by|on|from)\s+"
     r"(?:(?:the\s+)?(?:node|server|host|instance|pod|machine|backend)\s*:?\s*)?"
     r"(?=[\w.-]*[a-z])[\w.-]*\d[\w.-]*"  # a name with a digit in it: web5, app-03.example.com
     r"(?:\s+in\s+[\d.,]+\s*(?:ms|milliseconds?|s|secs?|seconds?)(?![a-z]))?",  # and the time

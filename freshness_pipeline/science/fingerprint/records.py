@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 #: See the package docstring: bump it whenever the output changes for some page.
-FINGERPRINT_VERSION: int = 14
+FINGERPRINT_VERSION: int = 15
 #: How configured fields (and JSON-LD's) enter the fingerprint; bump it whenever that changes.
 #: Only the classes that configure fields get another version from it (config.extractor_version),
 #: so the pages of the others keep theirs and are not re-extracted. 2: compared as they read.
