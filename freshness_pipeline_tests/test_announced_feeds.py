@@ -32,6 +32,11 @@ NO_FEED_HOME = HOME.replace('type="application/rss+xml"', 'type="text/html"')
 pytestmark = pytest.mark.usefixtures("loopback_crawl")
 
 
+def _page(path: str, words: str) -> web.Response:
+    body = f"<html><title>{path}</title><body><main><p>{path} {words}.</p></main></body></html>"
+    return web.Response(text=body, content_type="text/html")
+
+
 def _rss(base: str, posts: list[int], following: str = "") -> str:
     items = "".join(f"<item><title>{n}</title><link>{base}/post/{n}</link></item>" for n in posts)
     link = f'<atom:link rel="next" href="{following}"/>' if following else ""
@@ -69,10 +74,7 @@ def test_feeds_a_page_announces_and_a_seeded_feed_bring_their_items(tmp_path: Pa
             return web.Response(
                 text=_json_feed(posts), headers={"Content-Type": "application/feed+json"}
             )
-        page = f"<html><title>{request.path}</title><body><main><p>Post {request.path} says "
-        return web.Response(
-            text=page + "something.</p></main></body></html>", content_type="text/html"
-        )
+        return _page(request.path, "says something")
 
     home = tmp_path / "home"
     with serve_on_loopback(handle) as base:
@@ -238,10 +240,7 @@ def test_a_seeded_sitemap_robots_txt_does_not_name_is_read_as_one(tmp_path: Path
             )
         if request.path == "/exports/part-1.xml":
             return web.Response(text=_urlset(base, listed), content_type="application/xml")
-        page = f"<html><title>{request.path}</title><body><main><p>Item {request.path} is "
-        return web.Response(
-            text=page + "on sale.</p></main></body></html>", content_type="text/html"
-        )
+        return _page(request.path, "is on sale")
 
     home = tmp_path / "home"
     with serve_on_loopback(handle) as base:
@@ -274,8 +273,7 @@ def test_a_seed_that_reads_as_a_feed_is_fetched_before_other_new_pages(tmp_path:
             )
         if request.path == "/sitemap.xml":
             return web.Response(status=404)
-        page = f"<html><title>{request.path}</title><body><main><p>Page {request.path} "
-        return web.Response(text=page + "reads.</p></main></body></html>", content_type="text/html")
+        return _page(request.path, "reads")
 
     home = tmp_path / "home"
     with serve_on_loopback(handle) as base:
