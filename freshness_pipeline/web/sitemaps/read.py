@@ -410,29 +410,12 @@ def read_sitemap(
     return parsed
 
 
-_FEED_ROOTS = frozenset({"rss", "feed", "RDF"})
-
-
 def is_feed(content_type: str | None, body: bytes) -> bool:
     """Whether a fetched page is a feed: by its media type, or an XML or JSON body whose root
     is one (many feeds are served as text/xml or application/json). A user who seeds a feed
     means its items; read as a page, none of them entered the crawl (found by an exploratory
     run)."""
-    media = (content_type or "").split(";", 1)[0].strip().lower()
-    if media in FEED_TYPES:
-        return True
-    head = body[:_FEED_SNIFF_BYTES].removeprefix(_UTF8_BOM).lstrip(b" \t\r\n")
-    if media.endswith("json"):
-        return head[:1] == b"{" and JSON_FEED_VERSION.encode() in head
-    if media.endswith("xml") and head[:1] == b"<":
-        root = _sniff_root(head)
-        return root is not None and root.rsplit("}", 1)[-1] in _FEED_ROOTS
-    return False
-
-
-_SITEMAP_ROOTS = frozenset({"urlset", "sitemapindex"})
-#: media types a sitemap arrives under besides XML: gzipped files are often sent as such
-_GZIP_TYPES = frozenset({"application/gzip", "application/x-gzip", "application/octet-stream"})
+    return _listing_kind(content_type, body) == "feed"
 
 
 def is_listing(content_type: str | None, body: bytes) -> bool:
@@ -440,19 +423,34 @@ def is_listing(content_type: str | None, body: bytes) -> bool:
     (an XML ``urlset`` or ``sitemapindex``, gzipped or not). A user who seeds a sitemap robots.txt
     does not name means the pages it lists; read as a page, not one of them entered the crawl
     and the file was fetched as a page every cycle (found by an exploratory run)."""
-    if is_feed(content_type, body):
-        return True
+    return _listing_kind(content_type, body) is not None
+
+
+_FEED_ROOTS = frozenset({"rss", "feed", "RDF"})
+_SITEMAP_ROOTS = frozenset({"urlset", "sitemapindex"})
+#: media types a sitemap arrives under besides XML: gzipped files are often sent as such
+_GZIP_TYPES = frozenset({"application/gzip", "application/x-gzip", "application/octet-stream"})
+
+
+def _listing_kind(content_type: str | None, body: bytes) -> str | None:
+    """ "feed", "sitemap" or None, by the media type and the first bytes of the body (gunzipped
+    when it is gzip sent as XML or as a gzip type)."""
     media = (content_type or "").split(";", 1)[0].strip().lower()
+    if media in FEED_TYPES:
+        return "feed"
     head = body[:_FEED_SNIFF_BYTES]
     if head[:2] == _GZIP_MAGIC and (media.endswith("xml") or media in _GZIP_TYPES):
         with contextlib.suppress(zlib.error):
             head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(body, _FEED_SNIFF_BYTES)
         media = "application/xml"
     head = head.removeprefix(_UTF8_BOM).lstrip(b" \t\r\n")
+    if media.endswith("json"):
+        return "feed" if head[:1] == b"{" and JSON_FEED_VERSION.encode() in head else None
     if not media.endswith("xml") or head[:1] != b"<":
-        return False
+        return None
     root = _sniff_root(head)
-    return root is not None and root.rsplit("}", 1)[-1] in _SITEMAP_ROOTS
+    name = None if root is None else root.rsplit("}", 1)[-1]
+    return "feed" if name in _FEED_ROOTS else "sitemap" if name in _SITEMAP_ROOTS else None
 
 
 def parse_sitemap(
