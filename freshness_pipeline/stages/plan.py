@@ -329,22 +329,11 @@ def with_listing_cost(inputs: pl.DataFrame, robots: pl.DataFrame) -> pl.DataFram
     reads, every version of it a change."""
     if "feeds" not in robots.columns:
         return inputs
-    read = (
-        robots.select("host", pl.col("feeds").alias("url"))
-        .explode("url")
-        .drop_nulls()
-        .unique()
-        .with_columns(_listing_read=pl.lit(True))
-    )
-    return (
-        inputs.join(read, on=["host", "url"], how="left", maintain_order="left")
-        .with_columns(
-            pl.when(pl.col("_listing_read"))
-            .then(pl.col("cost") * SECOND_COPY_COST)
-            .otherwise(pl.col("cost"))
-            .alias("cost")
-        )
-        .drop("_listing_read")
+    # a URL names its host: the URLs alone say which rows are read as listings
+    read = robots["feeds"].explode().drop_nulls().implode()
+    listing = pl.col("url").is_in(read)
+    return inputs.with_columns(
+        cost=pl.when(listing).then(pl.col("cost") * SECOND_COPY_COST).otherwise(pl.col("cost"))
     )
 
 
